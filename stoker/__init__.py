@@ -1,0 +1,95 @@
+"""Stoker: an agent runtime whose request prefix stays byte-stable, so the prompt cache stays warm.
+
+The names below are the public API; everything else is reachable through its module.
+"""
+
+from __future__ import annotations
+
+from stoker.agent.agent import Agent
+from stoker.agent.loop import TurnResult
+from stoker.agent.session import INHERIT, Callbacks, Rebase, Session
+from stoker.cache.explain import explain
+from stoker.cache.planner import CachePolicy
+from stoker.clock import Clock, FrozenClock, SystemClock
+from stoker.errors import (
+    AuthenticationError,
+    BudgetExhausted,
+    ConfigError,
+    InvalidRequest,
+    PrefixError,
+    ProviderError,
+    StokerError,
+    ToolError,
+    WireError,
+)
+from stoker.providers.base import CallContext, Completion, Provider
+from stoker.providers.sim.model import RuleModel, ScriptedModel
+from stoker.providers.sim.provider import SimProvider
+from stoker.tools import DispatchPolicy, Tool, ToolContext, ToolRegistry, Toolset, tool
+from stoker.wire.blocks import (
+    ImageBlock,
+    RedactedThinkingBlock,
+    TextBlock,
+    ThinkingBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+    block_from_dict,
+    block_to_dict,
+)
+from stoker.wire.messages import AssistantMessage, UserMessage
+from stoker.wire.prefix import CacheParams, Prefix
+from stoker.wire.record import CacheRecord, Explanation
+from stoker.wire.request import Breakpoint, Request
+from stoker.wire.usage import Usage
+
+__all__ = [
+    "INHERIT",
+    "Agent",
+    "AssistantMessage",
+    "AuthenticationError",
+    "Breakpoint",
+    "BudgetExhausted",
+    "CacheParams",
+    "CachePolicy",
+    "CacheRecord",
+    "CallContext",
+    "Callbacks",
+    "Clock",
+    "Completion",
+    "ConfigError",
+    "DispatchPolicy",
+    "Explanation",
+    "FrozenClock",
+    "ImageBlock",
+    "InvalidRequest",
+    "Prefix",
+    "PrefixError",
+    "Provider",
+    "ProviderError",
+    "Rebase",
+    "RedactedThinkingBlock",
+    "Request",
+    "RuleModel",
+    "ScriptedModel",
+    "Session",
+    "SimProvider",
+    "StokerError",
+    "SystemClock",
+    "TextBlock",
+    "ThinkingBlock",
+    "Tool",
+    "ToolContext",
+    "ToolError",
+    "ToolRegistry",
+    "ToolResultBlock",
+    "ToolUseBlock",
+    "Toolset",
+    "TurnResult",
+    "Usage",
+    "UserMessage",
+    "WireError",
+    "block_from_dict",
+    "block_to_dict",
+    "explain",
+    "tool",
+]

@@ -1,0 +1,3 @@
+from stoker.cli import main
+
+main()

@@ -1,0 +1,1 @@
+"""The agent (configuration), its sessions, the turn loop, and forks."""

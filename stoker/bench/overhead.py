@@ -1,0 +1,95 @@
+"""Framework overhead per turn, with the model costing nothing.
+
+A turn is timed end to end and the time spent inside the simulator's engine (the stand-in
+for the provider: its cache accounting and its model) is subtracted, so what remains is
+Stoker's own work: planning breakpoints, building and rendering the request, parsing the
+response, fingerprints, the record and its explanation, events. It should stay flat as
+history grows, because only new messages are rendered and fingerprinted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from rich.table import Table
+
+from stoker.agent.agent import Agent
+from stoker.providers.sim.engine import SimEngine, SimResult
+from stoker.providers.sim.provider import SimProvider
+from stoker.wire.blocks import TextBlock
+from stoker.wire.messages import AssistantMessage, UserMessage
+
+HISTORY_SIZES = (10, 100, 1000)
+
+
+@dataclass(slots=True, kw_only=True)
+class _TimedEngine(SimEngine):
+    spent_ns: int = 0
+
+    def handle(
+        self, dialect: str, payload: dict[str, Any], *, at: float, workspace: str = "default"
+    ) -> SimResult:
+        start = time.perf_counter_ns()
+        try:
+            return SimEngine.handle(self, dialect, payload, at=at, workspace=workspace)
+        finally:
+            self.spent_ns += time.perf_counter_ns() - start
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OverheadRow:
+    history: int
+    turns: int
+    mean_us: float
+    median_us: float
+    p95_us: float
+
+
+async def _measure(history: int, turns: int) -> OverheadRow:
+    engine = _TimedEngine()
+    agent = Agent(
+        provider=SimProvider(engine=engine, keep_requests=False), model="claude-sonnet-4-6"
+    )
+    session = agent.session()
+    for i in range(history // 2):  # seed history without provider calls
+        await session.append(UserMessage(content=(TextBlock(text=f"question {i}"),)))
+        await session.append(AssistantMessage(content=(TextBlock(text=f"answer {i}"),)))
+    await session.send("warm up")
+    samples: list[float] = []
+    for i in range(turns):
+        engine.spent_ns = 0
+        start = time.perf_counter_ns()
+        await session.send(f"turn {i}")
+        samples.append((time.perf_counter_ns() - start - engine.spent_ns) / 1000)
+    samples.sort()
+    return OverheadRow(
+        history=history,
+        turns=turns,
+        mean_us=statistics.fmean(samples),
+        median_us=statistics.median(samples),
+        p95_us=samples[int(len(samples) * 0.95) - 1],
+    )
+
+
+def run_overhead(*, turns: int = 200, sizes: tuple[int, ...] = HISTORY_SIZES) -> list[OverheadRow]:
+    """Measure each history size in turn (each turn appends two messages to it)."""
+    return [asyncio.run(_measure(size, turns)) for size in sizes]
+
+
+def overhead_table(rows: list[OverheadRow]) -> Table:
+    table = Table(title="framework overhead per turn (sim model at 0 ms)", title_justify="left")
+    for col in ("history (messages)", "turns", "mean µs", "median µs", "p95 µs"):
+        table.add_column(col, justify="right")
+    for r in rows:
+        table.add_row(
+            str(r.history),
+            str(r.turns),
+            f"{r.mean_us:.0f}",
+            f"{r.median_us:.0f}",
+            f"{r.p95_us:.0f}",
+        )
+    return table

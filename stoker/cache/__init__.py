@@ -1,0 +1,1 @@
+"""Cache planning, the providers' exact cache accounting, records, pricing and explanations."""

@@ -1,0 +1,114 @@
+"""Cache entries of one isolation scope (an Anthropic workspace, an OpenAI organisation).
+
+Expired entries are kept for a while (`forget_after`) and evictions are remembered, not
+because a provider would, but so a miss can be explained as "expired 40 s ago" or
+"evicted" instead of "nothing there".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CacheEntry:
+    """One written prefix: how many tokens it covers and when it can be read."""
+
+    tokens: int
+    ttl: str
+    expires_at: float
+    available_at: float
+    created_at: float
+    last_used: float
+
+    def live(self, at: float) -> bool:
+        """Readable by a request that starts at `at`."""
+        return self.expires_at > at and self.available_at <= at
+
+
+class EntryStore:
+    """Entries in least-recently-used order (a dict keeps insertion order; use re-inserts)."""
+
+    __slots__ = ("_entries", "_evicted", "_forget_after", "_max_entries", "_next_purge")
+
+    def __init__(self, *, max_entries: int | None, forget_after: float) -> None:
+        self._entries: dict[str, CacheEntry] = {}
+        self._evicted: dict[str, float] = {}
+        self._max_entries = max_entries
+        self._forget_after = forget_after
+        self._next_purge = float("-inf")
+
+    def get(self, key: str) -> CacheEntry | None:
+        return self._entries.get(key)
+
+    def was_evicted(self, key: str) -> bool:
+        return key in self._evicted
+
+    def put(self, key: str, entry: CacheEntry, *, at: float) -> None:
+        """Store `entry` as the most recently used; evict beyond capacity (LRU)."""
+        self._entries.pop(key, None)
+        self._entries[key] = entry
+        self._evicted.pop(key, None)
+        limit = self._max_entries
+        if limit is None or len(self._entries) <= limit:
+            return
+        for dead in [k for k, e in self._entries.items() if e.expires_at <= at]:
+            del self._entries[dead]
+        while len(self._entries) > limit:
+            victim = next(iter(self._entries))
+            del self._entries[victim]
+            self._evicted[victim] = at
+        while len(self._evicted) > limit:
+            del self._evicted[next(iter(self._evicted))]
+
+    def write(
+        self, key: str, *, tokens: int, ttl: str, expires_at: float, available_at: float, at: float
+    ) -> None:
+        """Write an entry at `key`, or rewrite the live one there.
+
+        A live entry keeps its creation time, its earliest availability and its latest
+        expiry: a concurrent writer does not push back an entry that is about to appear.
+        """
+        old = self._entries.get(key)
+        if old is not None and old.expires_at > at:
+            entry = replace(
+                old,
+                ttl=ttl if expires_at >= old.expires_at else old.ttl,
+                expires_at=max(old.expires_at, expires_at),
+                available_at=min(old.available_at, available_at),
+                last_used=at,
+            )
+        else:
+            entry = CacheEntry(
+                tokens=tokens,
+                ttl=ttl,
+                expires_at=expires_at,
+                available_at=available_at,
+                created_at=at,
+                last_used=at,
+            )
+        self.put(key, entry, at=at)
+
+    def touch(self, key: str, *, expires_at: float, at: float) -> None:
+        """A read of `key`: extend its expiry (never shorten it) and mark it used."""
+        old = self._entries.get(key)
+        if old is not None:
+            expires = max(old.expires_at, expires_at)
+            self.put(key, replace(old, expires_at=expires, last_used=at), at=at)
+
+    def purge(self, at: float) -> None:
+        """Forget entries long expired and old evictions; memory only, never billing."""
+        if at < self._next_purge:
+            return
+        self._next_purge = at + min(self._forget_after, 60.0)
+        horizon = at - self._forget_after
+        for key in [k for k, e in self._entries.items() if e.expires_at <= horizon]:
+            del self._entries[key]
+        for key in [k for k, when in self._evicted.items() if when <= horizon]:
+            del self._evicted[key]
+
+    def snapshot(self) -> dict[str, CacheEntry]:
+        return dict(self._entries)
+
+    def __len__(self) -> int:
+        return len(self._entries)

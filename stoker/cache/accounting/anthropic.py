@@ -1,0 +1,280 @@
+"""Anthropic's prompt cache, computed exactly: reference section 1.11, as pure code.
+
+`AnthropicAccountant.account(payload, at=t)` takes a Messages API body as it goes over
+the wire and returns what the API would report as cache reads and writes, keeping the
+entries it wrote between calls. Every rule the docs leave open is a field of
+`AnthropicSettings`.
+
+Token count of a block (a stand-in for Anthropic's tokenizer, via `count_tokens`):
+
+    text               count_tokens(text)
+    thinking           count_tokens(thinking)
+    redacted_thinking  count_tokens(data)
+    tool_use           count_tokens(name) + count_tokens(compact JSON of input, key order kept)
+    tool_result        count_tokens(content) for a string, else the sum over its blocks
+    image              max(1, len(base64 data) // 1000)
+    document           count_tokens(text source), else like an image
+    tool definition    count_tokens(name) + count_tokens(description)
+                       + count_tokens(compact JSON of input_schema, key order kept)
+    anything else      count_tokens(compact JSON of the block)
+
+Lookback positions: a maximal run of consecutive tool_use blocks is one position, and
+so is a run of tool_result blocks [doc]. Which index of a run is looked up is not
+documented; we check every index of the run, last first, for the price of one position
+[inferred]. A breakpoint inside a run starts its window at itself, so the part of the
+run after it is not checked.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from stoker.cache.accounting._anthropic_render import Rendered, render
+from stoker.cache.accounting._state import CacheEntry, EntryStore
+from stoker.cache.accounting.outcome import CacheBreakpoint, CacheOutcome, MissFact
+from stoker.cache.models import model_info
+from stoker.errors import ConfigError, InvalidRequest
+from stoker.wire.usage import Usage
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AnthropicSettings:
+    """The knobs of the Anthropic simulation; defaults follow the docs.
+
+    `ttft`: seconds after a request starts until its entries are readable ("an entry only
+    becomes available after the first response begins"). `tail_overhead`: uncached
+    tokens after the last block (turn markers; 1-8 observed). `refresh_earlier_breakpoints`:
+    also refresh or create, free, the entries of breakpoints the read already covers
+    [inferred]. `max_entries`: LRU capacity per workspace, to mimic best-effort eviction.
+    `collapse_tool_runs`: count a run of tool_use / tool_result blocks as one position.
+    `forget_after`: how long an expired entry is remembered to explain a miss (memory only).
+    """
+
+    ttft: float = 0.0
+    tail_overhead: int = 0
+    lookback: int = 20
+    refresh_earlier_breakpoints: bool = True
+    ttl_seconds: dict[str, float] = field(default_factory=lambda: {"5m": 300.0, "1h": 3600.0})
+    min_cacheable: dict[str, int] = field(default_factory=dict)
+    max_entries: int | None = None
+    collapse_tool_runs: bool = True
+    forget_after: float = 86400.0
+
+    def __post_init__(self) -> None:
+        if self.lookback < 1:
+            raise ConfigError(f"lookback must be at least 1 position, not {self.lookback}")
+        if self.max_entries is not None and self.max_entries < 1:
+            raise ConfigError(f"max_entries must be at least 1 (or None), not {self.max_entries}")
+        if self.ttft < 0 or self.tail_overhead < 0:
+            raise ConfigError("ttft and tail_overhead cannot be negative")
+        if set(self.ttl_seconds) != {"5m", "1h"}:
+            raise ConfigError("ttl_seconds needs exactly the keys '5m' and '1h'")
+
+    def minimum_for(self, model: str) -> int:
+        """Shortest cacheable prefix: a per-model override, else the model table."""
+        info = model_info(model)
+        return self.min_cacheable.get(model, self.min_cacheable.get(info.name, info.min_cacheable))
+
+
+class AnthropicAccountant:
+    """Entries per workspace and the 1.11 algorithm over them. Not thread-safe."""
+
+    __slots__ = ("_settings", "_stores")
+
+    def __init__(self, settings: AnthropicSettings | None = None) -> None:
+        self._settings = settings or AnthropicSettings()
+        self._stores: dict[str, EntryStore] = {}
+
+    @property
+    def settings(self) -> AnthropicSettings:
+        return self._settings
+
+    def entries(self, workspace: str = "default") -> dict[str, CacheEntry]:
+        """A copy of the workspace's entries (key -> entry), least recently used first."""
+        store = self._stores.get(workspace)
+        return store.snapshot() if store else {}
+
+    def reset(self) -> None:
+        """Forget every entry of every workspace."""
+        self._stores.clear()
+
+    def _store(self, workspace: str) -> EntryStore:
+        store = self._stores.get(workspace)
+        if store is None:
+            s = self._settings
+            store = EntryStore(max_entries=s.max_entries, forget_after=s.forget_after)
+            self._stores[workspace] = store
+        return store
+
+    def account(
+        self, payload: dict[str, Any], *, at: float, workspace: str = "default"
+    ) -> CacheOutcome:
+        """Reads and writes of a request that starts at `at`; updates the entries.
+
+        Raises `InvalidRequest` for what the API rejects with HTTP 400 (too many
+        breakpoints, a 1h breakpoint after a 5m one, markers on thinking or empty text).
+        """
+        s = self._settings
+        model = payload.get("model")
+        if not isinstance(model, str):
+            raise InvalidRequest("model: Field required", provider="anthropic")
+        info = model_info(model)
+        r = render(payload, info, workspace=workspace, collapse_tool_runs=s.collapse_tool_runs)
+        store = self._store(workspace)
+        store.purge(at)
+        cum = [b.cum for b in r.blocks]
+        total = (cum[-1] if cum else 0) + s.tail_overhead
+        breakpoints = tuple(
+            CacheBreakpoint(index=m.index, ttl=m.ttl, tokens=cum[m.index]) for m in r.markers
+        )
+
+        def outcome(usage: Usage, hit: int | None = None, *misses: MissFact) -> CacheOutcome:
+            return CacheOutcome(
+                usage=usage,
+                total_tokens=usage.input_total,
+                blocks=len(r.blocks),
+                breakpoints=breakpoints,
+                hit_index=hit,
+                misses=misses,
+            )
+
+        if not r.markers:
+            return outcome(Usage(uncached=total), None, MissFact(kind="no_breakpoints"))
+        minimum = s.minimum_for(model)
+        last = cum[r.markers[-1].index]
+        if last < minimum:
+            fact = MissFact(kind="below_minimum", tokens=last, minimum=minimum)
+            return outcome(Usage(uncached=total), None, fact)
+
+        hit = self._lookup(r, store, at)
+        read = cum[hit] if hit is not None else 0
+        long_end = max(
+            (cum[m.index] for m in r.markers if m.ttl == "1h" and cum[m.index] > read), default=read
+        )
+        usage = Usage(
+            uncached=total - last, written_5m=last - long_end, written_1h=long_end - read, read=read
+        )
+        misses = self._misses(r, store, at, read)
+        self._update(r, store, at, minimum, hit)
+        return outcome(usage, hit, *misses)
+
+    def _window(self, r: Rendered, index: int) -> list[list[int]]:
+        """The positions a breakpoint checks, nearest first, each as block indices last-first."""
+        run = r.run_of[index]
+        first = [i for i in reversed(r.runs[run]) if i <= index]
+        earlier = range(run - 1, max(run - self._settings.lookback, -1), -1)
+        return [first, *(list(reversed(r.runs[k])) for k in earlier)]
+
+    def _lookup(self, r: Rendered, store: EntryStore, at: float) -> int | None:
+        """Scan from the last breakpoint backwards, `lookback` positions per breakpoint."""
+        for marker in reversed(r.markers):
+            for position in self._window(r, marker.index):
+                for i in position:
+                    entry = store.get(r.blocks[i].key)
+                    if entry is not None and entry.live(at):
+                        return i
+        return None
+
+    def _misses(self, r: Rendered, store: EntryStore, at: float, read: int) -> list[MissFact]:
+        """Per breakpoint beyond the read: the nearest dead entry in its window, else a live
+        entry just beyond the window."""
+        facts: list[MissFact] = []
+        seen: set[int | None] = set()
+        for marker in reversed(r.markers):
+            if r.blocks[marker.index].cum <= read:
+                continue
+            fact = self._dead_entry(r, store, at, marker.index, read)
+            if fact is None:
+                fact = self._beyond_window(r, store, at, marker.index, read)
+            if fact is not None and fact.index not in seen:
+                seen.add(fact.index)
+                facts.append(fact)
+        return facts
+
+    def _dead_entry(
+        self, r: Rendered, store: EntryStore, at: float, index: int, read: int
+    ) -> MissFact | None:
+        for position in self._window(r, index):
+            for i in position:
+                block = r.blocks[i]
+                if block.cum <= read:
+                    return None
+                entry = store.get(block.key)
+                if entry is None:
+                    if store.was_evicted(block.key):
+                        return MissFact(kind="evicted", index=i, tokens=block.cum)
+                    continue
+                if entry.expires_at <= at:
+                    return MissFact(
+                        kind="expired",
+                        index=i,
+                        tokens=block.cum,
+                        ttl=entry.ttl,
+                        expired_for=at - entry.expires_at,
+                        idle=at - entry.last_used,
+                    )
+                if entry.available_at > at:
+                    return MissFact(
+                        kind="concurrent",
+                        index=i,
+                        tokens=block.cum,
+                        available_in=entry.available_at - at,
+                    )
+        return None
+
+    def _beyond_window(
+        self, r: Rendered, store: EntryStore, at: float, index: int, read: int
+    ) -> MissFact | None:
+        run = r.run_of[index]
+        for k in range(run - self._settings.lookback, -1, -1):
+            for i in reversed(r.runs[k]):
+                block = r.blocks[i]
+                if block.cum <= read:
+                    return None
+                entry = store.get(block.key)
+                if entry is not None and entry.live(at):
+                    return MissFact(
+                        kind="lookback", index=i, tokens=block.cum, positions_back=run - k
+                    )
+        return None
+
+    def _update(
+        self, r: Rendered, store: EntryStore, at: float, minimum: int, hit: int | None
+    ) -> None:
+        """Write past the read, refresh (free) what the read covers, refresh the hit."""
+        s = self._settings
+        read = r.blocks[hit].cum if hit is not None else 0
+        for marker in r.markers:
+            block = r.blocks[marker.index]
+            if block.cum < minimum or marker.index == hit:
+                continue
+            if block.cum <= read and not s.refresh_earlier_breakpoints:
+                continue
+            store.write(
+                block.key,
+                tokens=block.cum,
+                ttl=marker.ttl,
+                expires_at=at + s.ttl_seconds[marker.ttl],
+                available_at=at + s.ttft,
+                at=at,
+            )
+        if hit is not None:
+            key = r.blocks[hit].key
+            entry = store.get(key)
+            if entry is not None:
+                store.touch(key, expires_at=at + s.ttl_seconds[entry.ttl], at=at)
+
+
+def anthropic_usage_fields(usage: Usage) -> dict[str, Any]:
+    """`usage` under the Messages API's own names (input_tokens is the uncached tail only)."""
+    return {
+        "input_tokens": usage.uncached,
+        "cache_creation_input_tokens": usage.written,
+        "cache_read_input_tokens": usage.read,
+        "cache_creation": {
+            "ephemeral_5m_input_tokens": usage.written_5m,
+            "ephemeral_1h_input_tokens": usage.written_1h,
+        },
+        "output_tokens": usage.output,
+    }

@@ -1,0 +1,348 @@
+"""OpenAI's prompt cache, computed exactly: reference section 2.7, both regimes, as pure code.
+
+`OpenAIAccountant.account(payload, api=..., at=t)` takes a Chat Completions or Responses
+body as it goes over the wire. The model table says which regime applies:
+
+* L (before GPT-5.6): implicit boundaries on a token grid, free writes, idle expiry;
+  `cached_tokens` is the longest live boundary, rounded down to a multiple of 128.
+* N (GPT-5.6+): writes at the latest eligible message ending and explicit
+  `prompt_cache_breakpoint`s (paid, 30m / 12h), lookups over a bounded set of boundaries.
+
+Token counts: text parts `count_tokens(text)`; a tool `name + description + compact JSON
+of parameters`; a function call `name + arguments` (the string as sent); other parts
+(images, files) `max(1, len(compact JSON) // 1000)`; other items their compact JSON.
+Every rule the docs leave open is a field of `OpenAISettings`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from stoker.cache.accounting._openai_render import Api, Rendered, render
+from stoker.cache.accounting._state import CacheEntry, EntryStore
+from stoker.cache.accounting.outcome import CacheBreakpoint, CacheOutcome, MissFact
+from stoker.cache.models import model_info
+from stoker.errors import ConfigError, InvalidRequest
+from stoker.wire.usage import Usage
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OpenAISettings:
+    """The knobs of the OpenAI simulation; defaults follow the docs.
+
+    `hidden_tokens`: OpenAI's own instructions ahead of tools (never reported).
+    `lookup`: regime N lookup set, the guide's "endings" (first 2 + latest 50 explicit,
+    plus the implicit one, 20 earlier endings and the initial developer block) or the API
+    reference's "latest80" (the latest 80 boundaries, no lookback limit); they conflict.
+    `idle_seconds` / `max_lifetime_seconds`: regime L expiry per `prompt_cache_retention`.
+    `default_retention`: regime L retention when the request names none (24h for non-ZDR
+    organisations). `ttl_seconds`: regime N TTLs. `grid_anchor`: regime L boundaries at
+    `hidden + MIN + k*I` ("minimum") or at `k*I` from the start of the hidden content
+    ("start") [inferred]. `cached_granularity`: regime L rounding of `cached_tokens`.
+    `bill_hidden_tokens`: count hidden tokens in the reported input total [inferred: no].
+    """
+
+    hidden_tokens: int = 0
+    min_cacheable: dict[str, int] = field(default_factory=dict)
+    lookup: Literal["endings", "latest80"] = "endings"
+    idle_seconds: dict[str, float] = field(
+        default_factory=lambda: {"in_memory": 600.0, "24h": 1800.0}
+    )
+    max_lifetime_seconds: dict[str, float] = field(
+        default_factory=lambda: {"in_memory": 3600.0, "24h": 86400.0}
+    )
+    default_retention: Literal["in_memory", "24h"] = "24h"
+    ttl_seconds: dict[str, float] = field(default_factory=lambda: {"30m": 1800.0, "12h": 43200.0})
+    ttft: float = 0.0
+    grid_anchor: Literal["minimum", "start"] = "minimum"
+    cached_granularity: int = 128
+    bill_hidden_tokens: bool = False
+    max_entries: int | None = None
+    forget_after: float = 86400.0
+
+    def __post_init__(self) -> None:
+        if self.hidden_tokens < 0 or self.ttft < 0:
+            raise ConfigError("hidden_tokens and ttft cannot be negative")
+        if self.max_entries is not None and self.max_entries < 1:
+            raise ConfigError(f"max_entries must be at least 1 (or None), not {self.max_entries}")
+        if set(self.ttl_seconds) != {"30m", "12h"}:
+            raise ConfigError("ttl_seconds needs exactly the keys '30m' and '12h'")
+        if set(self.idle_seconds) != {"in_memory", "24h"} or set(self.max_lifetime_seconds) != {
+            "in_memory",
+            "24h",
+        }:
+            raise ConfigError("idle_seconds and max_lifetime_seconds need 'in_memory' and '24h'")
+        if self.cached_granularity < 1:
+            raise ConfigError("cached_granularity must be at least 1 token")
+
+    def minimum_for(self, model: str) -> int:
+        """Shortest cacheable (visible) prefix: a per-model override, else the model table."""
+        info = model_info(model)
+        return self.min_cacheable.get(model, self.min_cacheable.get(info.name, info.min_cacheable))
+
+
+class OpenAIAccountant:
+    """Entries per organisation and the 2.7 algorithms over them. Not thread-safe."""
+
+    __slots__ = ("_settings", "_stores")
+
+    def __init__(self, settings: OpenAISettings | None = None) -> None:
+        self._settings = settings or OpenAISettings()
+        self._stores: dict[str, EntryStore] = {}
+
+    @property
+    def settings(self) -> OpenAISettings:
+        return self._settings
+
+    def entries(self, org: str = "default") -> dict[str, CacheEntry]:
+        """A copy of the organisation's entries (key -> entry), least recently used first."""
+        store = self._stores.get(org)
+        return store.snapshot() if store else {}
+
+    def reset(self) -> None:
+        """Forget every entry of every organisation."""
+        self._stores.clear()
+
+    def _store(self, org: str) -> EntryStore:
+        store = self._stores.get(org)
+        if store is None:
+            s = self._settings
+            store = EntryStore(max_entries=s.max_entries, forget_after=s.forget_after)
+            self._stores[org] = store
+        return store
+
+    def account(
+        self, payload: dict[str, Any], *, api: Api, at: float, org: str = "default"
+    ) -> CacheOutcome:
+        """Reads and writes of a request that starts at `at`; updates the entries.
+
+        Raises `InvalidRequest` for a malformed payload or cache option.
+        """
+        s = self._settings
+        model = payload.get("model")
+        if not isinstance(model, str):
+            raise InvalidRequest("model: a model name is required", provider="openai")
+        info = model_info(model)
+        if info.provider != "openai":
+            raise InvalidRequest(f"model {model!r} is not an OpenAI model", provider="openai")
+        r = render(payload, api, org=org, hidden=s.hidden_tokens, ttls=tuple(s.ttl_seconds))
+        store = self._store(org)
+        store.purge(at)
+        minimum = s.minimum_for(model)
+        if (info.regime or "L") == "L":
+            return self._implicit_grid(r, store, at, minimum, info.interval)
+        return self._breakpoints(r, store, at, minimum)
+
+    def _billed_total(self, r: Rendered) -> int:
+        return r.total - (0 if self._settings.bill_hidden_tokens else r.hidden)
+
+    def _grid(self, r: Rendered, minimum: int, interval: int) -> list[int]:
+        first = r.hidden + minimum
+        if self._settings.grid_anchor == "start":
+            first = max(interval, math.ceil(first / interval) * interval)
+        return list(range(first, r.total + 1, interval))
+
+    def _implicit_grid(
+        self, r: Rendered, store: EntryStore, at: float, minimum: int, interval: int
+    ) -> CacheOutcome:
+        """Regime L: read the longest live grid boundary, write (free) every boundary."""
+        s = self._settings
+        total = self._billed_total(r)
+        bounds = self._grid(r, minimum, interval)
+        if not bounds:
+            fact = MissFact(kind="below_minimum", tokens=r.total - r.hidden, minimum=minimum)
+            return _outcome(r, Usage(uncached=total), (), None, [fact])
+        keys = r.keys(bounds)
+        hit = max((b for b in bounds if _live(store, keys[b], at)), default=None)
+        g = s.cached_granularity
+        cached = (hit - r.hidden) // g * g if hit is not None else 0
+        misses = self._dead(r, store, at, [b for b in reversed(bounds) if b > (hit or 0)], keys)
+        retention = r.retention or s.default_retention
+        idle = s.idle_seconds[retention]
+        cap = s.max_lifetime_seconds[retention]
+        for b in bounds:
+            # Idle expiry: each use restarts the idle timer, up to a cap from creation.
+            old = store.get(keys[b])
+            created = old.created_at if old is not None and old.expires_at > at else at
+            store.write(
+                keys[b],
+                tokens=b - r.hidden,
+                ttl=retention,
+                expires_at=min(at + idle, created + cap),
+                available_at=at + s.ttft,
+                at=at,
+            )
+        hit_index = r.segment_at(hit) if hit is not None else None
+        return _outcome(r, Usage(uncached=total - cached, read=cached), (), hit_index, misses[:1])
+
+    def _breakpoints(self, r: Rendered, store: EntryStore, at: float, minimum: int) -> CacheOutcome:
+        """Regime N: the W / L / A / P algorithm of reference 2.7."""
+        s = self._settings
+        hidden = r.hidden
+        endings = list(r.endings)
+        explicit = [p for p, _ in r.explicit]
+        ttl_of: dict[int, str] = {}
+        for p, ttl in r.explicit:
+            if p not in ttl_of or s.ttl_seconds[ttl] > s.ttl_seconds[ttl_of[p]]:
+                ttl_of[p] = ttl
+        implicit = r.mode == "implicit"
+        writes = set(explicit[-3:] if implicit else explicit[-4:])
+        if implicit and endings:
+            writes.add(endings[-1])
+            ttl_of.setdefault(endings[-1], r.ttl)
+        candidates = sorted(set(explicit) | (set(endings) if implicit else set()))
+        if s.lookup == "latest80":
+            lookups = set(candidates[-80:])
+        else:
+            lookups = set(explicit[:2]) | set(explicit[-50:])
+            if implicit:
+                lookups |= set(endings[-21:]) | ({r.dev_end} if r.dev_end is not None else set())
+        keys = r.keys({p for p in writes | set(candidates) if p > 0})
+        eligible = [p for p in lookups if p - hidden >= minimum]
+        hit = max((p for p in eligible if _live(store, keys[p], at)), default=None)
+        read = hit - hidden if hit is not None else 0
+        fresh = sorted(p for p in writes if p - hidden >= minimum and p - hidden > read)
+        split = {"30m": 0, "12h": 0}
+        previous = read
+        for p in fresh:
+            split[ttl_of[p]] += p - hidden - previous
+            previous = p - hidden
+        usage = Usage(
+            uncached=self._billed_total(r) - previous,
+            written_5m=split["30m"],
+            written_1h=split["12h"],
+            read=read,
+        )
+        misses = self._breakpoint_misses(
+            r, store, at, minimum, writes, lookups, candidates, keys, read
+        )
+        for p in fresh:
+            store.write(
+                keys[p],
+                tokens=p - hidden,
+                ttl=ttl_of[p],
+                expires_at=at + s.ttl_seconds[ttl_of[p]],
+                available_at=at + s.ttft,
+                at=at,
+            )
+        if hit is not None and (entry := store.get(keys[hit])) is not None:
+            store.touch(keys[hit], expires_at=at + s.ttl_seconds[entry.ttl], at=at)
+        breakpoints = tuple(
+            CacheBreakpoint(index=r.segment_at(p) or 0, ttl=ttl_of[p], tokens=p - hidden)
+            for p in sorted(writes)
+        )
+        hit_index = r.segment_at(hit) if hit is not None else None
+        return _outcome(r, usage, breakpoints, hit_index, misses)
+
+    def _breakpoint_misses(
+        self,
+        r: Rendered,
+        store: EntryStore,
+        at: float,
+        minimum: int,
+        writes: set[int],
+        lookups: set[int],
+        candidates: list[int],
+        keys: dict[int, str],
+        read: int,
+    ) -> list[MissFact]:
+        hidden = r.hidden
+        if not writes:
+            return [MissFact(kind="no_breakpoints")]
+        longest = max(writes) - hidden
+        if longest < minimum:
+            return [MissFact(kind="below_minimum", tokens=longest, minimum=minimum)]
+        above = [
+            p for p in sorted(lookups, reverse=True) if p - hidden > read and p - hidden >= minimum
+        ]
+        facts = self._dead(r, store, at, above, keys)
+        for n, p in enumerate(reversed(candidates)):
+            if p in lookups or p - hidden <= read or p - hidden < minimum:
+                continue
+            if _live(store, keys[p], at):
+                tokens = p - hidden
+                idx = r.segment_at(p)
+                facts.append(MissFact(kind="lookback", index=idx, tokens=tokens, positions_back=n))
+                break
+        return facts
+
+    def _dead(
+        self, r: Rendered, store: EntryStore, at: float, positions: list[int], keys: dict[int, str]
+    ) -> list[MissFact]:
+        """Facts for positions whose key had an entry that cannot be read now."""
+        facts: list[MissFact] = []
+        for p in positions:
+            tokens, index = p - r.hidden, r.segment_at(p)
+            entry = store.get(keys[p])
+            if entry is None:
+                if store.was_evicted(keys[p]):
+                    facts.append(MissFact(kind="evicted", index=index, tokens=tokens))
+            elif entry.expires_at <= at:
+                facts.append(
+                    MissFact(
+                        kind="expired",
+                        index=index,
+                        tokens=tokens,
+                        ttl=entry.ttl,
+                        expired_for=at - entry.expires_at,
+                        idle=at - entry.last_used,
+                    )
+                )
+            elif entry.available_at > at:
+                wait = entry.available_at - at
+                facts.append(
+                    MissFact(kind="concurrent", index=index, tokens=tokens, available_in=wait)
+                )
+        return facts
+
+
+def _live(store: EntryStore, key: str, at: float) -> bool:
+    entry = store.get(key)
+    return entry is not None and entry.live(at)
+
+
+def _outcome(
+    r: Rendered,
+    usage: Usage,
+    breakpoints: tuple[CacheBreakpoint, ...],
+    hit_index: int | None,
+    misses: list[MissFact],
+) -> CacheOutcome:
+    return CacheOutcome(
+        usage=usage,
+        total_tokens=usage.input_total,
+        blocks=len(r.segments),
+        breakpoints=breakpoints,
+        hit_index=hit_index,
+        misses=tuple(misses),
+    )
+
+
+def openai_chat_usage_fields(usage: Usage) -> dict[str, Any]:
+    """`usage` under Chat Completions' names; prompt_tokens is the TOTAL input."""
+    return {
+        "prompt_tokens": usage.input_total,
+        "completion_tokens": usage.output,
+        "total_tokens": usage.input_total + usage.output,
+        "prompt_tokens_details": {"cached_tokens": usage.read, "cache_write_tokens": usage.written},
+    }
+
+
+def openai_responses_usage_fields(usage: Usage) -> dict[str, Any]:
+    """`usage` under the Responses API's names; input_tokens is the TOTAL input."""
+    return {
+        "input_tokens": usage.input_total,
+        "input_tokens_details": {
+            "cached_tokens": usage.read,
+            "cache_write_tokens": usage.written,
+            "cache_write_tokens_details": {
+                "ttl_30m_tokens": usage.written_5m,
+                "ttl_12h_tokens": usage.written_1h,
+            },
+        },
+        "output_tokens": usage.output,
+        "output_tokens_details": {"reasoning_tokens": 0},
+        "total_tokens": usage.input_total + usage.output,
+    }

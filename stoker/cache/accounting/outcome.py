@@ -1,0 +1,93 @@
+"""What one request did to a provider's prompt cache, and the facts behind a miss.
+
+Both accountants return a `CacheOutcome`. Its `usage` has the input side only (the model
+layer adds output tokens). `misses` are structured facts, not sentences, so the miss
+explainer can rank them; `MissFact.describe()` gives a plain sentence for each.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from stoker.wire.usage import Usage
+
+MissKind = Literal[
+    "expired", "concurrent", "lookback", "below_minimum", "no_breakpoints", "evicted"
+]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MissFact:
+    """One reason the request read less than it could have.
+
+    `index` is the block (Anthropic) or segment (OpenAI) whose entry is concerned and
+    `tokens` the prefix length that entry covers; the other fields belong to one kind:
+    `expired_for`/`idle` (expired), `available_in` (concurrent: written by a request whose
+    response had not started), `positions_back` (lookback: 0 is the breakpoint itself),
+    `minimum` (below_minimum, with `tokens` the prefix that was too short).
+    """
+
+    kind: MissKind
+    index: int | None = None
+    tokens: int | None = None
+    ttl: str | None = None
+    expired_for: float | None = None
+    idle: float | None = None
+    available_in: float | None = None
+    positions_back: int | None = None
+    minimum: int | None = None
+
+    def describe(self) -> str:
+        """One sentence saying what happened and what would have avoided it."""
+        prefix = f"the {self.tokens:,}-token prefix" if self.tokens is not None else "the prefix"
+        if self.kind == "expired":
+            ttl = f" (TTL {self.ttl})" if self.ttl else ""
+            return (
+                f"the cache entry for {prefix} expired {self.expired_for or 0:.0f} s ago{ttl}, "
+                f"{self.idle or 0:.0f} s after it was last used; send a request (or a keep-warm "
+                "ping) before the TTL runs out, or write it with a longer TTL"
+            )
+        if self.kind == "concurrent":
+            return (
+                f"{prefix} was written by a request whose response had not started yet; it "
+                f"becomes readable in {self.available_in or 0:.1f} s. Wait for the first "
+                "response before sending requests that share the prefix"
+            )
+        if self.kind == "lookback":
+            return (
+                f"an entry for {prefix} exists {self.positions_back} positions behind the "
+                "breakpoint, outside the lookback window; add a breakpoint closer to it"
+            )
+        if self.kind == "below_minimum":
+            return (
+                f"{prefix} is shorter than the model's minimum cacheable length of "
+                f"{self.minimum or 0:,} tokens, so nothing was cached"
+            )
+        if self.kind == "no_breakpoints":
+            return "the request has no cache breakpoint, so nothing was read or written"
+        return (
+            f"the cache entry for {prefix} was evicted before its TTL ran out; "
+            "the provider's cache is best-effort"
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CacheBreakpoint:
+    """Where a request asked for (or implied) a cache write: block index, TTL, prefix tokens."""
+
+    index: int
+    ttl: str
+    tokens: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CacheOutcome:
+    """The cache effect of one request: usage, where it wrote, where it hit, why it missed."""
+
+    usage: Usage
+    total_tokens: int
+    blocks: int
+    breakpoints: tuple[CacheBreakpoint, ...] = ()
+    hit_index: int | None = None
+    misses: tuple[MissFact, ...] = ()

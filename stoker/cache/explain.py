@@ -1,0 +1,235 @@
+"""Names the byte that moved: the first diverging slot between two requests, and why.
+
+Order follows the provider's render order (params, tools, system, messages), so the
+first difference found is the one that invalidated everything after it. Inside a slot
+it walks the JSON to a key path and classifies the change (reorder, whitespace,
+timestamp-like, id-like, added/removed, parameter change). When nothing moved and the
+call still read less than expected, the provider's own facts (the simulator reports
+them; real providers leave a time gap) say why: TTL, lookback, minimum, concurrency.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from stoker.wire.blocks import block_to_dict
+from stoker.wire.record import Explanation
+from stoker.wire.request import Request
+from stoker.wire.usage import Usage
+
+_TIMESTAMP = re.compile(r"\d{1,2}:\d{2}(:\d{2})?|\d{4}-\d{2}-\d{2}|\b\d{10,13}\b")
+_ID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-|\b[0-9a-f]{12,}\b|\b[A-Za-z0-9_-]{20,}\b")
+
+FACT_KINDS = {"expired", "lookback", "below_minimum", "concurrent", "evicted", "no_breakpoints"}
+
+
+def _first_diff(a: str, b: str) -> int:
+    n = min(len(a), len(b))
+    for i in range(n):
+        if a[i] != b[i]:
+            return i
+    return n
+
+
+def classify_text(old: str, new: str) -> str:
+    """What kind of edit turned `old` into `new`."""
+    if "".join(old.split()) == "".join(new.split()):
+        return "whitespace"
+    i = _first_diff(old, new)
+    lo = max(0, i - 24)
+    window_old, window_new = old[lo : i + 24], new[lo : i + 24]
+    if _TIMESTAMP.search(window_old) or _TIMESTAMP.search(window_new):
+        return "timestamp-like"
+    if _ID.search(window_old) or _ID.search(window_new):
+        return "id-like"
+    return "changed"
+
+
+def _walk(old: Any, new: Any, path: str) -> tuple[str, str]:
+    """Key path of the first difference inside two JSON values, and its classification."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        if list(old) != list(new):
+            if set(old) == set(new):
+                return path, "reorder"
+            added = [k for k in new if k not in old]
+            removed = [k for k in old if k not in new]
+            key = (added or removed)[0]
+            return f"{path}.{key}", "added" if added else "removed"
+        for key in old:
+            if old[key] != new[key]:
+                return _walk(old[key], new[key], f"{path}.{key}")
+        return path, "reorder"
+    if isinstance(old, list) and isinstance(new, list):
+        for i, (a, b) in enumerate(zip(old, new, strict=False)):
+            if a != b:
+                return _walk(a, b, f"{path}[{i}]")
+        return path, "added" if len(new) > len(old) else "removed"
+    if isinstance(old, str) and isinstance(new, str):
+        return path, classify_text(old, new)
+    if type(old) is not type(new):
+        return path, "re-shaped"
+    return path, "changed"
+
+
+def _diff_params(prev: Request, cur: Request) -> Explanation | None:
+    a, b = prev.prefix.params.to_dict(), cur.prefix.params.to_dict()
+    for key in a:
+        if a[key] != b[key]:
+            return Explanation(
+                kind="diverged",
+                slot=f"params.{key}",
+                classification="parameter change",
+                detail=f"{key} changed from {a[key]!r} to {b[key]!r}",
+            )
+    return None
+
+
+def _diff_tools(prev: Request, cur: Request) -> Explanation | None:
+    old, new = prev.prefix.tools, cur.prefix.tools
+    if old == new:
+        return None
+    old_names, new_names = prev.prefix.tool_names, cur.prefix.tool_names
+    if sorted(old) == sorted(new):
+        return Explanation(
+            kind="diverged",
+            slot="tools",
+            classification="reorder",
+            detail=f"same tools in another order: {list(old_names)} -> {list(new_names)}",
+        )
+    for i, (a, b) in enumerate(zip(old, new, strict=False)):
+        if a != b:
+            if old_names[i] != new_names[i] and set(old_names) != set(new_names):
+                gone = sorted(set(old_names) - set(new_names))
+                came = sorted(set(new_names) - set(old_names))
+                return Explanation(
+                    kind="diverged",
+                    slot=f"tools[{i}]",
+                    classification="added/removed",
+                    detail=f"tools added {came}, removed {gone}",
+                )
+            path, cls = _walk(json.loads(a), json.loads(b), f"tools[{i}]")
+            return Explanation(
+                kind="diverged",
+                slot=path,
+                offset=_first_diff(a.decode("utf-8"), b.decode("utf-8")),
+                classification=cls,
+                detail=f"definition of tool {new_names[i]!r} changed",
+            )
+    came = sorted(set(new_names) - set(old_names))
+    gone = sorted(set(old_names) - set(new_names))
+    return Explanation(
+        kind="diverged",
+        slot=f"tools[{min(len(old), len(new))}]",
+        classification="added/removed",
+        detail=f"tools added {came}, removed {gone}",
+    )
+
+
+def _diff_system(prev: Request, cur: Request) -> Explanation | None:
+    a, b = prev.prefix.system, cur.prefix.system
+    if a == b:
+        return None
+    i = _first_diff(a, b)
+    return Explanation(
+        kind="diverged",
+        slot="system[0]",
+        offset=len(a[:i].encode("utf-8")),
+        classification=classify_text(a, b),
+        detail=f"system prompt changed: {a[max(0, i - 10) : i + 30]!r} "
+        f"-> {b[max(0, i - 10) : i + 30]!r}",
+    )
+
+
+def _diff_messages(prev: Request, cur: Request) -> Explanation | None:
+    old, new = prev.messages, cur.messages
+    if new[: len(old)] == old:
+        return None  # append-only: tuple equality checks identity first, so this is cheap
+    for j, a in enumerate(old):
+        if j >= len(new):
+            return Explanation(
+                kind="diverged",
+                slot=f"messages[{j}]",
+                classification="removed",
+                detail=f"history shrank from {len(old)} to {len(new)} messages",
+            )
+        b = new[j]
+        if a is b or (a.block_fingerprints == b.block_fingerprints and a.role == b.role):
+            continue
+        if a.role != b.role:
+            return Explanation(
+                kind="diverged",
+                slot=f"messages[{j}]",
+                classification="changed",
+                detail=f"role {a.role} became {b.role}",
+            )
+        for k, (x, y) in enumerate(zip(a.content, b.content, strict=False)):
+            if x != y:
+                path, cls = _walk(block_to_dict(x), block_to_dict(y), f"messages[{j}].content[{k}]")
+                return Explanation(
+                    kind="diverged",
+                    slot=path,
+                    classification=cls,
+                    detail=f"an earlier {a.role} message was edited instead of appended to",
+                )
+        return Explanation(
+            kind="diverged",
+            slot=f"messages[{j}].content[{min(len(a.content), len(b.content))}]",
+            classification="added/removed",
+            detail=f"an earlier {a.role} message gained or lost blocks",
+        )
+    return None
+
+
+def first_divergence(prev: Request, cur: Request) -> Explanation | None:
+    """The first slot, in render order, where `cur` does not extend `prev`; None if it does."""
+    for diff in (_diff_params, _diff_tools, _diff_system, _diff_messages):
+        found = diff(prev, cur)
+        if found is not None:
+            return found
+    return None
+
+
+def explain(
+    previous: Request | None,
+    current: Request,
+    *,
+    usage: Usage,
+    facts: Sequence[tuple[str, str]] = (),
+    gap_seconds: float | None = None,
+    declared: str | None = None,
+    ttl_seconds: float = 300.0,
+    previous_written: int | None = None,
+) -> Explanation:
+    """Why `current` read what it read. `facts` are (kind, detail) pairs from the provider."""
+    if declared:
+        return Explanation(kind="declared", detail=declared)
+    if previous is None:
+        if usage.read:
+            return Explanation(kind="hit", detail=f"read {usage.read} tokens on a first call")
+        return Explanation(kind="first", detail="first call of this lineage")
+    diverged = first_divergence(previous, current)
+    if diverged is not None:
+        return diverged
+    if previous_written == 0 and usage.read == 0:
+        return Explanation(
+            kind="first",
+            detail="the previous call wrote nothing to the cache (below the minimum or no "
+            "breakpoint), so there was nothing to read yet",
+        )
+    for kind, detail in facts:
+        if kind in FACT_KINDS and (usage.read == 0 or kind in ("lookback", "below_minimum")):
+            # "no breakpoints" is reported as below-minimum's sibling: nothing could be cached
+            shown = "below_minimum" if kind == "no_breakpoints" else kind
+            return Explanation(kind=shown, detail=detail)  # type: ignore[arg-type]
+    if usage.read > 0:
+        return Explanation(kind="hit", detail=f"read {usage.read} of {usage.input_total} tokens")
+    if gap_seconds is not None and gap_seconds > ttl_seconds:
+        return Explanation(
+            kind="expired",
+            detail=f"{gap_seconds:.0f} s since the previous call, "
+            f"longer than the {ttl_seconds:.0f} s TTL",
+        )
+    return Explanation(kind="unexplained", detail="nothing moved and no cache was read")

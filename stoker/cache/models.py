@@ -1,0 +1,61 @@
+"""What Stoker knows about each model: cache minimums, regimes and prices, read from data.
+
+The table lives in `data/models.toml` so a price change or a new model is a data edit.
+A dated snapshot name (`claude-sonnet-4-6-20260101`) resolves to its family entry.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from typing import Any, Literal
+
+from stoker.errors import ConfigError
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ModelInfo:
+    """Cache-relevant facts about one model."""
+
+    name: str
+    provider: Literal["anthropic", "openai"]
+    min_cacheable: int
+    read: float
+    write_5m: float
+    write_1h: float
+    input: float | None = None
+    output: float | None = None
+    regime: Literal["L", "N"] | None = None
+    interval: int = 128
+    renders_thinking_before_tools: bool = False
+    strips_thinking: bool = False
+
+
+@cache
+def _table() -> dict[str, ModelInfo]:
+    raw = tomllib.loads(resources.files("stoker.cache").joinpath("data/models.toml").read_text())
+    out: dict[str, ModelInfo] = {}
+    for name, entry in raw["models"].items():
+        defaults: dict[str, Any] = raw[f"{entry['provider']}_defaults"]
+        out[name] = ModelInfo(name=name, **{**defaults, **entry})
+    return out
+
+
+def known_models() -> list[str]:
+    return sorted(_table())
+
+
+def model_info(name: str) -> ModelInfo:
+    """The entry for `name` or its family (longest known name that prefixes it)."""
+    table = _table()
+    if name in table:
+        return table[name]
+    candidates = [k for k in table if name.startswith(k + "-")]
+    if candidates:
+        return table[max(candidates, key=len)]
+    raise ConfigError(
+        f"unknown model {name!r}: Stoker has no cache facts for it. "
+        f"Known models: {', '.join(known_models())}. Add it to stoker/cache/data/models.toml."
+    )

@@ -1,0 +1,126 @@
+"""Where cache breakpoints go, so every request reads what the previous one wrote.
+
+Anthropic (at most 4 markers): one at the end of tools+system, one rolling on the newest
+cacheable block, and an intermediate one on the previous rolling write whenever a turn
+appended so many positions that the previous write would fall outside the provider's
+20-position lookback (runs of tool_use, and of tool_result, count as one position).
+OpenAI GPT-5.6+: one explicit breakpoint at the end of the stable developer prefix; the
+implicit breakpoint covers the rest. Older OpenAI models take no markers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from stoker.cache.models import ModelInfo
+from stoker.errors import ConfigError
+from stoker.wire.blocks import Block, RedactedThinkingBlock, TextBlock, ThinkingBlock
+from stoker.wire.messages import Message
+from stoker.wire.request import Breakpoint, Ttl
+
+BlockRef = tuple[int, int]  # (message index, block index)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CachePolicy:
+    """Breakpoint settings. `system_ttl="1h"` pays 2x once to survive idle gaps up to an hour."""
+
+    system_ttl: Ttl = "5m"
+    message_ttl: Ttl = "5m"
+    lookback: int = 20
+
+    def __post_init__(self) -> None:
+        if self.system_ttl == "5m" and self.message_ttl == "1h":
+            raise ConfigError(
+                "message_ttl='1h' needs system_ttl='1h': providers require longer TTLs "
+                "before shorter ones"
+            )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Plan:
+    breakpoints: tuple[Breakpoint, ...]
+    rolling: BlockRef | None  # the write this request makes, for the next plan
+
+
+def _cacheable(block: Block) -> bool:
+    if isinstance(block, ThinkingBlock | RedactedThinkingBlock):
+        return False  # thinking blocks cannot carry cache_control
+    return not (isinstance(block, TextBlock) and not block.text)
+
+
+def _last_cacheable(messages: tuple[Message, ...] | list[Message]) -> BlockRef | None:
+    for m in range(len(messages) - 1, -1, -1):
+        content = messages[m].content
+        for b in range(len(content) - 1, -1, -1):
+            if _cacheable(content[b]):
+                return (m, b)
+    return None
+
+
+def positions_between(
+    messages: tuple[Message, ...] | list[Message], start: BlockRef, end: BlockRef
+) -> int:
+    """Lookback positions in (start, end], collapsing tool_use runs and tool_result runs."""
+    count = 0
+    prev_kind = messages[start[0]].content[start[1]].kind
+    m, b = start
+    while (m, b) != end:
+        b += 1
+        if b >= len(messages[m].content):
+            m, b = m + 1, 0
+            if m >= len(messages):
+                break
+            if not messages[m].content:
+                continue
+        kind = messages[m].content[b].kind
+        if not (kind == prev_kind and kind in ("tool_use", "tool_result")):
+            count += 1
+        prev_kind = kind
+    return count
+
+
+def _valid(messages: tuple[Message, ...] | list[Message], ref: BlockRef) -> bool:
+    return ref[0] < len(messages) and ref[1] < len(messages[ref[0]].content)
+
+
+def plan_anthropic(
+    messages: tuple[Message, ...] | list[Message],
+    *,
+    previous: BlockRef | None,
+    policy: CachePolicy = CachePolicy(),
+) -> Plan:
+    """Breakpoints for the next Anthropic request, given where the previous one wrote."""
+    bps = [Breakpoint(message=None, ttl=policy.system_ttl)]
+    rolling = _last_cacheable(messages)
+    if rolling is None:
+        return Plan(breakpoints=tuple(bps), rolling=None)
+    if (
+        previous is not None
+        and previous != rolling
+        and _valid(messages, previous)
+        and previous < rolling
+        and positions_between(messages, previous, rolling) >= policy.lookback
+    ):
+        bps.append(Breakpoint(message=previous[0], block=previous[1], ttl=policy.message_ttl))
+    bps.append(Breakpoint(message=rolling[0], block=rolling[1], ttl=policy.message_ttl))
+    return Plan(breakpoints=tuple(bps), rolling=rolling)
+
+
+def plan_openai(info: ModelInfo) -> Plan:
+    """GPT-5.6+ gets an explicit breakpoint after the developer prefix; older models none."""
+    if info.regime == "N":
+        return Plan(breakpoints=(Breakpoint(message=None, ttl="5m"),), rolling=None)
+    return Plan(breakpoints=(), rolling=None)
+
+
+def plan(
+    info: ModelInfo,
+    messages: tuple[Message, ...] | list[Message],
+    *,
+    previous: BlockRef | None,
+    policy: CachePolicy = CachePolicy(),
+) -> Plan:
+    if info.provider == "anthropic":
+        return plan_anthropic(messages, previous=previous, policy=policy)
+    return plan_openai(info)

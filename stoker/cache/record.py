@@ -1,0 +1,87 @@
+"""Builds the `CacheRecord` of one provider call: fingerprints, breakpoints, usage, cost, why."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+
+from stoker.cache.explain import explain
+from stoker.cache.models import ModelInfo
+from stoker.cache.pricing import cost_usd
+from stoker.wire.fingerprint import fingerprints
+from stoker.wire.record import CacheRecord
+from stoker.wire.request import Request
+from stoker.wire.usage import Usage
+
+
+def build_record(
+    *,
+    lineage: str,
+    seq: int,
+    kind: str,
+    provider: str,
+    info: ModelInfo,
+    request: Request,
+    previous: Request | None,
+    previous_started_at: float | None,
+    previous_written: int | None = None,
+    started_at: float,
+    usage: Usage,
+    history: str,
+    new_from: int,
+    retries: int = 0,
+    facts: tuple[tuple[str, str], ...] = (),
+    declared: str | None = None,
+    ttl_seconds: float = 300.0,
+) -> CacheRecord:
+    """The record of a call, with its explanation against the lineage's previous request."""
+    gap = None if previous_started_at is None else started_at - previous_started_at
+    return CacheRecord(
+        lineage=lineage,
+        seq=seq,
+        kind=kind,
+        provider=provider,
+        model=request.prefix.params.model,
+        started_at=started_at,
+        fingerprints=fingerprints(request, history=history, new_from=new_from),
+        breakpoints=request.breakpoints,
+        usage=usage,
+        cost_usd=cost_usd(usage, info),
+        retries=retries,
+        declared_break=declared,
+        explanation=explain(
+            previous,
+            request,
+            usage=usage,
+            facts=facts,
+            gap_seconds=gap,
+            declared=declared,
+            ttl_seconds=ttl_seconds,
+            previous_written=previous_written,
+        ),
+    )
+
+
+_observers: ContextVar[tuple[Callable[[CacheRecord], object], ...]] = ContextVar(
+    "stoker_record_observers", default=()
+)
+
+
+@contextmanager
+def observe_records(callback: Callable[[CacheRecord], object]) -> Iterator[None]:
+    """Call `callback` with every record made in this context (tasks started in it included).
+
+    This is how a test suite checks every call of every test for undeclared cache breaks
+    without the agent knowing about tests.
+    """
+    token = _observers.set((*_observers.get(), callback))
+    try:
+        yield
+    finally:
+        _observers.reset(token)
+
+
+def notify(record: CacheRecord) -> None:
+    for callback in _observers.get():
+        callback(record)

@@ -1,0 +1,44 @@
+"""Rich tables for cache records: the same view in the demo, `run` and reports."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from rich.table import Table
+
+from stoker.wire.record import CacheRecord
+
+
+def cost_text(value: float | None) -> str:
+    return "n/a" if value is None else f"${value:.5f}"
+
+
+def records_table(rows: Iterable[tuple[str, str, CacheRecord]], *, title: str) -> Table:
+    """One line per provider call: (lineage label, turn label, record)."""
+    table = Table(title=title, title_justify="left")
+    for name, justify in (
+        ("#", "right"),
+        ("lineage", "left"),
+        ("turn", "right"),
+        ("uncached", "right"),
+        ("written", "right"),
+        ("read", "right"),
+        ("hit ratio", "right"),
+        ("cost", "right"),
+        ("why", "left"),
+    ):
+        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+    for i, (lineage, turn, r) in enumerate(rows, 1):
+        u = r.usage
+        table.add_row(
+            str(i),
+            lineage,
+            turn,
+            str(u.uncached),
+            str(u.written),
+            str(u.read),
+            f"{u.hit_ratio:.1%}",
+            cost_text(r.cost_usd),
+            r.explanation.kind,
+        )
+    return table

@@ -1,0 +1,68 @@
+"""Every error Stoker raises on purpose, as one small tree.
+
+Errors are part of the API: each carries structured fields and a message that says
+what went wrong and what to do about it.
+
+    StokerError
+    ├── ConfigError              bad settings or arguments
+    ├── WireError                a payload or stored value that does not parse
+    ├── ProviderError            a provider call failed
+    │   ├── InvalidRequest       the provider (or the sim) rejected the request (HTTP 400)
+    │   └── AuthenticationError  the key was rejected (HTTP 401/403); never shows the key
+    ├── PrefixError              an operation would change a frozen prefix without a declared rebase
+    ├── ToolError                a tool is missing or badly defined (not for a model's bad call)
+    └── BudgetExhausted          a run used its whole iteration budget (raised only on request)
+"""
+
+from __future__ import annotations
+
+
+class StokerError(Exception):
+    """Root of every error Stoker raises on purpose."""
+
+
+class ConfigError(StokerError):
+    """Settings or arguments that cannot be used as given."""
+
+
+class WireError(StokerError):
+    """A payload or stored value that does not have the shape we expect."""
+
+
+class ProviderError(StokerError):
+    """A provider call failed; `provider` names which one, `status` the HTTP status if any."""
+
+    def __init__(self, message: str, *, provider: str = "", status: int | None = None) -> None:
+        super().__init__(message)
+        self.provider = provider
+        self.status = status
+
+
+class InvalidRequest(ProviderError):
+    """The provider rejected the request as malformed (HTTP 400)."""
+
+    def __init__(self, message: str, *, provider: str = "", status: int = 400) -> None:
+        super().__init__(message, provider=provider, status=status)
+
+
+class AuthenticationError(ProviderError):
+    """The provider rejected the credentials. The message never contains the key."""
+
+
+class PrefixError(StokerError):
+    """Something tried to send a prefix other than the session's frozen one."""
+
+
+class ToolError(StokerError):
+    """A tool definition or lookup problem on the program's side."""
+
+
+class BudgetExhausted(StokerError):
+    """A run used all of its iterations before the model gave a final answer."""
+
+    def __init__(self, iterations: int) -> None:
+        super().__init__(
+            f"the run used its whole budget of {iterations} model calls without a final answer; "
+            "raise max_iterations or narrow the task"
+        )
+        self.iterations = iterations

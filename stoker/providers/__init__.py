@@ -1,0 +1,1 @@
+"""Providers: the `Provider` protocol, the embedded simulator, and real SDK transports."""

@@ -1,0 +1,44 @@
+"""The provider seam: one async call from a `Request` to a `Completion`.
+
+Every provider, simulated or real, renders through `stoker.wire.dialects` and reports
+usage in Stoker's disjoint buckets, so the agent loop never knows which one it talks to.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+from stoker.wire.messages import AssistantMessage
+from stoker.wire.request import Request
+from stoker.wire.usage import Usage
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CallContext:
+    """Per-call context: which lineage is calling, and where streamed text goes."""
+
+    lineage: str
+    on_text: Callable[[str], object] | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Completion:
+    """A provider's answer. `facts` are (kind, detail) cache facts a provider can state
+    about this call (the simulator knows exactly why it missed; real providers do not)."""
+
+    message: AssistantMessage
+    usage: Usage
+    started_at: float
+    retries: int = 0
+    facts: tuple[tuple[str, str], ...] = ()
+
+
+class Provider(Protocol):
+    """Anything that can answer a request."""
+
+    @property
+    def name(self) -> str: ...
+
+    async def complete(self, request: Request, context: CallContext) -> Completion: ...

@@ -1,0 +1,123 @@
+"""The simulator's core: a wire payload in, a provider response body out.
+
+The in-process `SimProvider` and the HTTP server both call `SimEngine.handle`, so the
+simulator always sees exactly what a provider would: the rendered payload, parsed back
+with the same dialect code. Cache accounting is the providers' exact algorithm
+(`stoker.cache.accounting`), keyed per workspace (API key) and model.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from stoker.cache.accounting import (
+    AnthropicAccountant,
+    AnthropicSettings,
+    CacheOutcome,
+    OpenAIAccountant,
+    OpenAISettings,
+)
+from stoker.cache.models import model_info
+from stoker.cache.tokens import count_tokens
+from stoker.errors import ConfigError, InvalidRequest
+from stoker.providers.sim.model import RuleModel, SimModel
+from stoker.wire.blocks import Block, TextBlock, ThinkingBlock, ToolUseBlock
+from stoker.wire.dialects import dialect_module
+from stoker.wire.messages import AssistantMessage, UserMessage
+from stoker.wire.request import Request
+
+_API = {"openai_chat": "chat", "openai_responses": "responses"}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SimResult:
+    """A response body plus what the simulator knows about its cache effect."""
+
+    body: dict[str, Any]
+    message: AssistantMessage
+    outcome: CacheOutcome
+
+
+def check_tool_pairing(request: Request) -> None:
+    """Reject what real APIs reject: a tool_use not answered by the next user message."""
+    messages = request.messages
+    for i, message in enumerate(messages):
+        if not isinstance(message, AssistantMessage) or not message.tool_calls:
+            continue
+        following = messages[i + 1] if i + 1 < len(messages) else None
+        answered = (
+            {r.tool_use_id for r in following.tool_results}
+            if isinstance(following, UserMessage)
+            else set()
+        )
+        missing = [c.id for c in message.tool_calls if c.id not in answered]
+        if missing:
+            raise InvalidRequest(
+                f"messages.{i + 1}: `tool_use` ids were found without `tool_result` blocks "
+                f"immediately after: {', '.join(missing)}. Each `tool_use` block must have a "
+                "corresponding `tool_result` block in the next message.",
+                provider="sim",
+            )
+
+
+def output_tokens(blocks: tuple[Block, ...]) -> int:
+    total = 0
+    for b in blocks:
+        if isinstance(b, TextBlock):
+            total += count_tokens(b.text)
+        elif isinstance(b, ThinkingBlock):
+            total += count_tokens(b.thinking)
+        elif isinstance(b, ToolUseBlock):
+            total += count_tokens(b.name) + count_tokens(b.input_json)
+    return max(total, 1)
+
+
+@dataclass(slots=True, kw_only=True)
+class SimEngine:
+    """State of one simulated provider: its model, cache entries, and an id counter."""
+
+    model: SimModel = field(default_factory=RuleModel)
+    anthropic: AnthropicAccountant = field(
+        default_factory=lambda: AnthropicAccountant(AnthropicSettings())
+    )
+    openai: OpenAIAccountant = field(default_factory=lambda: OpenAIAccountant(OpenAISettings()))
+    _ids: itertools.count[int] = field(default_factory=itertools.count)
+
+    def handle(
+        self, dialect: str, payload: dict[str, Any], *, at: float, workspace: str = "default"
+    ) -> SimResult:
+        """Account the request's cache effect at time `at`, answer it, render the response."""
+        module = dialect_module(dialect)
+        request = module.parse_request(payload)
+        model = request.prefix.params.model
+        try:
+            info = model_info(model)
+        except ConfigError as exc:
+            raise InvalidRequest(str(exc), provider="sim", status=404) from exc
+        wanted = "anthropic" if dialect == "anthropic" else "openai"
+        if info.provider != wanted:
+            raise InvalidRequest(
+                f"model {model!r} is an {info.provider} model; this is the {dialect} API",
+                provider="sim",
+                status=404,
+            )
+        check_tool_pairing(request)
+        if dialect == "anthropic":
+            outcome = self.anthropic.account(payload, at=at, workspace=workspace)
+        else:
+            outcome = self.openai.account(payload, api=_API[dialect], at=at, org=workspace)  # type: ignore[arg-type]
+        blocks = self.model.respond(request)
+        prefix = "msg_sim_" if dialect == "anthropic" else "resp_sim_"
+        message = AssistantMessage(
+            content=blocks,
+            stop_reason="tool_use"
+            if any(isinstance(b, ToolUseBlock) for b in blocks)
+            else "end_turn",
+            id=f"{prefix}{next(self._ids):06d}",
+        )
+        usage = replace(outcome.usage, output=output_tokens(blocks))
+        return SimResult(
+            body=module.render_response(message, usage, model), message=message, outcome=outcome
+        )

@@ -1,0 +1,185 @@
+"""Deterministic stand-ins for a model.
+
+`RuleModel` (the default) calls a tool when tools are offered and the newest user text
+names something a tool does, fills the arguments from the schema, and answers in text
+once tool results come back. `ScriptedModel` plays a fixed list of steps (from Python
+or a JSON script file) and can assert that all were used. Both see the request the way
+a provider does: parsed back from the wire payload.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from stoker.errors import ConfigError
+from stoker.wire.blocks import Block, TextBlock, ThinkingBlock, ToolUseBlock
+from stoker.wire.messages import UserMessage
+from stoker.wire.request import Request
+
+
+class SimModel(Protocol):
+    def respond(self, request: Request) -> tuple[Block, ...]: ...
+
+
+def _call_id(request: Request, name: str, index: int) -> str:
+    seed = f"{len(request.messages)}|{request.messages[-1].block_fingerprints}|{name}|{index}"
+    return "toolu_" + hashlib.sha256(seed.encode()).hexdigest()[:20]
+
+
+def _thinking(request: Request) -> tuple[Block, ...]:
+    if request.prefix.params.thinking_budget is None:
+        return ()
+    seed = "|".join(request.messages[-1].block_fingerprints)
+    signature = hashlib.sha256(seed.encode()).hexdigest()
+    return (ThinkingBlock(thinking="Let me work out what is being asked.", signature=signature),)
+
+
+def tool_call(
+    request: Request, name: str, arguments: dict[str, Any], index: int = 0
+) -> ToolUseBlock:
+    """A tool call as a model would emit it (arguments with the usual ", " / ": " spacing)."""
+    return ToolUseBlock(
+        id=_call_id(request, name, index), name=name, input_json=json.dumps(arguments)
+    )
+
+
+_WORD = re.compile(r"[A-Za-z0-9_./-]+")
+_QUOTED = re.compile(r"[\"'`]([^\"'`]+)[\"'`]")
+_NUMBER = re.compile(r"-?\d+")
+
+
+def _fill(schema: dict[str, Any], text: str, key: str) -> Any:
+    kind = schema.get("type")
+    if "enum" in schema:
+        return schema["enum"][0]
+    if kind == "integer" or kind == "number":
+        found = _NUMBER.search(text)
+        return int(found.group()) if found else 1
+    if kind == "boolean":
+        return True
+    if kind == "array":
+        return []
+    if kind == "object":
+        return {}
+    quoted = _QUOTED.search(text)
+    if quoted:
+        return quoted.group(1)
+    if key in ("path", "file", "filename", "name"):
+        for word in _WORD.findall(text):
+            if "." in word.strip("."):
+                return word.strip(".")
+    return text.strip()[:200]
+
+
+def arguments_for(schema: dict[str, Any], text: str) -> dict[str, Any]:
+    """Arguments for every required property, filled from the user's words."""
+    props: dict[str, Any] = schema.get("properties", {})
+    return {key: _fill(props.get(key, {}), text, key) for key in schema.get("required", [])}
+
+
+def _match_tool(request: Request, text: str) -> dict[str, Any] | None:
+    words = {w.strip("./-").lower() for w in _WORD.findall(text)}
+    for raw in request.prefix.tools:
+        spec = json.loads(raw)
+        parts = [p for p in re.split(r"[_\-]", spec["name"].lower()) if len(p) > 2]
+        if spec["name"].lower() in words or (parts and all(p in words for p in parts)):
+            return spec  # type: ignore[no-any-return]
+    return None
+
+
+@dataclass(slots=True)
+class RuleModel:
+    """The default sim model: deterministic, tool-using when asked, never creative."""
+
+    def respond(self, request: Request) -> tuple[Block, ...]:
+        last = request.messages[-1]
+        thinking = _thinking(request)
+        if isinstance(last, UserMessage) and last.tool_results:
+            summary = "; ".join(r.content[:120] for r in last.tool_results)
+            return (*thinking, TextBlock(text=f"Done. Tool results: {summary}"))
+        text = last.text if isinstance(last, UserMessage) else ""
+        choice = request.prefix.params.tool_choice
+        if request.prefix.tools and choice != "none":
+            spec = _match_tool(request, text)
+            if spec is not None:
+                args = arguments_for(spec.get("input_schema", {}), text)
+                return (*thinking, tool_call(request, spec["name"], args))
+        return (*thinking, TextBlock(text=f"Understood: {text[:200]}" if text else "Understood."))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Call:
+    """One tool call in a script step."""
+
+    name: str
+    arguments: dict[str, Any] = field(default_factory=dict)
+
+
+Step = str | Call | Sequence[Call] | Callable[[Request], tuple[Block, ...]]
+
+
+class ScriptedModel:
+    """Plays `steps` in order, one per call: text, a tool call, parallel calls, or a function."""
+
+    def __init__(self, steps: Sequence[Step]) -> None:
+        self._steps = list(steps)
+        self.calls = 0
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> ScriptedModel:
+        """Steps from a JSON list of `{"text": ...}` or
+        `{"tool_calls": [{"name": ..., "arguments": {...}}]}` objects."""
+        try:
+            raw = json.loads(Path(path).read_text())
+            steps: list[Step] = []
+            for item in raw:
+                if "text" in item:
+                    steps.append(str(item["text"]))
+                else:
+                    steps.append(
+                        [
+                            Call(name=c["name"], arguments=c.get("arguments", {}))
+                            for c in item["tool_calls"]
+                        ]
+                    )
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise ConfigError(
+                f"model script {path} is not a JSON list of {{'text': ...}} or "
+                f"{{'tool_calls': [{{'name': ..., 'arguments': {{...}}}}]}} steps: {exc}"
+            ) from exc
+        return cls(steps)
+
+    def respond(self, request: Request) -> tuple[Block, ...]:
+        if self.calls >= len(self._steps):
+            raise ConfigError(
+                f"the scripted model ran out of steps after {len(self._steps)} calls; "
+                "add steps for the extra request"
+            )
+        step = self._steps[self.calls]
+        self.calls += 1
+        thinking = _thinking(request)
+        if isinstance(step, str):
+            return (*thinking, TextBlock(text=step))
+        if isinstance(step, Call):
+            return (*thinking, tool_call(request, step.name, step.arguments))
+        if callable(step):
+            return step(request)
+        return (
+            *thinking,
+            *(tool_call(request, c.name, c.arguments, i) for i, c in enumerate(step)),
+        )
+
+    @property
+    def remaining(self) -> int:
+        return len(self._steps) - self.calls
+
+    def assert_complete(self) -> None:
+        """Fail when steps were left unused (the run ended earlier than the script expected)."""
+        if self.remaining:
+            raise AssertionError(f"{self.remaining} scripted step(s) were never requested")

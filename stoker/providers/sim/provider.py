@@ -1,0 +1,64 @@
+"""The embedded default provider: renders like a real one, answers from `SimEngine`.
+
+Every request goes through the wire dialect and back, so the in-process simulator tests
+the same bytes a real provider would receive. It keeps the payloads it received
+(`requests`) so tests can compare what was actually sent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import Any
+
+from stoker.cache.accounting import CacheOutcome
+from stoker.cache.models import model_info
+from stoker.clock import Clock, SystemClock
+from stoker.providers.base import CallContext, Completion
+from stoker.providers.sim.engine import SimEngine
+from stoker.wire.dialects import dialect_module
+from stoker.wire.request import Request
+
+
+def facts_of(outcome: CacheOutcome) -> tuple[tuple[str, str], ...]:
+    """The accountant's miss facts as (kind, sentence) pairs for the explainer."""
+    return tuple((f.kind, f.describe()) for f in outcome.misses)
+
+
+@dataclass(slots=True, kw_only=True)
+class SimProvider:
+    """A deterministic provider with exact cache accounting. No key, no network."""
+
+    engine: SimEngine = field(default_factory=SimEngine)
+    clock: Clock = field(default_factory=SystemClock)
+    workspace: str = "default"
+    openai_api: str = "openai_responses"
+    latency: float = 0.0
+    keep_requests: bool = True
+    requests: list[dict[str, Any]] = field(default_factory=list)
+    outcomes: list[CacheOutcome] = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        return "sim"
+
+    def dialect_for(self, model: str) -> str:
+        return "anthropic" if model_info(model).provider == "anthropic" else self.openai_api
+
+    async def complete(self, request: Request, context: CallContext) -> Completion:
+        dialect = self.dialect_for(request.prefix.params.model)
+        module = dialect_module(dialect)
+        payload = module.render_request(request)
+        started = self.clock.now()
+        result = self.engine.handle(dialect, payload, at=started, workspace=self.workspace)
+        if self.latency:
+            await asyncio.sleep(self.latency)
+        if self.keep_requests:
+            self.requests.append(payload)
+            self.outcomes.append(result.outcome)
+        message, usage = module.parse_response(result.body)
+        if context.on_text is not None and message.text:
+            context.on_text(message.text)
+        return Completion(
+            message=message, usage=usage, started_at=started, facts=facts_of(result.outcome)
+        )

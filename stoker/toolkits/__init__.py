@@ -1,0 +1,1 @@
+"""Built-in toolsets, made of plain `@tool` functions."""

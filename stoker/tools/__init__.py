@@ -1,0 +1,32 @@
+"""Tools: the `Tool` value and `@tool`, toolsets, the registry, the dispatch policy,
+and the dispatcher that turns a response's tool calls into results.
+
+Imports only `stoker.errors` and `stoker.wire`. What a request *sends* is resolved
+once (`ToolRegistry.resolve`, `Tool.spec_bytes`); what a run may *call* is a
+`DispatchPolicy` — advertising is not allowing.
+"""
+
+from __future__ import annotations
+
+from stoker.tools.context import ToolContext
+from stoker.tools.dispatch import ToolProgress, render_result, run_tool_calls
+from stoker.tools.policy import ALLOW_ALL, DispatchPolicy, current_policy, use_policy
+from stoker.tools.registry import ToolRegistry
+from stoker.tools.tool import Tool, check_name, tool
+from stoker.tools.toolset import Toolset
+
+__all__ = [
+    "ALLOW_ALL",
+    "DispatchPolicy",
+    "Tool",
+    "ToolContext",
+    "ToolProgress",
+    "ToolRegistry",
+    "Toolset",
+    "check_name",
+    "current_policy",
+    "render_result",
+    "run_tool_calls",
+    "tool",
+    "use_policy",
+]

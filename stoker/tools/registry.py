@@ -1,0 +1,114 @@
+"""The registry of toolsets, and the one place a run's tool list is resolved.
+
+`resolve` is deterministic whatever the registration order: the tools it returns
+become the `tools` of the request prefix, and a different order is a full cache miss
+(cache-breakers #2). Forks and sub-agents must reuse the parent's resolved tuple, not
+resolve again with other toolsets (cache-breakers #8).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+
+from stoker.errors import ToolError
+from stoker.tools.tool import Tool
+from stoker.tools.toolset import Toolset
+
+
+class ToolRegistry:
+    """Toolsets by name, plus a `generation` that changes whenever they do.
+
+    The registry is mutable (integrations connect and disconnect); a gateway keys its
+    caches of resolved tools on `generation`. It is not locked: change it from one
+    thread (the event loop's), like the rest of a gateway's state.
+    """
+
+    __slots__ = ("_generation", "_toolsets")
+
+    def __init__(self, toolsets: Iterable[Toolset] = ()) -> None:
+        self._toolsets: dict[str, Toolset] = {}
+        self._generation = 0
+        for toolset in toolsets:
+            self.register(toolset)
+
+    @property
+    def generation(self) -> int:
+        """Incremented by every register/unregister; equal generations mean equal contents."""
+        return self._generation
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The registered toolset names, sorted."""
+        return tuple(sorted(self._toolsets))
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._toolsets
+
+    def __iter__(self) -> Iterator[Toolset]:
+        return iter([self._toolsets[n] for n in self.names])
+
+    def __len__(self) -> int:
+        return len(self._toolsets)
+
+    def get(self, name: str) -> Toolset:
+        """The toolset called `name`; ToolError listing the known names otherwise."""
+        try:
+            return self._toolsets[name]
+        except KeyError:
+            raise ToolError(self._unknown([name])) from None
+
+    def register(self, toolset: Toolset, *, replace: bool = False) -> None:
+        """Add `toolset`; a name already registered fails unless `replace` is true."""
+        if not isinstance(toolset, Toolset):
+            raise ToolError(f"register() takes a Toolset, got {toolset!r}")
+        if toolset.name in self._toolsets and not replace:
+            raise ToolError(
+                f"a toolset named {toolset.name!r} is already registered; "
+                "pass replace=True to swap it"
+            )
+        self._toolsets[toolset.name] = toolset
+        self._generation += 1
+
+    def unregister(self, name: str) -> Toolset:
+        """Remove and return the toolset called `name`."""
+        toolset = self.get(name)
+        del self._toolsets[name]
+        self._generation += 1
+        return toolset
+
+    def resolve(
+        self, enabled: Iterable[str] | None = None, disabled: Iterable[str] = ()
+    ) -> tuple[Tool, ...]:
+        """The tools of the `enabled` toolsets (None: all) minus `disabled`, sorted by name.
+
+        Unknown toolset names fail (in either list: a typo in `disabled` would otherwise
+        silently send a wider tool list). The same tool in two selected toolsets is fine
+        when both define it identically; different definitions under one name fail.
+        """
+        wanted = self.names if enabled is None else _names(enabled, "enabled")
+        dropped = set(_names(disabled, "disabled"))
+        unknown = sorted({n for n in (*wanted, *dropped) if n not in self._toolsets})
+        if unknown:
+            raise ToolError(self._unknown(unknown))
+        found: dict[str, tuple[Tool, str]] = {}
+        for set_name in sorted(set(wanted) - dropped):
+            for t in self._toolsets[set_name].tools:
+                seen = found.get(t.name)
+                if seen is None:
+                    found[t.name] = (t, set_name)
+                elif seen[0] != t:
+                    raise ToolError(
+                        f"toolsets {seen[1]!r} and {set_name!r} both define a tool named "
+                        f"{t.name!r}, differently; rename one or disable one of the toolsets"
+                    )
+        return tuple(found[n][0] for n in sorted(found))
+
+    def _unknown(self, names: list[str]) -> str:
+        known = ", ".join(self.names) or "(none registered)"
+        return f"unknown toolset {', '.join(map(repr, names))}; known toolsets: {known}"
+
+
+def _names(value: Iterable[str], what: str) -> tuple[str, ...]:
+    if isinstance(value, str):
+        raise ToolError(f"{what} takes a collection of toolset names, not the string {value!r}")
+    return tuple(value)

@@ -1,0 +1,115 @@
+"""Content blocks: frozen values, each with a `kind` discriminator.
+
+A block holds exactly what was sent or received. Model output in particular is never
+re-serialized: `ToolUseBlock.input_json` is the argument JSON exactly as the provider
+returned it (for OpenAI a string whose whitespace counts; for Anthropic an object whose
+key order counts), and thinking blocks keep their signatures.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from stoker.errors import WireError
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TextBlock:
+    """Plain text, from the user or the model."""
+
+    text: str
+    kind: Literal["text"] = "text"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ThinkingBlock:
+    """Model reasoning; replayed verbatim with its signature so the prefix stays identical."""
+
+    thinking: str
+    signature: str = ""
+    kind: Literal["thinking"] = "thinking"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RedactedThinkingBlock:
+    """Encrypted reasoning the provider returned; opaque, replayed as is."""
+
+    data: str
+    kind: Literal["redacted_thinking"] = "redacted_thinking"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolUseBlock:
+    """A tool call exactly as the provider sent it; replayed byte-for-byte."""
+
+    id: str
+    name: str
+    input_json: str
+    kind: Literal["tool_use"] = "tool_use"
+
+    def arguments(self) -> Any:
+        """The parsed arguments (raises WireError when the model emitted invalid JSON)."""
+        try:
+            return json.loads(self.input_json) if self.input_json.strip() else {}
+        except json.JSONDecodeError as exc:
+            raise WireError(f"tool call {self.id} has invalid JSON arguments: {exc}") from exc
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolResultBlock:
+    """The result of one tool call, as text; `is_error` marks failures the model should see."""
+
+    tool_use_id: str
+    content: str
+    is_error: bool = False
+    kind: Literal["tool_result"] = "tool_result"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ImageBlock:
+    """An image, frozen as the base64 bytes that were first sent (never re-encoded)."""
+
+    media_type: str
+    data: str
+    kind: Literal["image"] = "image"
+
+
+Block = (
+    TextBlock | ThinkingBlock | RedactedThinkingBlock | ToolUseBlock | ToolResultBlock | ImageBlock
+)
+
+_KINDS: dict[str, type[Any]] = {
+    cls.__dataclass_fields__["kind"].default: cls
+    for cls in (
+        TextBlock,
+        ThinkingBlock,
+        RedactedThinkingBlock,
+        ToolUseBlock,
+        ToolResultBlock,
+        ImageBlock,
+    )
+}
+
+
+def block_to_dict(block: Block) -> dict[str, Any]:
+    """Stoker's neutral JSON form of a block (for storage and fingerprints)."""
+    out: dict[str, Any] = {"kind": block.kind}
+    for name in block.__dataclass_fields__:
+        if name != "kind":
+            out[name] = getattr(block, name)
+    return out
+
+
+def block_from_dict(data: dict[str, Any]) -> Block:
+    """Inverse of `block_to_dict`."""
+    kind = data.get("kind")
+    cls = _KINDS.get(kind)  # type: ignore[arg-type]
+    if cls is None:
+        raise WireError(f"unknown block kind {kind!r}; expected one of {sorted(_KINDS)}")
+    fields = {k: v for k, v in data.items() if k != "kind"}
+    try:
+        return cls(**fields)  # type: ignore[no-any-return]
+    except TypeError as exc:
+        raise WireError(f"bad {kind} block {data!r}: {exc}") from exc

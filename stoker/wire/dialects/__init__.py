@@ -1,0 +1,34 @@
+"""The only place provider payloads are built and parsed.
+
+Each dialect module offers four pure functions: `render_request(Request) -> dict`,
+`parse_request(dict) -> Request` (used by the simulator, which must see what a provider
+sees), `render_response(AssistantMessage, Usage, model) -> dict` and
+`parse_response(dict) -> (AssistantMessage, Usage)`.
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+from typing import Literal
+
+from stoker.errors import ConfigError
+
+Dialect = Literal["anthropic", "openai_chat", "openai_responses"]
+DIALECTS: tuple[Dialect, ...] = ("anthropic", "openai_chat", "openai_responses")
+
+
+def dialect_module(name: str) -> ModuleType:
+    """The module implementing dialect `name`."""
+    if name == "anthropic":
+        from stoker.wire.dialects import anthropic
+
+        return anthropic
+    if name == "openai_chat":
+        from stoker.wire.dialects import openai_chat
+
+        return openai_chat
+    if name == "openai_responses":
+        from stoker.wire.dialects import openai_responses
+
+        return openai_responses
+    raise ConfigError(f"unknown dialect {name!r}; expected one of {', '.join(DIALECTS)}")

@@ -1,0 +1,230 @@
+"""What the two OpenAI dialects share: tool specs, images, breakpoints, regrouping.
+
+Chat Completions and Responses differ in shape but not in structure: a user turn becomes
+tool outputs followed by one user message, a breakpoint is a `prompt_cache_breakpoint`
+on a content part, and the history is read back by regrouping items into messages.
+Each message is rendered once into items plus one `Anchor` per block (the content part a
+breakpoint on that block lands on), memoized on the message; breakpoints are applied to
+copies, so a marker never leaks into the memo or into the next request.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from stoker.errors import WireError
+from stoker.wire.blocks import Block, ImageBlock, TextBlock, ToolResultBlock
+from stoker.wire.canonical import canonical_json
+from stoker.wire.messages import AssistantMessage, Message, UserMessage
+from stoker.wire.prefix import CacheParams
+from stoker.wire.request import Request
+
+Anchor = tuple[int, str, int]  # (item index within the message's items, content key, part)
+_TTL = {"5m": None, "1h": "12h"}  # Stoker's short/long TTLs are OpenAI's 30m (default) / 12h
+
+
+@dataclass(frozen=True, slots=True)
+class Rendered:
+    """One message's wire items (never mutated once built) and one anchor per block."""
+
+    items: list[dict[str, Any]]
+    anchors: tuple[Anchor | None, ...]
+
+
+def tool_spec(raw: bytes) -> tuple[str, str | None, Any]:
+    """(name, description, parameters) of a prefix tool, key order as in its bytes."""
+    spec = json.loads(raw)
+    return spec["name"], spec.get("description"), spec.get("input_schema")
+
+
+def tool_bytes(name: str, description: str | None, parameters: Any) -> bytes:
+    """Inverse of `tool_spec`: the canonical bytes a prefix holds."""
+    spec: dict[str, Any] = {"name": name}
+    if description is not None:
+        spec["description"] = description
+    if parameters is not None:
+        spec["input_schema"] = parameters
+    return canonical_json(spec)
+
+
+def tool_choice(params: CacheParams, named: Callable[[str], dict[str, Any]]) -> Any:
+    """The wire `tool_choice`, or None for "auto" (the API default when tools are sent)."""
+    choice = params.tool_choice
+    if choice.startswith("tool:"):
+        return named(choice.removeprefix("tool:"))
+    wire = {"auto": None, "any": "required", "none": "none"}
+    if choice not in wire:
+        raise WireError(f"unknown tool_choice {choice!r}; use auto, any, none or tool:NAME")
+    return wire[choice]
+
+
+def parse_tool_choice(value: Any) -> str:
+    """Stoker's tool_choice for either API's wire form."""
+    if value is None or value == "auto":
+        return "auto"
+    if value in ("required", "none"):
+        return "any" if value == "required" else "none"
+    if isinstance(value, dict) and value.get("type") == "function":
+        name = value.get("name") or (value.get("function") or {}).get("name")
+        return f"tool:{name}"
+    raise WireError(f"unsupported tool_choice {value!r}")
+
+
+def data_url(block: ImageBlock) -> str:
+    return f"data:{block.media_type};base64,{block.data}"
+
+
+def image_from_url(url: Any) -> ImageBlock:
+    head, sep, data = str(url).partition(",")
+    if not (head.startswith("data:") and head.endswith(";base64") and sep):
+        raise WireError("only base64 data: image URLs can be represented; got a remote URL")
+    return ImageBlock(media_type=head[5:-7], data=data)
+
+
+def plain(parts: list[dict[str, Any]]) -> Any:
+    """A lone text part as a plain string (what every server accepts), else the list."""
+    return parts[0]["text"] if len(parts) == 1 and "text" in parts[0] else parts
+
+
+def text_of(content: Any) -> str:
+    """The text of a string-or-parts field (tool outputs, system prompts)."""
+    if content is None or isinstance(content, str):
+        return content or ""
+    return "".join(p.get("text", "") for p in content if isinstance(p, dict))
+
+
+def parse_parts(content: Any) -> list[Block]:
+    """User content (a string or a list of parts, either API's part names) as blocks."""
+    if isinstance(content, str):
+        return [TextBlock(text=content)]
+    blocks: list[Block] = []
+    for part in content:
+        kind = part.get("type")
+        if kind in ("text", "input_text", "output_text"):
+            blocks.append(TextBlock(text=part["text"]))
+        elif kind == "refusal":
+            blocks.append(TextBlock(text=part["refusal"]))
+        elif kind == "image_url":  # Chat nests the URL; some clients send it bare
+            url = part["image_url"]
+            blocks.append(image_from_url(url["url"] if isinstance(url, dict) else url))
+        elif kind == "input_image":
+            blocks.append(image_from_url(part.get("image_url")))
+        else:
+            raise WireError(f"unsupported content part type {kind!r}")
+    return blocks
+
+
+def render_user(
+    message: UserMessage,
+    result: Callable[[ToolResultBlock], tuple[dict[str, Any], str]],
+    part: Callable[[Block], dict[str, Any]],
+) -> Rendered:
+    """Tool outputs first (one item each), then one user message with the other blocks.
+
+    `result` returns the output item and the key of its content. Tool results come first
+    in a user turn on every provider, so the order of blocks is kept in practice.
+    """
+    items: list[dict[str, Any]] = []
+    anchors: list[Anchor | None] = []
+    parts: list[dict[str, Any]] = []
+    pending: list[tuple[int, int]] = []
+    for j, block in enumerate(message.content):
+        if isinstance(block, ToolResultBlock):
+            item, key = result(block)
+            anchors.append((len(items), key, 0))
+            items.append(item)
+        else:
+            anchors.append(None)
+            pending.append((j, len(parts)))
+            parts.append(part(block))
+    for j, p in pending:
+        anchors[j] = (len(items), "content", p)
+    if parts:
+        items.append({"role": "user", "content": plain(parts)})
+    return Rendered(items=items, anchors=tuple(anchors))
+
+
+def _mark(
+    items: list[dict[str, Any]], at: int, key: str, part: int, marker: Any, kind: str
+) -> None:
+    item = items[at]
+    content = item[key]
+    parts = [{"type": kind, "text": content}] if isinstance(content, str) else list(content)
+    parts[part] = {**parts[part], "prompt_cache_breakpoint": marker}
+    items[at] = {**item, key: parts}
+
+
+def apply_breakpoints(
+    request: Request,
+    items: list[dict[str, Any]],
+    *,
+    system_at: int | None,
+    rendered: Callable[[Message], Rendered],
+    text_type: str,
+) -> None:
+    """Put `prompt_cache_breakpoint` markers into `items` (a fresh list), copying items.
+
+    `Breakpoint(message=None)` marks the system/developer item (skipped when there is
+    none: tools cannot carry a marker). A breakpoint on a block that cannot carry one
+    (a tool call, reasoning, Responses assistant text) moves back to the nearest
+    markable block of the same message, caching a shorter prefix; none means no marker.
+    """
+    messages = request.messages
+    for bp in request.breakpoints:
+        ttl = _TTL[bp.ttl]
+        marker = {"mode": "explicit"} if ttl is None else {"mode": "explicit", "ttl": ttl}
+        if bp.message is None:
+            if system_at is not None:
+                _mark(items, system_at, "content", 0, marker, text_type)
+            continue
+        if not -len(messages) <= bp.message < len(messages):
+            raise WireError(f"breakpoint on message {bp.message}; there are {len(messages)}")
+        index = bp.message % len(messages)
+        start = len(items) - sum(len(rendered(m).items) for m in messages[index:])
+        anchors = rendered(messages[index]).anchors
+        if not -len(anchors) <= bp.block < len(anchors):
+            raise WireError(f"breakpoint on block {bp.block} of message {index}; out of range")
+        for anchor in reversed(anchors[: bp.block % len(anchors) + 1]):
+            if anchor is not None:
+                _mark(items, start + anchor[0], anchor[1], anchor[2], marker, text_type)
+                break
+
+
+class History:
+    """Regroups wire items into messages: the inverse of rendering, for `parse_request`.
+
+    Items of one side accumulate until the other side speaks or an item `closes` the
+    message (a user message closes a user turn; a Chat assistant message its turn).
+    Two user turns that render to the same items (results, then text) read back as one.
+    """
+
+    def __init__(self) -> None:
+        self.messages: list[Message] = []
+        self._role: str | None = None
+        self._blocks: list[Block] = []
+        self._closed = False
+
+    @property
+    def started(self) -> bool:
+        return self._role is not None or bool(self.messages)
+
+    def add(self, role: str, blocks: list[Block], *, closes: bool = False) -> None:
+        if self._role != role or self._closed:
+            self._flush()
+        self._role = role
+        self._blocks.extend(blocks)
+        self._closed = closes
+
+    def _flush(self) -> None:
+        if self._role == "user":
+            self.messages.append(UserMessage(content=tuple(self._blocks)))
+        elif self._role == "assistant":
+            self.messages.append(AssistantMessage(content=tuple(self._blocks)))
+        self._role, self._blocks, self._closed = None, [], False
+
+    def finish(self) -> tuple[Message, ...]:
+        self._flush()
+        return tuple(self.messages)

@@ -1,0 +1,279 @@
+"""Anthropic Messages API payloads.
+
+Render order is tools -> system -> messages. Breakpoints become `cache_control` markers
+on the chosen blocks; markers are not part of the cache key, so a block that carried one
+last turn still hits without it. Each message's rendered content is memoized on the
+message, so a long history costs only its new messages; marked blocks are copied, never
+mutated in place.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from stoker.errors import WireError
+from stoker.wire.blocks import (
+    Block,
+    ImageBlock,
+    RedactedThinkingBlock,
+    TextBlock,
+    ThinkingBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+)
+from stoker.wire.canonical import canonical_json
+from stoker.wire.dialects._memo import rendered_history
+from stoker.wire.messages import AssistantMessage, Message, UserMessage
+from stoker.wire.prefix import CacheParams, Prefix
+from stoker.wire.request import Request
+from stoker.wire.usage import Usage
+
+NAME = "anthropic"
+
+
+def _render_block(block: Block) -> dict[str, Any]:
+    if isinstance(block, TextBlock):
+        return {"type": "text", "text": block.text}
+    if isinstance(block, ToolUseBlock):
+        # The model's own key order is kept: json.loads preserves it.
+        try:
+            args = json.loads(block.input_json) if block.input_json.strip() else {}
+        except json.JSONDecodeError:
+            args = {}  # an unparseable call from another dialect; its result says so
+        return {"type": "tool_use", "id": block.id, "name": block.name, "input": args}
+    if isinstance(block, ToolResultBlock):
+        out: dict[str, Any] = {
+            "type": "tool_result",
+            "tool_use_id": block.tool_use_id,
+            "content": block.content,
+        }
+        if block.is_error:
+            out["is_error"] = True
+        return out
+    if isinstance(block, ThinkingBlock):
+        return {"type": "thinking", "thinking": block.thinking, "signature": block.signature}
+    if isinstance(block, RedactedThinkingBlock):
+        return {"type": "redacted_thinking", "data": block.data}
+    if isinstance(block, ImageBlock):
+        return {
+            "type": "image",
+            "source": {"type": "base64", "media_type": block.media_type, "data": block.data},
+        }
+    raise WireError(f"cannot render block {block!r} for Anthropic")
+
+
+def _render_message(message: Message) -> list[dict[str, Any]]:
+    cached = message.wire_memo.get(NAME)
+    if cached is None:
+        cached = [{"role": message.role, "content": [_render_block(b) for b in message.content]}]
+        message.wire_memo[NAME] = cached
+    return cached
+
+
+def _tools(prefix: Prefix) -> list[dict[str, Any]]:
+    cached = prefix.wire_memo.get(NAME)
+    if cached is None:
+        cached = [json.loads(t) for t in prefix.tools]
+        prefix.wire_memo[NAME] = cached
+    return cached
+
+
+def _tool_choice(params: CacheParams) -> dict[str, Any] | None:
+    choice = params.tool_choice
+    out: dict[str, Any]
+    if choice.startswith("tool:"):
+        out = {"type": "tool", "name": choice.removeprefix("tool:")}
+    elif choice in ("auto", "any", "none"):
+        out = {"type": choice}
+    else:
+        raise WireError(f"unknown tool_choice {choice!r}; use auto, any, none or tool:NAME")
+    if not params.parallel_tool_calls and choice != "none":
+        out["disable_parallel_tool_use"] = True
+    elif choice == "auto":
+        return None  # the API default; omitting it keeps the payload minimal
+    return out
+
+
+def _marker(ttl: str) -> dict[str, str]:
+    return {"type": "ephemeral", "ttl": ttl}
+
+
+def render_request(request: Request) -> dict[str, Any]:
+    """The Messages API body for `request` (a dict an SDK or an HTTP client can send)."""
+    prefix = request.prefix
+    tools = _tools(prefix)
+    system: list[dict[str, Any]] = (
+        [{"type": "text", "text": prefix.system}] if prefix.system else []
+    )
+    messages = rendered_history(request, NAME, _render_message)
+
+    for bp in request.breakpoints:
+        if bp.message is None:
+            if system:
+                system[-1] = {**system[-1], "cache_control": _marker(bp.ttl)}
+            elif tools:
+                tools = [*tools[:-1], {**tools[-1], "cache_control": _marker(bp.ttl)}]
+            continue
+        msg = messages[bp.message]
+        content = list(msg["content"])
+        content[bp.block] = {**content[bp.block], "cache_control": _marker(bp.ttl)}
+        messages[bp.message] = {"role": msg["role"], "content": content}
+
+    body: dict[str, Any] = {"model": prefix.params.model, "max_tokens": request.max_tokens}
+    if tools:
+        body["tools"] = tools
+    if system:
+        body["system"] = system
+    body["messages"] = messages
+    choice = _tool_choice(prefix.params)
+    if choice is not None:
+        body["tool_choice"] = choice
+    if prefix.params.thinking_budget is not None:
+        body["thinking"] = {"type": "enabled", "budget_tokens": prefix.params.thinking_budget}
+    if prefix.params.effort is not None:
+        body["output_config"] = {"effort": prefix.params.effort}
+    if request.stream:
+        body["stream"] = True
+    return body
+
+
+def _parse_block(data: dict[str, Any]) -> Block:
+    kind = data.get("type")
+    if kind == "text":
+        return TextBlock(text=data["text"])
+    if kind == "tool_use":
+        raw = data.get("input", {})
+        # Compact, key order as received: whitespace is not part of Anthropic's key.
+        input_json = (
+            raw
+            if isinstance(raw, str)
+            else json.dumps(raw, ensure_ascii=False, separators=(",", ":"))
+        )
+        return ToolUseBlock(id=data["id"], name=data["name"], input_json=input_json)
+    if kind == "tool_result":
+        content = data.get("content", "")
+        if isinstance(content, list):
+            content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
+        return ToolResultBlock(
+            tool_use_id=data["tool_use_id"], content=content, is_error=bool(data.get("is_error"))
+        )
+    if kind == "thinking":
+        return ThinkingBlock(thinking=data["thinking"], signature=data.get("signature", ""))
+    if kind == "redacted_thinking":
+        return RedactedThinkingBlock(data=data["data"])
+    if kind == "image":
+        source = data.get("source", {})
+        return ImageBlock(media_type=source.get("media_type", ""), data=source.get("data", ""))
+    raise WireError(f"unsupported Anthropic content block type {kind!r}")
+
+
+def _parse_content(content: Any) -> tuple[Block, ...]:
+    if isinstance(content, str):
+        return (TextBlock(text=content),)
+    if not isinstance(content, list):
+        raise WireError("message content must be a string or a list of blocks")
+    return tuple(_parse_block(b) for b in content)
+
+
+def _parse_tool_choice(body: dict[str, Any]) -> tuple[str, bool]:
+    choice = body.get("tool_choice") or {"type": "auto"}
+    kind = choice.get("type", "auto")
+    name = f"tool:{choice.get('name', '')}" if kind == "tool" else kind
+    return name, not choice.get("disable_parallel_tool_use", False)
+
+
+def parse_request(body: dict[str, Any]) -> Request:
+    """Read a Messages API body back into a `Request` (what the simulator's model sees)."""
+    try:
+        system = body.get("system") or ""
+        if isinstance(system, list):
+            system = "".join(b.get("text", "") for b in system)
+        tools = tuple(
+            canonical_json({k: v for k, v in t.items() if k != "cache_control"})
+            for t in body.get("tools") or ()
+        )
+        choice, parallel = _parse_tool_choice(body)
+        thinking = body.get("thinking") or {}
+        params = CacheParams(
+            model=body["model"],
+            thinking_budget=thinking.get("budget_tokens")
+            if thinking.get("type") == "enabled"
+            else None,
+            effort=(body.get("output_config") or {}).get("effort"),
+            tool_choice=choice,
+            parallel_tool_calls=parallel,
+        )
+        messages: list[Message] = []
+        for m in body["messages"]:
+            content = _parse_content(m["content"])
+            if m["role"] == "user":
+                messages.append(UserMessage(content=content))
+            elif m["role"] == "assistant":
+                messages.append(AssistantMessage(content=content))
+            else:
+                raise WireError(f"unexpected role {m['role']!r} in messages")
+        return Request(
+            prefix=Prefix(params=params, tools=tools, system=system),
+            messages=tuple(messages),
+            max_tokens=int(body.get("max_tokens", 0)),
+            stream=bool(body.get("stream", False)),
+        )
+    except (KeyError, TypeError, AttributeError) as exc:
+        raise WireError(f"malformed Anthropic request: {exc!r}") from exc
+
+
+def usage_fields(usage: Usage) -> dict[str, Any]:
+    """Usage with Anthropic's field names (input_tokens is the uncached tail only)."""
+    return {
+        "input_tokens": usage.uncached,
+        "cache_creation_input_tokens": usage.written,
+        "cache_read_input_tokens": usage.read,
+        "cache_creation": {
+            "ephemeral_5m_input_tokens": usage.written_5m,
+            "ephemeral_1h_input_tokens": usage.written_1h,
+        },
+        "output_tokens": usage.output,
+    }
+
+
+def parse_usage(data: dict[str, Any]) -> Usage:
+    creation = data.get("cache_creation") or {}
+    w5 = creation.get("ephemeral_5m_input_tokens")
+    w1 = creation.get("ephemeral_1h_input_tokens") or 0
+    if w5 is None:  # older responses only carry the total; it is all 5-minute writes
+        w5 = (data.get("cache_creation_input_tokens") or 0) - w1
+    return Usage(
+        uncached=data.get("input_tokens") or 0,
+        written_5m=w5,
+        written_1h=w1,
+        read=data.get("cache_read_input_tokens") or 0,
+        output=data.get("output_tokens") or 0,
+    )
+
+
+def render_response(message: AssistantMessage, usage: Usage, model: str) -> dict[str, Any]:
+    """A Messages API response body for `message` (what the simulator answers)."""
+    return {
+        "id": message.id,
+        "type": "message",
+        "role": "assistant",
+        "model": model,
+        "content": [_render_block(b) for b in message.content],
+        "stop_reason": message.stop_reason,
+        "stop_sequence": None,
+        "usage": usage_fields(usage),
+    }
+
+
+def parse_response(body: dict[str, Any]) -> tuple[AssistantMessage, Usage]:
+    """The assistant message (exact blocks) and normalized usage of a response body."""
+    try:
+        message = AssistantMessage(
+            content=_parse_content(body.get("content") or []),
+            stop_reason=body.get("stop_reason") or "end_turn",
+            id=body.get("id", ""),
+        )
+    except (KeyError, TypeError) as exc:
+        raise WireError(f"malformed Anthropic response: {exc!r}") from exc
+    return message, parse_usage(body.get("usage") or {})

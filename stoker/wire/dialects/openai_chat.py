@@ -1,0 +1,294 @@
+"""OpenAI Chat Completions payloads (also what vLLM, SGLang and llama.cpp serve).
+
+Render order is tools -> system message -> history, each message rendered once and
+memoized on the message. Choices made here, and why:
+
+* The system prompt is a `system` message, not `developer`: every OpenAI-compatible
+  server accepts it, and OpenAI maps it to developer for reasoning models.
+* Tool-call `arguments` are `ToolUseBlock.input_json` verbatim: OpenAI hashes the string,
+  so whitespace and key order inside it are part of the cache key.
+* Tool results are `tool` messages; Chat has no error flag, so `is_error` is dropped and
+  the content is sent exactly as it is. Thinking blocks are dropped too: Chat has no
+  field for replayed reasoning.
+* A lone text block is sent as a plain string (older models and local servers accept
+  nothing else for some roles); `prompt_cache_breakpoint` markers (GPT-5.6+) turn the
+  marked message into a list of parts, which renders to the same tokens.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from stoker.errors import WireError
+from stoker.wire.blocks import (
+    Block,
+    ImageBlock,
+    RedactedThinkingBlock,
+    TextBlock,
+    ThinkingBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+)
+from stoker.wire.dialects._memo import rendered_history
+from stoker.wire.dialects._openai_common import (
+    Anchor,
+    History,
+    Rendered,
+    apply_breakpoints,
+    data_url,
+    parse_parts,
+    parse_tool_choice,
+    plain,
+    render_user,
+    text_of,
+    tool_bytes,
+    tool_choice,
+    tool_spec,
+)
+from stoker.wire.messages import AssistantMessage, Message
+from stoker.wire.prefix import CacheParams, Prefix
+from stoker.wire.request import Request
+from stoker.wire.usage import Usage
+
+NAME = "openai_chat"
+
+
+def _part(block: Block) -> dict[str, Any]:
+    if isinstance(block, TextBlock):
+        return {"type": "text", "text": block.text}
+    if isinstance(block, ImageBlock):
+        return {"type": "image_url", "image_url": {"url": data_url(block)}}
+    raise WireError(f"cannot render {block.kind} block in a Chat Completions user message")
+
+
+def _result(block: ToolResultBlock) -> tuple[dict[str, Any], str]:
+    return {"role": "tool", "tool_call_id": block.tool_use_id, "content": block.content}, "content"
+
+
+def _assistant(message: AssistantMessage) -> Rendered:
+    parts: list[dict[str, Any]] = []
+    calls: list[dict[str, Any]] = []
+    anchors: list[Anchor | None] = []
+    for block in message.content:
+        anchors.append((0, "content", len(parts)) if isinstance(block, TextBlock) else None)
+        if isinstance(block, TextBlock):
+            parts.append({"type": "text", "text": block.text})
+        elif isinstance(block, ToolUseBlock):
+            function = {"name": block.name, "arguments": block.input_json}
+            calls.append({"id": block.id, "type": "function", "function": function})
+        elif not isinstance(block, ThinkingBlock | RedactedThinkingBlock):
+            raise WireError(f"cannot render {block.kind} block in a Chat assistant message")
+    item: dict[str, Any] = {"role": "assistant", "content": plain(parts) if parts else None}
+    if calls:
+        item["tool_calls"] = calls
+    return Rendered(items=[item], anchors=tuple(anchors))
+
+
+def _rendered(message: Message) -> Rendered:
+    cached = message.wire_memo.get(NAME)
+    if cached is None:
+        if isinstance(message, AssistantMessage):
+            cached = _assistant(message)
+        else:
+            cached = render_user(message, _result, _part)
+        message.wire_memo[NAME] = cached
+    return cached  # type: ignore[no-any-return]
+
+
+def _tools(prefix: Prefix) -> list[dict[str, Any]]:
+    cached = prefix.wire_memo.get(NAME)
+    if cached is None:
+        cached = []
+        for raw in prefix.tools:
+            name, description, parameters = tool_spec(raw)
+            function: dict[str, Any] = {"name": name}
+            if description is not None:
+                function["description"] = description
+            if parameters is not None:
+                function["parameters"] = parameters
+            cached.append({"type": "function", "function": function})
+        prefix.wire_memo[NAME] = cached
+    return cached  # type: ignore[no-any-return]
+
+
+def _named(name: str) -> dict[str, Any]:
+    return {"type": "function", "function": {"name": name}}
+
+
+def render_request(request: Request) -> dict[str, Any]:
+    """The body of `client.chat.completions.create(**body)` for `request`."""
+    prefix = request.prefix
+    params: CacheParams = prefix.params
+    system = [{"role": "system", "content": prefix.system}] if prefix.system else []
+    messages = system + rendered_history(request, NAME, lambda m: _rendered(m).items)
+    apply_breakpoints(
+        request,
+        messages,
+        system_at=0 if system else None,
+        rendered=_rendered,
+        text_type="text",
+    )
+    body: dict[str, Any] = {"model": params.model}
+    tools = _tools(prefix)
+    if tools:
+        body["tools"] = tools
+        choice = tool_choice(params, _named)
+        if choice is not None:
+            body["tool_choice"] = choice
+        # Sent only when off: o1, o3 and o4-mini reject the parameter, even as true.
+        if not params.parallel_tool_calls:
+            body["parallel_tool_calls"] = False
+    body["messages"] = messages
+    if params.effort is not None:
+        body["reasoning_effort"] = params.effort
+    body["max_completion_tokens"] = request.max_tokens
+    if request.cache_key is not None:
+        body["prompt_cache_key"] = request.cache_key
+    if request.cache_retention is not None:
+        body["prompt_cache_retention"] = request.cache_retention
+    if request.stream:
+        body["stream"] = True
+        body["stream_options"] = {"include_usage": True}  # usage is omitted from streams otherwise
+    return body
+
+
+def _assistant_blocks(message: dict[str, Any]) -> list[Block]:
+    blocks: list[Block] = []
+    # vLLM, SGLang and DeepSeek return reasoning as `reasoning_content` beside the content.
+    reasoning = message.get("reasoning_content")
+    if isinstance(reasoning, str) and reasoning:
+        blocks.append(ThinkingBlock(thinking=reasoning))
+    content = message.get("content")
+    if content is not None:
+        blocks.extend(parse_parts(content))
+    elif isinstance(message.get("refusal"), str):
+        blocks.append(TextBlock(text=message["refusal"]))
+    for call in message.get("tool_calls") or ():
+        function = call["function"]
+        args = function.get("arguments", "")
+        if not isinstance(args, str):  # some clients send an object; OpenAI wants a string
+            args = json.dumps(args, ensure_ascii=False, separators=(",", ":"))
+        blocks.append(ToolUseBlock(id=call["id"], name=function["name"], input_json=args))
+    return blocks
+
+
+def parse_request(body: dict[str, Any]) -> Request:
+    """Read a Chat Completions body back into a `Request` (what the simulator's model sees)."""
+    try:
+        history = History()
+        system: list[str] = []
+        for m in body["messages"]:
+            role = m["role"]
+            if role in ("system", "developer"):
+                if history.started:
+                    raise WireError(f"a {role} message after the first turn is not supported")
+                system.append(text_of(m.get("content")))
+            elif role == "user":
+                history.add("user", parse_parts(m["content"]), closes=True)
+            elif role == "tool":
+                result = ToolResultBlock(
+                    tool_use_id=m["tool_call_id"], content=text_of(m.get("content"))
+                )
+                history.add("user", [result])
+            elif role == "assistant":
+                history.add("assistant", _assistant_blocks(m), closes=True)
+            else:
+                raise WireError(f"unexpected role {role!r} in messages")
+        tools = []
+        for t in body.get("tools") or ():
+            fn = t["function"]
+            tools.append(tool_bytes(fn["name"], fn.get("description"), fn.get("parameters")))
+        params = CacheParams(
+            model=body["model"],
+            effort=body.get("reasoning_effort"),
+            tool_choice=parse_tool_choice(body.get("tool_choice")),
+            parallel_tool_calls=body.get("parallel_tool_calls", True) is not False,
+        )
+        return Request(
+            prefix=Prefix(params=params, tools=tuple(tools), system="\n".join(system)),
+            messages=history.finish(),
+            # `max_tokens` is the deprecated name most local servers still read.
+            max_tokens=int(body.get("max_completion_tokens") or body.get("max_tokens") or 0),
+            cache_key=body.get("prompt_cache_key"),
+            cache_retention=body.get("prompt_cache_retention"),
+            stream=bool(body.get("stream", False)),
+        )
+    except (KeyError, TypeError, AttributeError) as exc:
+        raise WireError(f"malformed Chat Completions request: {exc!r}") from exc
+
+
+def usage_fields(usage: Usage) -> dict[str, Any]:
+    """Usage under Chat's names: prompt_tokens is the TOTAL input, cached and written included."""
+    return {
+        "prompt_tokens": usage.input_total,
+        "completion_tokens": usage.output,
+        "total_tokens": usage.input_total + usage.output,
+        "prompt_tokens_details": {"cached_tokens": usage.read, "cache_write_tokens": usage.written},
+    }
+
+
+def parse_usage(data: dict[str, Any], timings: dict[str, Any] | None = None) -> Usage:
+    """Disjoint buckets from Chat usage; Chat has one write bucket, counted as short-TTL."""
+    # vLLM omits prompt_tokens_details without --enable-prompt-tokens-details; some send null.
+    details = data.get("prompt_tokens_details") or {}
+    read = details.get("cached_tokens")
+    if read is None:  # DeepSeek reports hits at the top level of usage
+        read = data.get("prompt_cache_hit_tokens")
+    if read is None and timings:  # older llama.cpp builds report only timings.cache_n
+        read = timings.get("cache_n")
+    read = read or 0
+    # Only GPT-5.6+ and OpenRouter report writes; older models and local servers write free.
+    written = details.get("cache_write_tokens") or 0
+    total = data.get("prompt_tokens") or 0
+    return Usage(
+        # Clamped: a server counting only evaluated tokens in prompt_tokens would go negative.
+        uncached=max(total - read - written, 0),
+        written_5m=written,
+        read=read,
+        output=data.get("completion_tokens") or 0,
+    )
+
+
+_FINISH = {"tool_use": "tool_calls", "max_tokens": "length"}
+
+
+def render_response(message: AssistantMessage, usage: Usage, model: str) -> dict[str, Any]:
+    """A ChatCompletion body for `message`. `created` is 0: dialects are pure, with no clock."""
+    item = _assistant(message).items[0]
+    content = item["content"]
+    return {
+        "id": message.id,
+        "object": "chat.completion",
+        "created": 0,
+        "model": model,
+        "choices": [
+            {
+                "index": 0,
+                "message": {
+                    **item,
+                    # A completion's content is one string, never a list of parts.
+                    "content": content if not isinstance(content, list) else text_of(content),
+                    "refusal": None,
+                },
+                "finish_reason": _FINISH.get(message.stop_reason, "stop"),
+                "logprobs": None,
+            }
+        ],
+        "usage": usage_fields(usage),
+    }
+
+
+def parse_response(body: dict[str, Any]) -> tuple[AssistantMessage, Usage]:
+    """The assistant message (arguments exactly as received) and normalized usage."""
+    try:
+        choice = body["choices"][0]
+        blocks = _assistant_blocks(choice["message"])
+    except (KeyError, IndexError, TypeError) as exc:
+        raise WireError(f"malformed ChatCompletion: {exc!r}") from exc
+    if any(isinstance(b, ToolUseBlock) for b in blocks):
+        stop = "tool_use"
+    else:
+        stop = "max_tokens" if choice.get("finish_reason") == "length" else "end_turn"
+    message = AssistantMessage(content=tuple(blocks), stop_reason=stop, id=body.get("id", ""))
+    return message, parse_usage(body.get("usage") or {}, body.get("timings"))

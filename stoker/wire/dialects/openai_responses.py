@@ -1,0 +1,331 @@
+"""OpenAI Responses API payloads.
+
+Render order is tools -> developer message -> input items, each message rendered once
+and memoized on the message. Choices made here, and why:
+
+* The system prompt is the first `input` item, a `developer` message, not top-level
+  `instructions`: `prompt_cache_breakpoint` is not allowed on `instructions`, and on
+  GPT-5.6+ a breakpoint at the end of the static prefix is what lets two conversations
+  with the same system prompt share a cache entry (reference 2.4).
+* Tools are sent with `"strict": false`: Responses makes function tools strict by
+  default, which would reject schemas Chat and Anthropic accept as they are.
+* Tool calls are `function_call` items with `arguments` = `ToolUseBlock.input_json`
+  verbatim (OpenAI hashes the string byte for byte); results are `function_call_output`
+  items, which have no error flag, so `is_error` is dropped and the content kept exact.
+* A thinking block is replayed as a `reasoning` item only when its signature holds the
+  encrypted content; without it the item cannot be replayed statelessly. Items carry no
+  `id`: ids refer to stored items and are rejected when `store` is false. When an effort
+  is set, `include` asks for the encrypted content so the next turn can replay it.
+* Assistant text goes back as a plain `assistant` message (output parts cannot carry a
+  breakpoint, so a breakpoint there moves back to the nearest user-side part).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from stoker.errors import WireError
+from stoker.wire.blocks import (
+    Block,
+    ImageBlock,
+    RedactedThinkingBlock,
+    TextBlock,
+    ThinkingBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+)
+from stoker.wire.dialects._memo import rendered_history
+from stoker.wire.dialects._openai_common import (
+    History,
+    Rendered,
+    apply_breakpoints,
+    data_url,
+    parse_parts,
+    parse_tool_choice,
+    plain,
+    render_user,
+    text_of,
+    tool_bytes,
+    tool_choice,
+    tool_spec,
+)
+from stoker.wire.messages import AssistantMessage, Message
+from stoker.wire.prefix import CacheParams, Prefix
+from stoker.wire.request import Request
+from stoker.wire.usage import Usage
+
+NAME = "openai_responses"
+
+
+def _part(block: Block) -> dict[str, Any]:
+    if isinstance(block, TextBlock):
+        return {"type": "input_text", "text": block.text}
+    if isinstance(block, ImageBlock):
+        return {"type": "input_image", "image_url": data_url(block), "detail": "auto"}
+    raise WireError(f"cannot render {block.kind} block in a Responses user message")
+
+
+def _result(block: ToolResultBlock) -> tuple[dict[str, Any], str]:
+    item = {"type": "function_call_output", "call_id": block.tool_use_id, "output": block.content}
+    return item, "output"
+
+
+def _reasoning(block: ThinkingBlock) -> dict[str, Any]:
+    summary = [{"type": "summary_text", "text": block.thinking}] if block.thinking else []
+    return {"type": "reasoning", "summary": summary}
+
+
+def _call(block: ToolUseBlock) -> dict[str, Any]:
+    return {
+        "type": "function_call",
+        "call_id": block.id,
+        "name": block.name,
+        "arguments": block.input_json,
+    }
+
+
+def _output_items(message: AssistantMessage) -> list[dict[str, Any]]:
+    """Reasoning, message and call items in block order; adjacent texts share a message."""
+    items: list[dict[str, Any]] = []
+    texts: list[dict[str, Any]] | None = None
+    for block in message.content:
+        if isinstance(block, TextBlock):
+            if texts is None:
+                texts = []
+                items.append({"type": "message", "role": "assistant", "content": texts})
+            texts.append({"type": "output_text", "text": block.text, "annotations": []})
+            continue
+        texts = None
+        if isinstance(block, ToolUseBlock):
+            items.append(_call(block))
+        elif isinstance(block, ThinkingBlock):
+            items.append({**_reasoning(block), "encrypted_content": block.signature or None})
+        elif not isinstance(block, RedactedThinkingBlock):  # Anthropic-only; nothing to send
+            raise WireError(f"cannot render {block.kind} block in a Responses assistant turn")
+    return items
+
+
+def _assistant(message: AssistantMessage) -> Rendered:
+    items = []
+    for item in _output_items(message):
+        if item["type"] == "message":
+            items.append({"role": "assistant", "content": plain(item["content"])})
+        elif item["type"] != "reasoning" or item["encrypted_content"]:
+            items.append(item)
+    return Rendered(items=items, anchors=(None,) * len(message.content))
+
+
+def _rendered(message: Message) -> Rendered:
+    cached = message.wire_memo.get(NAME)
+    if cached is None:
+        if isinstance(message, AssistantMessage):
+            cached = _assistant(message)
+        else:
+            cached = render_user(message, _result, _part)
+        message.wire_memo[NAME] = cached
+    return cached  # type: ignore[no-any-return]
+
+
+def _tools(prefix: Prefix) -> list[dict[str, Any]]:
+    cached = prefix.wire_memo.get(NAME)
+    if cached is None:
+        cached = []
+        for raw in prefix.tools:
+            name, description, parameters = tool_spec(raw)
+            tool: dict[str, Any] = {"type": "function", "name": name}
+            if description is not None:
+                tool["description"] = description
+            tool["parameters"] = parameters
+            tool["strict"] = False
+            cached.append(tool)
+        prefix.wire_memo[NAME] = cached
+    return cached  # type: ignore[no-any-return]
+
+
+def render_request(request: Request) -> dict[str, Any]:
+    """The body of `client.responses.create(**body)` for `request`."""
+    prefix = request.prefix
+    params: CacheParams = prefix.params
+    system = [{"role": "developer", "content": prefix.system}] if prefix.system else []
+    items = system + rendered_history(request, NAME, lambda m: _rendered(m).items)
+    apply_breakpoints(
+        request,
+        items,
+        system_at=0 if system else None,
+        rendered=_rendered,
+        text_type="input_text",
+    )
+    body: dict[str, Any] = {"model": params.model}
+    tools = _tools(prefix)
+    if tools:
+        body["tools"] = tools
+        choice = tool_choice(params, lambda name: {"type": "function", "name": name})
+        if choice is not None:
+            body["tool_choice"] = choice
+        # Sent only when off: o1, o3 and o4-mini reject the parameter, even as true.
+        if not params.parallel_tool_calls:
+            body["parallel_tool_calls"] = False
+    body["input"] = items
+    if params.effort is not None:
+        body["reasoning"] = {"effort": params.effort}
+        body["include"] = ["reasoning.encrypted_content"]
+    body["max_output_tokens"] = request.max_tokens
+    if request.cache_key is not None:
+        body["prompt_cache_key"] = request.cache_key
+    if request.cache_retention is not None:
+        body["prompt_cache_retention"] = request.cache_retention
+    if request.stream:
+        body["stream"] = True
+    return body
+
+
+def _parse_item(item: dict[str, Any], history: History, system: list[str]) -> None:
+    kind = item.get("type")
+    role = item.get("role")
+    if kind in (None, "message") and role in ("system", "developer"):
+        if history.started:
+            raise WireError(f"a {role} message after the first turn is not supported")
+        system.append(text_of(item.get("content")))
+    elif kind in (None, "message") and role == "user":
+        history.add("user", parse_parts(item["content"]), closes=True)
+    elif kind in (None, "message") and role == "assistant":
+        history.add("assistant", parse_parts(item["content"]))
+    elif kind == "function_call_output":
+        result = ToolResultBlock(tool_use_id=item["call_id"], content=text_of(item["output"]))
+        history.add("user", [result])
+    elif kind in ("function_call", "reasoning"):
+        history.add("assistant", [_parse_output_block(item)])
+    else:
+        raise WireError(f"unsupported Responses input item {kind or role!r}")
+
+
+def _parse_output_block(item: dict[str, Any]) -> Block:
+    if item["type"] == "reasoning":
+        # Several summary parts read back as one text; the encrypted content is what counts.
+        summary = "\n\n".join(s.get("text", "") for s in item.get("summary") or ())
+        return ThinkingBlock(thinking=summary, signature=item.get("encrypted_content") or "")
+    args = item.get("arguments", "")
+    if not isinstance(args, str):  # some clients send an object; OpenAI wants a string
+        args = json.dumps(args, ensure_ascii=False, separators=(",", ":"))
+    return ToolUseBlock(id=item["call_id"], name=item["name"], input_json=args)
+
+
+def parse_request(body: dict[str, Any]) -> Request:
+    """Read a Responses body back into a `Request` (what the simulator's model sees)."""
+    try:
+        history = History()
+        system = [body["instructions"]] if body.get("instructions") else []
+        given = body.get("input") or []
+        for item in [{"role": "user", "content": given}] if isinstance(given, str) else given:
+            _parse_item(item, history, system)
+        tools = tuple(
+            tool_bytes(t["name"], t.get("description"), t.get("parameters"))
+            for t in body.get("tools") or ()
+        )
+        params = CacheParams(
+            model=body["model"],
+            effort=(body.get("reasoning") or {}).get("effort"),
+            tool_choice=parse_tool_choice(body.get("tool_choice")),
+            parallel_tool_calls=body.get("parallel_tool_calls", True) is not False,
+        )
+        return Request(
+            prefix=Prefix(params=params, tools=tools, system="\n".join(system)),
+            messages=history.finish(),
+            max_tokens=int(body.get("max_output_tokens") or 0),
+            cache_key=body.get("prompt_cache_key"),
+            cache_retention=body.get("prompt_cache_retention"),
+            stream=bool(body.get("stream", False)),
+        )
+    except (KeyError, TypeError, AttributeError) as exc:
+        raise WireError(f"malformed Responses request: {exc!r}") from exc
+
+
+def usage_fields(usage: Usage) -> dict[str, Any]:
+    """Usage under the Responses names: input_tokens is the TOTAL input."""
+    return {
+        "input_tokens": usage.input_total,
+        "input_tokens_details": {
+            "cached_tokens": usage.read,
+            "cache_write_tokens": usage.written,
+            "cache_write_tokens_details": {
+                "ttl_30m_tokens": usage.written_5m,
+                "ttl_12h_tokens": usage.written_1h,
+            },
+        },
+        "output_tokens": usage.output,
+        "output_tokens_details": {"reasoning_tokens": 0},
+        "total_tokens": usage.input_total + usage.output,
+    }
+
+
+def parse_usage(data: dict[str, Any]) -> Usage:
+    """Disjoint buckets: 30-minute writes are the short bucket, 12-hour the long one."""
+    # OpenAI-compatible servers (vLLM's /v1/responses) may omit or null the details.
+    details = data.get("input_tokens_details") or {}
+    read = details.get("cached_tokens") or 0
+    # The TTL split exists only on GPT-5.6+; without it every write is a 30-minute one.
+    by_ttl = details.get("cache_write_tokens_details") or {}
+    long = by_ttl.get("ttl_12h_tokens") or 0
+    short = by_ttl.get("ttl_30m_tokens")
+    if short is None:
+        short = (details.get("cache_write_tokens") or 0) - long
+    total = data.get("input_tokens") or 0
+    return Usage(
+        uncached=max(total - read - short - long, 0),
+        written_5m=short,
+        written_1h=long,
+        read=read,
+        output=data.get("output_tokens") or 0,
+    )
+
+
+def render_response(message: AssistantMessage, usage: Usage, model: str) -> dict[str, Any]:
+    """A Response object for `message`.
+
+    The echoed request settings (`tools`, `tool_choice`, `parallel_tool_calls`) are the
+    defaults, and `created_at` is 0: dialects are pure, and nothing reads them back.
+    """
+    output = []
+    for i, item in enumerate(_output_items(message)):
+        prefix = {"message": "msg", "reasoning": "rs", "function_call": "fc"}[item["type"]]
+        extra = {"status": "completed"} if item["type"] != "reasoning" else {}
+        output.append({"id": f"{prefix}_{message.id}_{i}", **item, **extra})
+    truncated = message.stop_reason == "max_tokens"
+    return {
+        "id": message.id,
+        "object": "response",
+        "created_at": 0,
+        "model": model,
+        "status": "incomplete" if truncated else "completed",
+        "incomplete_details": {"reason": "max_output_tokens"} if truncated else None,
+        "error": None,
+        "output": output,
+        "parallel_tool_calls": True,
+        "tool_choice": "auto",
+        "tools": [],
+        "usage": usage_fields(usage),
+    }
+
+
+def parse_response(body: dict[str, Any]) -> tuple[AssistantMessage, Usage]:
+    """The assistant message (arguments exactly as received) and normalized usage."""
+    blocks: list[Block] = []
+    try:
+        for item in body.get("output") or ():
+            if item["type"] == "message":
+                blocks.extend(parse_parts(item["content"]))
+            elif item["type"] in ("function_call", "reasoning"):
+                blocks.append(_parse_output_block(item))
+            else:
+                raise WireError(f"unsupported Responses output item {item['type']!r}")
+    except (KeyError, TypeError) as exc:
+        raise WireError(f"malformed Response: {exc!r}") from exc
+    if any(isinstance(b, ToolUseBlock) for b in blocks):
+        stop = "tool_use"
+    elif (body.get("incomplete_details") or {}).get("reason") == "max_output_tokens":
+        stop = "max_tokens"
+    else:
+        stop = "end_turn"
+    message = AssistantMessage(content=tuple(blocks), stop_reason=stop, id=body.get("id", ""))
+    return message, parse_usage(body.get("usage") or {})

@@ -1,0 +1,67 @@
+"""Session events and the one-method sink the agent writes them to.
+
+The agent emits; a store (or a test) implements `EventSink`. Because the agent only
+knows this protocol, it never imports the store.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+from stoker.wire.messages import Message
+from stoker.wire.prefix import Prefix
+from stoker.wire.record import CacheRecord
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SessionCreated:
+    session_id: str
+    prefix: Prefix
+    config: dict[str, Any] = field(default_factory=dict)  # never holds secrets
+    parent_id: str | None = None
+    kind: str = "main"  # "main", "fork", "review", "subagent", "branch"
+    created_at: float = 0.0
+    type: Literal["session_created"] = "session_created"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MessageAppended:
+    session_id: str
+    index: int
+    message: Message
+    type: Literal["message_appended"] = "message_appended"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CacheRecorded:
+    session_id: str
+    record: CacheRecord
+    type: Literal["cache_recorded"] = "cache_recorded"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PrefixRebased:
+    session_id: str
+    prefix: Prefix
+    reason: str
+    type: Literal["prefix_rebased"] = "prefix_rebased"
+
+
+Event = SessionCreated | MessageAppended | CacheRecorded | PrefixRebased
+
+
+class EventSink(Protocol):
+    """Receives every event of a session; an event is acknowledged when `emit` returns."""
+
+    async def emit(self, event: Event) -> None: ...
+
+
+class MemorySink:
+    """Keeps events in a list: the default for sessions that need no durability."""
+
+    def __init__(self) -> None:
+        self.events: list[Event] = []
+
+    async def emit(self, event: Event) -> None:
+        self.events.append(event)

@@ -1,0 +1,121 @@
+"""The cache record of one provider call, and the explanation of its cache effect.
+
+Records are values so the store can persist them without knowing how they were made
+(`stoker.cache.record` makes them; `stoker.cache.explain` writes the explanation).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from stoker.wire.fingerprint import SlotFingerprints
+from stoker.wire.request import Breakpoint
+from stoker.wire.usage import Usage
+
+ExplanationKind = Literal[
+    "first",  # first call of a lineage: nothing to read yet
+    "hit",  # read what was expected
+    "declared",  # a deliberate prefix change (rebase, model switch) recorded with a reason
+    "diverged",  # a byte moved before the end of the previous request: a cache break
+    "expired",  # nothing moved, but the entry's TTL ran out
+    "lookback",  # nothing moved, but the previous write was out of the 20-position window
+    "below_minimum",  # the prefix is shorter than the model's minimum cacheable length
+    "concurrent",  # the entry was written by a request whose response had not started yet
+    "evicted",  # nothing moved; the provider dropped the entry early
+    "unexplained",  # read less than expected and no reason was found
+]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Explanation:
+    """Why a call read what it read. `slot` names the first diverging place, e.g.
+    `tools[3].input_schema.properties.path.description` or `messages[12].content[1]`."""
+
+    kind: ExplanationKind
+    detail: str = ""
+    slot: str | None = None
+    offset: int | None = None
+    classification: str | None = None
+
+    @property
+    def is_break(self) -> bool:
+        return self.kind == "diverged"
+
+    def __str__(self) -> str:
+        where = f" at {self.slot}" if self.slot else ""
+        if self.offset is not None:
+            where += f" (byte {self.offset})"
+        cls = f" [{self.classification}]" if self.classification else ""
+        return (
+            f"{self.kind}{where}{cls}: {self.detail}" if self.detail else f"{self.kind}{where}{cls}"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "detail": self.detail,
+            "slot": self.slot,
+            "offset": self.offset,
+            "classification": self.classification,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Explanation:
+        return cls(**data)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CacheRecord:
+    """What one provider call sent (as fingerprints), what it cost, and why."""
+
+    lineage: str
+    seq: int
+    kind: str  # "turn", "fork", "review", "subagent", ...
+    provider: str
+    model: str
+    started_at: float
+    fingerprints: SlotFingerprints
+    breakpoints: tuple[Breakpoint, ...]
+    usage: Usage
+    cost_usd: float | None
+    retries: int = 0
+    declared_break: str | None = None
+    explanation: Explanation = field(default_factory=lambda: Explanation(kind="first"))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "lineage": self.lineage,
+            "seq": self.seq,
+            "kind": self.kind,
+            "provider": self.provider,
+            "model": self.model,
+            "started_at": self.started_at,
+            "fingerprints": self.fingerprints.to_dict(),
+            "breakpoints": [
+                {"message": b.message, "block": b.block, "ttl": b.ttl} for b in self.breakpoints
+            ],
+            "usage": self.usage.to_dict(),
+            "cost_usd": self.cost_usd,
+            "retries": self.retries,
+            "declared_break": self.declared_break,
+            "explanation": self.explanation.to_dict(),
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> CacheRecord:
+        return cls(
+            lineage=data["lineage"],
+            seq=data["seq"],
+            kind=data["kind"],
+            provider=data["provider"],
+            model=data["model"],
+            started_at=data["started_at"],
+            fingerprints=SlotFingerprints.from_dict(data["fingerprints"]),
+            breakpoints=tuple(Breakpoint(**b) for b in data["breakpoints"]),
+            usage=Usage.from_dict(data["usage"]),
+            cost_usd=data["cost_usd"],
+            retries=data.get("retries", 0),
+            declared_break=data.get("declared_break"),
+            explanation=Explanation.from_dict(data["explanation"]),
+        )

@@ -1,0 +1,41 @@
+"""A `Request` is the input of every dialect: the frozen prefix, the history, cache directives.
+
+It is provider-neutral; `stoker.wire.dialects` turns it into each provider's payload.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from stoker.wire.messages import Message
+from stoker.wire.prefix import Prefix
+
+Ttl = Literal["5m", "1h"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Breakpoint:
+    """Where a cache breakpoint goes: the end of tools+system (`message is None`) or a block."""
+
+    message: int | None = None
+    block: int = -1
+    ttl: Ttl = "5m"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Request:
+    """Everything a provider call sends. `cache_key` is OpenAI's `prompt_cache_key`.
+
+    `render_memo` is a lineage's scratch space for incremental rendering (see
+    `stoker.wire.dialects._memo`); it never changes what is rendered.
+    """
+
+    prefix: Prefix
+    messages: tuple[Message, ...]
+    max_tokens: int = 4096
+    breakpoints: tuple[Breakpoint, ...] = ()
+    cache_key: str | None = None
+    cache_retention: str | None = None
+    stream: bool = False
+    render_memo: dict[str, Any] | None = field(default=None, compare=False, repr=False)

@@ -1,0 +1,29 @@
+"""Suite-wide invariant: no test makes an undeclared cache break.
+
+Every provider call made during a test is checked; a test that moves the prefix on
+purpose carries `@pytest.mark.breaks_cache(reason=...)`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from stoker.testing import assert_no_undeclared_breaks, observe_records
+from stoker.wire.record import CacheRecord
+
+
+@pytest.fixture(autouse=True)
+def recorded_calls(request: pytest.FixtureRequest) -> Iterator[list[CacheRecord]]:
+    records: list[CacheRecord] = []
+    with observe_records(records.append):
+        yield records
+    marker = request.node.get_closest_marker("breaks_cache")
+    if marker is not None:
+        if not marker.kwargs.get("reason"):
+            pytest.fail(
+                "@pytest.mark.breaks_cache needs reason=... saying why the break is expected"
+            )
+        return
+    assert_no_undeclared_breaks(records)

@@ -1,0 +1,228 @@
+"""The agent loop on the simulator: turns, tools, policies, forks, and what they send."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from stoker.agent.session import Callbacks, Rebase
+from stoker.clock import FrozenClock
+from stoker.providers.sim.model import Call, ScriptedModel
+from stoker.testing import assert_no_undeclared_breaks
+from stoker.tools import DispatchPolicy
+from stoker.wire.blocks import TextBlock, ToolUseBlock
+from stoker.wire.messages import AssistantMessage, UserMessage
+from stoker.wire.record import CacheRecord
+from tests.helpers import make_registry, sim_agent
+
+
+def _sent(payload: dict) -> tuple[str, str]:  # type: ignore[type-arg]
+    """The tools and system of a payload as the exact JSON text a provider receives."""
+    return json.dumps(payload.get("tools")), json.dumps(payload.get("system"))
+
+
+async def test_turn_calls_a_tool_then_answers() -> None:
+    calls: list[str] = []
+    agent, provider = sim_agent(registry=make_registry(calls))
+    session = agent.session()
+    result = await session.send("please read_file 'notes.md'")
+    assert result.exit == "answered"
+    assert calls == ["read_file"]
+    assert [m.role for m in session.history] == ["user", "assistant", "user", "assistant"]
+    assert result.text.startswith("Done. Tool results: read_file ok: notes.md")
+    assert len(provider.requests) == 2
+
+
+async def test_every_call_after_the_first_reads_at_least_90_percent() -> None:
+    agent, _ = sim_agent(registry=make_registry())
+    session = agent.session()
+    for text in ("read_file 'a.md'", "list_files now", "thanks", "read_file 'b.md'"):
+        await session.send(text)
+    ratios = [r.usage.hit_ratio for r in session.records]
+    assert ratios[0] == 0.0
+    assert min(ratios[1:]) >= 0.9, ratios
+    assert all(r.explanation.kind == "hit" for r in session.records[1:])
+
+
+@pytest.mark.parametrize(
+    ("toolsets", "disabled"),
+    [(None, ()), (("files",), ()), (("files", "memory", "shell"), ()), (None, ("shell",))],
+    ids=["default", "narrowed", "widened", "disabled"],
+)
+async def test_fork_sends_parent_tools_and_system_byte_identical(
+    toolsets: tuple[str, ...] | None, disabled: tuple[str, ...]
+) -> None:
+    agent, provider = sim_agent(
+        registry=make_registry(), toolsets=toolsets, disabled_toolsets=disabled
+    )
+    session = agent.session()
+    await session.send("read_file 'plan.md'")
+    parent_last = provider.requests[-1]
+    parent_usage = session.records[-1].usage
+    fork = session.fork(
+        instruction="Review: anything to remember?",
+        policy=DispatchPolicy(allowed=frozenset({"memory_add"})),
+        kind="review",
+    )
+    result = await fork.run()
+    fork_first = provider.requests[len(provider.requests) - len(result.records)]
+    assert _sent(fork_first) == _sent(parent_last)
+    assert {k: v for k, v in fork_first.items() if k not in ("messages", "tools", "system")} == {
+        k: v for k, v in parent_last.items() if k not in ("messages", "tools", "system")
+    }
+    assert result.records[0].usage.read == parent_usage.read + parent_usage.written
+
+
+async def test_fork_cannot_call_a_tool_outside_its_policy() -> None:
+    calls: list[str] = []
+    model = ScriptedModel(
+        ["ok", Call(name="run_shell", arguments={"text": "rm -rf /"}), "denied, fine"]
+    )
+    agent, _ = sim_agent(model=model, registry=make_registry(calls))
+    session = agent.session()
+    await session.send("hello")
+    fork = session.fork(
+        instruction="review", policy=DispatchPolicy(allowed=frozenset({"memory_add"}))
+    )
+    result = await fork.run()
+    assert calls == []
+    denial = fork.history[-2]
+    assert isinstance(denial, UserMessage)
+    assert denial.tool_results[0].is_error
+    assert denial.tool_results[0].content.startswith("tool run_shell is not allowed in this run")
+    assert result.text == "denied, fine"
+    model.assert_complete()
+
+
+async def test_fork_never_widens_the_parent_policy() -> None:
+    agent, _ = sim_agent(registry=make_registry())
+    session = agent.session()
+    session.policy = DispatchPolicy(allowed=frozenset({"read_file"}))
+    fork = session.fork(
+        instruction="x", policy=DispatchPolicy(allowed=frozenset({"read_file", "run_shell"}))
+    )
+    assert fork.policy.allowed == frozenset({"read_file"})
+
+
+async def test_fork_leaves_the_parent_history_untouched() -> None:
+    agent, _ = sim_agent(registry=make_registry())
+    session = agent.session()
+    await session.send("hello")
+    before = session.history
+    await session.fork(instruction="summarise").run()
+    assert session.history == before
+    assert session.prefix is session.fork(instruction="again").prefix
+
+
+async def test_fork_with_rebase_records_a_declared_break() -> None:
+    agent, provider = sim_agent(registry=make_registry())
+    session = agent.session()
+    await session.send("hello")
+    fork = session.fork(
+        instruction="cheap review",
+        rebase=Rebase(reason="review on a smaller system prompt", system="Be brief."),
+    )
+    result = await fork.run()
+    assert fork.prefix.system == "Be brief."
+    assert session.prefix.system != "Be brief."
+    assert result.records[0].explanation.kind == "declared"
+    assert result.records[0].declared_break == "review on a smaller system prompt"
+    assert provider.requests[-1]["system"][0]["text"] == "Be brief."
+
+
+async def test_system_prompt_identical_for_sessions_created_a_minute_apart() -> None:
+    clock = FrozenClock()
+    agent, _ = sim_agent(clock=clock, registry=make_registry())
+    first = agent.session()
+    clock.advance(minutes=1)
+    second = agent.session()
+    assert first.prefix.system == second.prefix.system
+    assert first.prefix.to_json() == second.prefix.to_json()
+    assert "Today's date: 2026-09-21." in first.prefix.system
+
+
+async def test_thinking_blocks_are_replayed_verbatim() -> None:
+    agent, provider = sim_agent(registry=make_registry(), thinking_budget=2048)
+    session = agent.session()
+    await session.send("hello")
+    await session.send("again")
+    first_reply = provider.requests[1]["messages"][1]["content"]
+    assert first_reply[0]["type"] == "thinking"
+    stored = session.history[1].content[0]
+    assert first_reply[0] == {
+        "type": "thinking",
+        "thinking": stored.thinking,
+        "signature": stored.signature,
+    }
+    assert len(stored.signature) == 64
+    assert provider.requests[1]["thinking"] == {"type": "enabled", "budget_tokens": 2048}
+    assert session.records[-1].explanation.kind == "hit"
+
+
+async def test_callbacks_are_swapped_between_turns() -> None:
+    agent, _ = sim_agent(registry=make_registry())
+    session = agent.session()
+    seen_a: list[str] = []
+    seen_b: list[str] = []
+    await session.send("hello", callbacks=Callbacks(on_text=seen_a.append))
+    await session.send("again", callbacks=Callbacks(on_text=seen_b.append))
+    assert seen_a == ["Understood: hello"]
+    assert seen_b == ["Understood: again"]
+
+
+async def test_budget_exhaustion_is_a_value_not_an_exception() -> None:
+    model = ScriptedModel([Call(name="read_file", arguments={"text": "a"})] * 2)
+    agent, _ = sim_agent(model=model, registry=make_registry(), max_iterations=2)
+    result = await agent.session().send("loop")
+    assert (result.exit, result.iterations, result.text) == ("budget_exhausted", 2, "")
+
+
+async def test_malformed_arguments_come_back_as_a_tool_error() -> None:
+    def bad_call(request):  # type: ignore[no-untyped-def]
+        return (ToolUseBlock(id="toolu_bad", name="read_file", input_json='{"text": '),)
+
+    model = ScriptedModel([bad_call, "sorry"])
+    calls: list[str] = []
+    # OpenAI carries arguments as a string, so a model can send invalid JSON there.
+    agent, _ = sim_agent(model=model, registry=make_registry(calls), llm="gpt-5.6")
+    session = agent.session()
+    result = await session.send("go")
+    assert result.text == "sorry"
+    assert calls == []
+    error = session.history[2].tool_results[0]
+    assert error.is_error
+    assert "not valid JSON" in error.content
+
+
+async def test_volatile_note_goes_into_the_user_message_not_the_prefix() -> None:
+    agent, provider = sim_agent(registry=make_registry())
+    session = agent.session()
+    await session.send("hello", note="Current time: 14:13:20")
+    await session.send("again", note="Current time: 14:14:02")
+    assert "14:13" not in session.prefix.system
+    assert provider.requests[-1]["messages"][0]["content"][1]["text"] == "Current time: 14:13:20"
+    assert session.records[-1].explanation.kind == "hit"
+
+
+@pytest.mark.breaks_cache(reason="proves the suite-wide check sees an undeclared break")
+async def test_an_undeclared_prefix_change_is_caught(
+    recorded_calls: list[CacheRecord],
+) -> None:
+    agent, _ = sim_agent(registry=make_registry())
+    session = agent.session()
+    await session.send("hello")
+    session.prefix = session.prefix.with_params(tool_choice="any")  # bypassing rebase()
+    await session.send("again")
+    assert session.records[-1].explanation.slot == "params.tool_choice"
+    with pytest.raises(AssertionError, match="1 undeclared cache break"):
+        assert_no_undeclared_breaks(recorded_calls)
+
+
+async def test_history_is_immutable_values() -> None:
+    agent, _ = sim_agent(registry=make_registry())
+    session = agent.session()
+    await session.send("hello")
+    reply = session.history[1]
+    assert isinstance(reply, AssistantMessage)
+    assert reply.content == (TextBlock(text="Understood: hello"),)

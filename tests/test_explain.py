@@ -1,0 +1,122 @@
+"""The explainer names the first slot that moved, in render order, and classifies it."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from stoker.cache.explain import classify_text, explain, first_divergence
+from stoker.wire.blocks import TextBlock, ToolUseBlock
+from stoker.wire.canonical import canonical_json
+from stoker.wire.messages import AssistantMessage, user_text
+from stoker.wire.prefix import CacheParams, Prefix
+from stoker.wire.request import Request
+from stoker.wire.usage import Usage
+
+
+def _tool(name: str, path_description: str = "Path to read.") -> bytes:
+    return canonical_json(
+        {
+            "name": name,
+            "description": f"The {name} tool.",
+            "input_schema": {
+                "type": "object",
+                "properties": {"path": {"type": "string", "description": path_description}},
+            },
+        }
+    )
+
+
+PREFIX = Prefix(
+    params=CacheParams(model="claude-sonnet-4-6"),
+    tools=(_tool("a"), _tool("b"), _tool("c"), _tool("d")),
+    system="You help.\nToday's date: 2026-09-21.",
+)
+HISTORY = (user_text("hi"), AssistantMessage(content=(TextBlock(text="hello"),)))
+
+
+def _req(prefix: Prefix = PREFIX, messages: tuple = HISTORY) -> Request:  # type: ignore[type-arg]
+    return Request(prefix=prefix, messages=messages)
+
+
+def test_append_only_history_is_not_a_divergence() -> None:
+    assert first_divergence(_req(), _req(messages=(*HISTORY, user_text("more")))) is None
+
+
+def test_tool_description_change_names_the_key_path() -> None:
+    tools = list(PREFIX.tools)
+    tools[3] = _tool("d", "Path to read, relative to the root.")
+    found = first_divergence(_req(), _req(dataclasses.replace(PREFIX, tools=tuple(tools))))
+    assert found is not None
+    assert (found.kind, found.slot, found.classification) == (
+        "diverged",
+        "tools[3].input_schema.properties.path.description",
+        "changed",
+    )
+
+
+def test_tool_reorder_is_classified() -> None:
+    reordered = dataclasses.replace(PREFIX, tools=tuple(reversed(PREFIX.tools)))
+    found = first_divergence(_req(), _req(reordered))
+    assert found is not None
+    assert (found.slot, found.classification) == ("tools", "reorder")
+
+
+def test_timestamp_in_system_is_found_at_its_byte() -> None:
+    old = dataclasses.replace(PREFIX, system="You help. Now: 2026-09-21 10:00:01.")
+    new = dataclasses.replace(PREFIX, system="You help. Now: 2026-09-21 10:00:02.")
+    found = first_divergence(_req(old), _req(new))
+    assert found is not None
+    assert (found.slot, found.offset, found.classification) == (
+        "system[0]",
+        len(b"You help. Now: 2026-09-21 10:00:0"),
+        "timestamp-like",
+    )
+
+
+def test_parameter_change_is_named() -> None:
+    found = first_divergence(_req(), _req(PREFIX.with_params(tool_choice="any")))
+    assert found is not None
+    assert (found.slot, found.classification) == ("params.tool_choice", "parameter change")
+
+
+def test_edited_tool_arguments_whitespace_is_classified() -> None:
+    a = AssistantMessage(content=(ToolUseBlock(id="t", name="a", input_json='{"p": 1}'),))
+    b = AssistantMessage(content=(ToolUseBlock(id="t", name="a", input_json='{"p":1}'),))
+    found = first_divergence(_req(messages=(user_text("x"), a)), _req(messages=(user_text("x"), b)))
+    assert found is not None
+    assert (found.slot, found.classification) == ("messages[1].content[0].input_json", "whitespace")
+
+
+def test_removed_message_is_named() -> None:
+    found = first_divergence(_req(), _req(messages=HISTORY[:1]))
+    assert found is not None
+    assert (found.slot, found.classification) == ("messages[1]", "removed")
+
+
+def test_classify_text_kinds() -> None:
+    assert classify_text("id 3f2a9c1e-77aa-4b1c", "id 9e1b0c2d-11bb-4c2d") == "id-like"
+    assert classify_text("a  b", "a b") == "whitespace"
+    assert classify_text("tea", "coffee") == "changed"
+
+
+def test_no_change_and_no_read_after_a_long_gap_is_expiry() -> None:
+    exp = explain(_req(), _req(), usage=Usage(written_5m=100), gap_seconds=400)
+    assert exp.kind == "expired"
+    assert "400 s" in exp.detail
+
+
+def test_provider_facts_explain_a_miss_when_nothing_moved() -> None:
+    exp = explain(
+        _req(),
+        _req(),
+        usage=Usage(written_5m=100),
+        facts=(("lookback", "entry 25 positions back"),),
+    )
+    assert (exp.kind, exp.detail) == ("lookback", "entry 25 positions back")
+
+
+def test_declared_break_wins() -> None:
+    exp = explain(
+        _req(), _req(PREFIX.with_params(model="x")), usage=Usage(), declared="model switch"
+    )
+    assert (exp.kind, exp.detail, exp.is_break) == ("declared", "model switch", False)

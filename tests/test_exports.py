@@ -1,0 +1,45 @@
+"""The public names are exact: sorted, importable, and complete for the public modules."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+
+import stoker
+
+# Modules whose every public class and function is part of the top-level API.
+PUBLIC_MODULES = [
+    "stoker.errors",
+    "stoker.clock",
+    "stoker.agent.agent",
+    "stoker.wire.blocks",
+    "stoker.wire.usage",
+    "stoker.wire.prefix",
+    "stoker.wire.record",
+]
+
+
+def _ruff_order(name: str) -> tuple[int, str]:
+    # ruff's RUF022: CONSTANTS, then Classes, then functions
+    group = 0 if name.isupper() else 1 if name[:1].isupper() else 2
+    return group, name
+
+
+def test_all_is_sorted_and_unique() -> None:
+    assert stoker.__all__ == sorted(set(stoker.__all__), key=_ruff_order)
+
+
+def test_every_exported_name_resolves() -> None:
+    assert [n for n in stoker.__all__ if not hasattr(stoker, n)] == []
+
+
+def test_public_modules_are_fully_exported() -> None:
+    missing = []
+    for name in PUBLIC_MODULES:
+        module = importlib.import_module(name)
+        for attr, obj in vars(module).items():
+            if attr.startswith("_") or not (inspect.isclass(obj) or inspect.isfunction(obj)):
+                continue
+            if obj.__module__ == name and attr not in stoker.__all__:
+                missing.append(f"{name}.{attr}")
+    assert missing == []

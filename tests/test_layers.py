@@ -1,0 +1,134 @@
+"""Dependencies point one way: a lower layer never imports a higher one, and no cycles.
+
+Walks each module's module-level imports with `ast` (imports under `if TYPE_CHECKING:`
+are not runtime edges and are skipped; imports inside functions are the edges' own
+business — the CLI uses them to start fast).
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import stoker
+
+ROOT = Path(stoker.__file__).parent
+
+# Lower number = lower layer. A module may import its own package or any lower layer.
+LAYERS = {
+    "errors": 0,
+    "clock": 0,
+    "wire": 1,
+    "tools": 2,
+    "cache": 3,
+    "toolkits": 3,
+    "providers": 4,
+    "agent": 5,
+    "testing": 6,
+    "store": 6,
+    "demo": 7,
+    "run": 7,
+    "session": 7,
+    "bench": 8,
+    "gateway": 8,
+    "proxy": 8,
+    "cli": 9,
+    "__init__": 10,
+    "__main__": 10,
+}
+
+
+def _module_name(path: Path) -> str:
+    rel = path.relative_to(ROOT.parent).with_suffix("")
+    parts = list(rel.parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _is_type_checking(node: ast.If) -> bool:
+    test = node.test
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def _runtime_imports(tree: ast.Module, module: str, is_package: bool) -> set[str]:
+    found: set[str] = set()
+
+    def visit(body: list[ast.stmt]) -> None:
+        for node in body:
+            if isinstance(node, ast.Import):
+                found.update(a.name for a in node.names)
+            elif isinstance(node, ast.ImportFrom):
+                if node.level:
+                    base = module.split(".")
+                    base = base[: len(base) - node.level + (1 if is_package else 0)]
+                    name = ".".join([*base, node.module] if node.module else base)
+                else:
+                    name = node.module or ""
+                found.add(name)
+                found.update(f"{name}.{a.name}" for a in node.names)
+            elif isinstance(node, ast.If) and not _is_type_checking(node):
+                visit(node.body)
+                visit(node.orelse)
+            elif isinstance(node, ast.Try):
+                visit(node.body)
+
+    visit(tree.body)
+    return {n for n in found if n == "stoker" or n.startswith("stoker.")}
+
+
+def _graph() -> dict[str, set[str]]:
+    modules = {_module_name(p): p for p in ROOT.rglob("*.py")}
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        imports = _runtime_imports(tree, name, path.name == "__init__.py")
+        graph[name] = {i for i in imports if i in modules and i != name}
+    return graph
+
+
+def _layer(module: str) -> tuple[str, int]:
+    top = module.split(".")[1] if "." in module else "__init__"
+    assert top in LAYERS, f"module {module} is in no layer; add {top!r} to LAYERS"
+    return top, LAYERS[top]
+
+
+def test_no_upward_imports() -> None:
+    bad = []
+    for module, imports in _graph().items():
+        top, rank = _layer(module)
+        for imported in imports:
+            itop, irank = _layer(imported)
+            if itop != top and irank >= rank:
+                bad.append(f"{module} (layer {top}={rank}) imports {imported} ({itop}={irank})")
+    assert bad == []
+
+
+def test_no_import_cycles() -> None:
+    graph = _graph()
+    state: dict[str, int] = {}
+    cycles: list[list[str]] = []
+
+    def dfs(node: str, stack: list[str]) -> None:
+        state[node] = 1
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == 1:
+                cycles.append([*stack[stack.index(nxt) :], nxt])
+            elif nxt not in state:
+                dfs(nxt, [*stack, nxt])
+        state[node] = 2
+
+    for node in sorted(graph):
+        if node not in state:
+            dfs(node, [node])
+    assert cycles == []
+
+
+def test_the_walker_sees_an_upward_edge() -> None:
+    tree = ast.parse("from stoker.agent.agent import Agent\nimport stoker.cli")
+    assert _runtime_imports(tree, "stoker.wire.prefix", False) >= {
+        "stoker.agent.agent",
+        "stoker.cli",
+    }
