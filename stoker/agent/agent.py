@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from stoker.agent.session import Session
 from stoker.agent.system_prompt import DEFAULT_SYSTEM, build_system_prompt
-from stoker.cache.models import ModelInfo, model_info
+from stoker.cache.models import ModelInfo
 from stoker.cache.planner import CachePolicy
 from stoker.clock import Clock, SystemClock
 from stoker.errors import ToolError
@@ -45,7 +45,7 @@ class Agent:
 
     @property
     def info(self) -> ModelInfo:
-        return model_info(self.model)
+        return self.provider.model_info(self.model)
 
     def resolved_tools(self) -> tuple[Tool, ...]:
         """Registry toolsets plus loose tools, sorted by wire name; a name used twice fails."""

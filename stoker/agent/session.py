@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, Any
 
 from stoker.agent.loop import TurnResult, run_turn
 from stoker.cache.keys import lineage_cache_key
-from stoker.cache.models import model_info
 from stoker.cache.planner import BlockRef, plan
 from stoker.cache.record import build_record, notify
 from stoker.providers.base import CallContext, Completion
@@ -183,7 +182,7 @@ class Session:
     # -- one provider call ----------------------------------------------------------------
 
     def build_request(self, *, stream: bool = False) -> Request:
-        info = model_info(self.prefix.params.model)
+        info = self.agent.provider.model_info(self.prefix.params.model)
         p = plan(info, self._history, previous=self._rolling, policy=self.agent.cache_policy)
         return Request(
             prefix=self.prefix,
@@ -198,7 +197,7 @@ class Session:
     async def call_model(self) -> tuple[Completion, CacheRecord]:
         """One provider call on the current history, recorded and explained."""
         request = self.build_request(stream=self.callbacks.on_text is not None)
-        info = model_info(self.prefix.params.model)
+        info = self.agent.provider.model_info(self.prefix.params.model)
         completion = await self.agent.provider.complete(
             request, CallContext(lineage=self.id, on_text=self.callbacks.on_text)
         )

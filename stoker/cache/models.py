@@ -59,3 +59,29 @@ def model_info(name: str) -> ModelInfo:
         f"unknown model {name!r}: Stoker has no cache facts for it. "
         f"Known models: {', '.join(known_models())}. Add it to stoker/cache/data/models.toml."
     )
+
+
+def fallback_info(name: str, provider: Literal["anthropic", "openai"]) -> ModelInfo:
+    """Facts for a model the table does not know (a new snapshot, a self-hosted model):
+    the provider's usual minimum, no price (cost is reported as unknown)."""
+    try:
+        return model_info(name)
+    except ConfigError:
+        if provider == "anthropic":
+            return ModelInfo(
+                name=name,
+                provider="anthropic",
+                min_cacheable=1024,
+                read=0.1,
+                write_5m=1.25,
+                write_1h=2.0,
+            )
+        return ModelInfo(
+            name=name,
+            provider="openai",
+            min_cacheable=1024,
+            read=0.1,
+            write_5m=1.0,
+            write_1h=1.0,
+            regime="L",
+        )

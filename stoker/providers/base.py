@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
+from stoker.cache.models import ModelInfo
 from stoker.wire.messages import AssistantMessage
 from stoker.wire.request import Request
 from stoker.wire.usage import Usage
@@ -40,5 +41,9 @@ class Provider(Protocol):
 
     @property
     def name(self) -> str: ...
+
+    def model_info(self, model: str) -> ModelInfo:
+        """Cache facts for `model` on this provider (minimums, regime, prices)."""
+        ...
 
     async def complete(self, request: Request, context: CallContext) -> Completion: ...

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from stoker.cache.accounting import CacheOutcome
-from stoker.cache.models import model_info
+from stoker.cache.models import ModelInfo, model_info
 from stoker.clock import Clock, SystemClock
 from stoker.providers.base import CallContext, Completion
 from stoker.providers.sim.engine import SimEngine
@@ -41,6 +41,10 @@ class SimProvider:
     @property
     def name(self) -> str:
         return "sim"
+
+    def model_info(self, model: str) -> ModelInfo:
+        """The simulator serves only models it has facts for; others fail clearly."""
+        return model_info(model)
 
     def dialect_for(self, model: str) -> str:
         return "anthropic" if model_info(model).provider == "anthropic" else self.openai_api
