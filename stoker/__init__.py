@@ -16,8 +16,10 @@ from stoker.errors import (
     BudgetExhausted,
     ConfigError,
     InvalidRequest,
+    MissingTools,
     PrefixError,
     ProviderError,
+    ResumeMismatch,
     StokerError,
     ToolError,
     WireError,
@@ -25,6 +27,7 @@ from stoker.errors import (
 from stoker.providers.base import CallContext, Completion, Provider
 from stoker.providers.sim.model import RuleModel, ScriptedModel
 from stoker.providers.sim.provider import SimProvider
+from stoker.store import SessionStore, open_store
 from stoker.tools import DispatchPolicy, Tool, ToolContext, ToolRegistry, Toolset, tool
 from stoker.wire.blocks import (
     ImageBlock,
@@ -62,6 +65,7 @@ __all__ = [
     "FrozenClock",
     "ImageBlock",
     "InvalidRequest",
+    "MissingTools",
     "Prefix",
     "PrefixError",
     "Provider",
@@ -69,9 +73,11 @@ __all__ = [
     "Rebase",
     "RedactedThinkingBlock",
     "Request",
+    "ResumeMismatch",
     "RuleModel",
     "ScriptedModel",
     "Session",
+    "SessionStore",
     "SimProvider",
     "StokerError",
     "SystemClock",
@@ -91,5 +97,6 @@ __all__ = [
     "block_from_dict",
     "block_to_dict",
     "explain",
+    "open_store",
     "tool",
 ]

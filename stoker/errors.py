@@ -10,6 +10,8 @@ what went wrong and what to do about it.
     │   ├── InvalidRequest       the provider (or the sim) rejected the request (HTTP 400)
     │   └── AuthenticationError  the key was rejected (HTTP 401/403); never shows the key
     ├── PrefixError              an operation would change a frozen prefix without a declared rebase
+    │   ├── ResumeMismatch       the runtime agent differs from the stored session (every field)
+    │   └── MissingTools         tools used in the stored history have no implementation now
     ├── ToolError                a tool is missing or badly defined (not for a model's bad call)
     └── BudgetExhausted          a run used its whole iteration budget (raised only on request)
 """
@@ -51,6 +53,33 @@ class AuthenticationError(ProviderError):
 
 class PrefixError(StokerError):
     """Something tried to send a prefix other than the session's frozen one."""
+
+
+class ResumeMismatch(PrefixError):
+    """The runtime agent would send another prefix than the stored session's."""
+
+    def __init__(self, session_id: str, diffs: list[tuple[str, object, object]]) -> None:
+        lines = "\n".join(f"  {name}: stored {old!r}, runtime {new!r}" for name, old, new in diffs)
+        super().__init__(
+            f"session {session_id!r} cannot resume:\n{lines}\n"
+            f"Resume with an agent configured as stored, or call session.rebase(reason=...) "
+            "to accept the change as a declared cache break."
+        )
+        self.session_id = session_id
+        self.diffs = diffs
+
+
+class MissingTools(PrefixError):
+    """Tools the stored history used are not implemented by the runtime agent."""
+
+    def __init__(self, session_id: str, names: list[str]) -> None:
+        super().__init__(
+            f"session {session_id!r} cannot resume: its history calls tools the runtime agent "
+            f"does not implement: {', '.join(names)}. Add them to the agent (their results are "
+            "in the history and the model may call them again)."
+        )
+        self.session_id = session_id
+        self.names = names
 
 
 class ToolError(StokerError):

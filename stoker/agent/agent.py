@@ -6,8 +6,10 @@ configuration once; every turn, fork and resume of that session sends it verbati
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from stoker.agent.session import Session
 from stoker.agent.system_prompt import DEFAULT_SYSTEM, build_system_prompt
@@ -19,6 +21,10 @@ from stoker.providers.base import Provider
 from stoker.tools import Tool, ToolRegistry
 from stoker.wire.events import EventSink
 from stoker.wire.prefix import CacheParams, Prefix
+
+
+def _sha(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -74,6 +80,27 @@ class Agent:
                 self.system, clock=self.clock, sections=self.system_sections
             ),
         )
+
+    def config_snapshot(self) -> dict[str, Any]:
+        """What shapes the prefix, as stored with a session and compared on resume.
+
+        Inputs, not outputs: the system prompt's base text and sections are hashed (the
+        built prompt carries the creation date, which a resume days later must not
+        compare). Credentials and callbacks are never part of it.
+        """
+        return {
+            "agent_kind": self.kind,
+            "provider": self.provider.name,
+            "model": self.model,
+            "system_sha": _sha(self.system),
+            "sections_sha": _sha("\x00".join(self.system_sections)),
+            "thinking_budget": self.thinking_budget,
+            "effort": self.effort,
+            "tool_choice": self.tool_choice,
+            "parallel_tool_calls": self.parallel_tool_calls,
+            "toolsets": list(self.toolsets) if self.toolsets is not None else None,
+            "disabled_toolsets": list(self.disabled_toolsets),
+        }
 
     def session(self, *, session_id: str | None = None, sink: EventSink | None = None) -> Session:
         """A new conversation with a prefix frozen now."""

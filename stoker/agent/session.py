@@ -1,9 +1,9 @@
 """A live conversation: the frozen prefix, the append-only history, and its cache records.
 
-A `Session` owns what the agent has said; the `Agent` only says what it is. Forks copy
-the prefix object and a snapshot of the history, so what a fork sends is the parent's
-bytes plus its instruction, by construction. The prefix changes only through `rebase`,
-which records the break as declared.
+A `Session` owns what the agent has said; the `Agent` only says what it is. Forks and
+branches copy the prefix object and a snapshot of the history (see `lineage.py`), so
+what they send is the parent's bytes plus their own messages, by construction. The
+prefix changes only through `rebase`, which records the break as declared.
 """
 
 from __future__ import annotations
@@ -12,16 +12,22 @@ import asyncio
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
+from stoker.agent import lineage
+from stoker.agent.lineage import INHERIT, Rebase
 from stoker.agent.loop import TurnResult, run_turn
+from stoker.agent.resume import ToolsMode
+from stoker.agent.state import CacheState
 from stoker.cache.keys import lineage_cache_key
-from stoker.cache.planner import BlockRef, plan
+from stoker.cache.planner import plan
+from stoker.cache.pricing import cost_usd
 from stoker.cache.record import build_record, notify
 from stoker.providers.base import CallContext, Completion
 from stoker.tools import DispatchPolicy, Tool, ToolContext
 from stoker.wire.events import (
     CacheRecorded,
+    ConfigChanged,
     Event,
     EventSink,
     MemorySink,
@@ -34,20 +40,12 @@ from stoker.wire.messages import Message, UserMessage, user_text
 from stoker.wire.prefix import Prefix
 from stoker.wire.record import CacheRecord
 from stoker.wire.request import Request
+from stoker.wire.stored import SessionSource
 from stoker.wire.usage import Usage
 
 if TYPE_CHECKING:
     from stoker.agent.agent import Agent
     from stoker.tools import ToolProgress
-
-
-class _Inherit:
-    def __repr__(self) -> str:
-        return "INHERIT"
-
-
-INHERIT: Any = _Inherit()
-"""Sentinel for fork arguments: keep the parent's value (distinct from None, which clears)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -57,16 +55,6 @@ class Callbacks:
     on_text: Callable[[str], object] | None = None
     on_tool: Callable[[ToolProgress], object] | None = None
     on_status: Callable[[str], object] | None = None
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Rebase:
-    """A deliberate prefix change for a fork or a session, recorded as a declared break."""
-
-    reason: str
-    tools: tuple[Tool, ...] | None = None
-    system: str | None = None
-    model: str | None = None
 
 
 class Session:
@@ -82,41 +70,30 @@ class Session:
         sink: EventSink,
         kind: str = "main",
         parent: Session | None = None,
+        root_id: str | None = None,
         policy: DispatchPolicy | None = None,
         max_iterations: int | None = None,
+        state: CacheState | None = None,
+        tools: dict[str, Tool] | None = None,
     ) -> None:
         self.agent = agent
         self.id = session_id
         self.prefix = prefix
         self.kind = kind
         self.parent = parent
-        self.root_id: str = parent.root_id if parent else session_id
+        self.root_id: str = root_id or (parent.root_id if parent else session_id)
         self.policy = policy or DispatchPolicy()
         self.max_iterations = max_iterations or agent.max_iterations
         self.callbacks = Callbacks()
         self.records: list[CacheRecord] = []
         self.sink = sink
+        self.state = state or CacheState()
+        self.instruction: str | None = None  # a fork's pending first message (see run())
         self._history = history
-        # Hash chain over the history (records stay O(new messages)) and the lineage's
-        # incremental render memo; a fork starts from copies of the parent's.
-        self._chain: list[str] = list(parent._chain) if parent else []
-        self._render_memo: dict[str, Any] = (
-            {k: (n, list(items), last) for k, (n, items, last) in parent._render_memo.items()}
-            if parent
-            else {}
-        )
-        self._recorded_upto = (
-            len(parent._last_request.messages) if parent and parent._last_request else 0
-        )
         self._lock = asyncio.Lock()
         self._pending: list[Event] = []
         self._declared: str | None = None
-        self._last_request: Request | None = parent._last_request if parent else None
-        self._last_started: float | None = parent._last_started if parent else None
-        self._rolling: BlockRef | None = parent._rolling if parent else None
-        self._last_written: int | None = parent._last_written if parent else None
-        self._instruction: str | None = None
-        self._tools = self._implementations(prefix)
+        self._tools = tools if tools is not None else self.implementations(prefix)
 
     @classmethod
     def create(cls, agent: Agent, *, session_id: str | None, sink: EventSink | None) -> Session:
@@ -127,18 +104,18 @@ class Session:
             history=[],
             sink=sink or MemorySink(),
         )
-        session._pending.append(
+        session.queue(
             SessionCreated(
                 session_id=session.id,
                 prefix=session.prefix,
-                config={"agent_kind": agent.kind, "provider": agent.provider.name},
+                config={**agent.config_snapshot(), "root_id": session.root_id},
                 created_at=agent.clock.now(),
             )
         )
         return session
 
-    def _implementations(self, prefix: Prefix) -> dict[str, Tool]:
-        # Only advertised tools can run; an implementation the prefix does not send is unknown.
+    def implementations(self, prefix: Prefix) -> dict[str, Tool]:
+        """Runtime tools that `prefix` advertises (an unadvertised tool is unknown)."""
         advertised = set(prefix.tool_names)
         return {t.name: t for t in self.agent.resolved_tools() if t.name in advertised}
 
@@ -161,21 +138,25 @@ class Session:
     def tools(self) -> dict[str, Tool]:
         return self._tools
 
-    async def _emit(self, event: Event) -> None:
+    def queue(self, event: Event) -> None:
+        """Hold an event until the next emit (constructors cannot await)."""
         self._pending.append(event)
-        await self._flush()
 
-    async def _flush(self) -> None:
-        # Creation events are queued (constructors cannot await) and go out first.
+    async def flush(self) -> None:
         pending, self._pending = self._pending, []
         for e in pending:
             await self.sink.emit(e)
 
+    async def emit(self, event: Event) -> None:
+        self._pending.append(event)
+        await self.flush()
+
     async def append(self, message: Message) -> None:
         """Append to history; acknowledged once the sink has it."""
         self._history.append(message)
-        self._chain.append(chain_step(self._chain[-1] if self._chain else EMPTY_CHAIN, message))
-        await self._emit(
+        chain = self.state.chain
+        chain.append(chain_step(chain[-1] if chain else EMPTY_CHAIN, message))
+        await self.emit(
             MessageAppended(session_id=self.id, index=len(self._history) - 1, message=message)
         )
 
@@ -183,7 +164,7 @@ class Session:
 
     def build_request(self, *, stream: bool = False) -> Request:
         info = self.agent.provider.model_info(self.prefix.params.model)
-        p = plan(info, self._history, previous=self._rolling, policy=self.agent.cache_policy)
+        p = plan(info, self._history, previous=self.state.rolling, policy=self.agent.cache_policy)
         return Request(
             prefix=self.prefix,
             messages=tuple(self._history),
@@ -191,7 +172,7 @@ class Session:
             breakpoints=p.breakpoints,
             cache_key=lineage_cache_key(self.root_id) if info.provider == "openai" else None,
             stream=stream,
-            render_memo=self._render_memo,
+            render_memo=self.state.render_memo,
         )
 
     async def call_model(self) -> tuple[Completion, CacheRecord]:
@@ -201,7 +182,7 @@ class Session:
         completion = await self.agent.provider.complete(
             request, CallContext(lineage=self.id, on_text=self.callbacks.on_text)
         )
-        policy = self.agent.cache_policy
+        state = self.state
         record = build_record(
             lineage=self.id,
             seq=len(self.records),
@@ -209,33 +190,40 @@ class Session:
             provider=self.agent.provider.name,
             info=info,
             request=request,
-            previous=self._last_request,
-            previous_started_at=self._last_started,
-            previous_written=self._last_written,
+            previous=state.last_request,
+            previous_started_at=state.last_started,
+            previous_written=state.last_written,
             started_at=completion.started_at,
             usage=completion.usage,
-            history=self._chain[-1] if self._chain else EMPTY_CHAIN,
-            new_from=self._recorded_upto,
+            history=state.chain[-1] if state.chain else EMPTY_CHAIN,
+            new_from=state.recorded_upto,
             retries=completion.retries,
             facts=completion.facts,
             declared=self._declared,
-            ttl_seconds=300.0 if policy.message_ttl == "5m" else 3600.0,
+            ttl_seconds=300.0 if self.agent.cache_policy.message_ttl == "5m" else 3600.0,
         )
         self._declared = None
-        self._last_request = request
-        self._last_started = completion.started_at
-        self._last_written = record.usage.written
-        self._recorded_upto = len(request.messages)
+        state.last_request = request
+        state.last_started = completion.started_at
+        state.last_written = record.usage.written
+        state.recorded_upto = len(request.messages)
         if request.breakpoints and request.breakpoints[-1].message is not None:
             last = request.breakpoints[-1]
-            self._rolling = (last.message, last.block)
+            state.rolling = (last.message, last.block)
         self.records.append(record)
         notify(record)
-        await self._emit(CacheRecorded(session_id=self.id, record=record))
+        await self.emit(CacheRecorded(session_id=self.id, record=record))
         return completion, record
 
     def tool_context(self, tool_use_id: str) -> ToolContext:
-        return ToolContext(session_id=self.id, tool_use_id=tool_use_id)
+        return ToolContext(
+            session_id=self.id,
+            tool_use_id=tool_use_id,
+            metadata={
+                "parent_session_id": self.parent.id if self.parent else None,
+                "kind": self.kind,
+            },
+        )
 
     # -- turns ------------------------------------------------------------------------------
 
@@ -259,12 +247,63 @@ class Session:
 
     async def run(self) -> TurnResult:
         """Send a fork's instruction (see `fork`)."""
-        if self._instruction is None:
+        if self.instruction is None:
             raise RuntimeError("run() sends a fork's instruction; use send() on a main session")
-        instruction, self._instruction = self._instruction, None
+        instruction, self.instruction = self.instruction, None
         return await self.send(instruction)
 
-    # -- forks and rebases ---------------------------------------------------------------------
+    # -- deliberate prefix changes -------------------------------------------------------------
+
+    def declare(
+        self, prefix: Prefix, reason: str, *, extra_tools: dict[str, Tool] | None = None
+    ) -> None:
+        """Switch to `prefix` as a declared break: the next record carries `reason`."""
+        previous = self.records[-1].usage if self.records else None
+        info = self.agent.provider.model_info(prefix.params.model)
+        tokens = previous.input_total if previous else 0
+        extra = Usage(written_5m=tokens) if tokens else Usage()
+        base = Usage(read=tokens) if tokens else Usage()
+        estimate = None
+        if tokens and (paid := cost_usd(extra, info)) is not None:
+            estimate = paid - (cost_usd(base, info) or 0.0)
+        self.prefix = prefix
+        self._tools = {**self.implementations(prefix), **(extra_tools or {})}
+        self._declared = reason
+        self.queue(
+            PrefixRebased(
+                session_id=self.id,
+                prefix=prefix,
+                reason=reason,
+                estimated_rewrite_tokens=tokens,
+                estimated_cost_usd=estimate,
+            )
+        )
+
+    async def rebase(
+        self,
+        *,
+        reason: str,
+        tools: list[Tool] | tuple[Tool, ...] | None = None,
+        system: str | None = None,
+        model: str | None = None,
+    ) -> None:
+        """The only way to change a session's prefix; the next call is a declared break."""
+        prefix = self.prefix
+        if tools is not None:
+            specs = tuple(t.spec_bytes for t in sorted(tools, key=lambda t: t.name))
+            prefix = replace(prefix, tools=specs)
+        if system is not None:
+            prefix = replace(prefix, system=system)
+        if model is not None:
+            prefix = prefix.with_params(model=model)
+        self.declare(prefix, reason, extra_tools={t.name: t for t in tools or ()})
+        changes: dict[str, Any] = {"rebased": reason}
+        if model is not None:
+            changes["model"] = model
+        self.queue(ConfigChanged(session_id=self.id, changes=changes))
+        await self.flush()
+
+    # -- new lineages ---------------------------------------------------------------------------
 
     def fork(
         self,
@@ -280,52 +319,33 @@ class Session:
 
         `policy` narrows what the child may call (never what it sends). The child cannot
         send other tools or another system prompt unless `rebase` declares the break.
+        Run it with `await child.run()`.
         """
-        narrowed = (
-            self.policy if policy is INHERIT or policy is None else self.policy.narrow_to(policy)
-        )
-        child = Session(
-            agent=self.agent,
-            session_id=f"{self.id}.{kind}-{uuid.uuid4().hex[:8]}",
-            prefix=self.prefix,
-            history=list(self._history),
-            sink=sink or self.sink,
+        return lineage.fork(
+            self,
+            instruction=instruction,
+            policy=policy,
             kind=kind,
-            parent=self,
-            policy=narrowed,
             max_iterations=max_iterations,
+            rebase=rebase,
+            sink=sink,
         )
-        child._instruction = instruction
-        child._pending.append(
-            SessionCreated(
-                session_id=child.id,
-                prefix=child.prefix,
-                parent_id=self.id,
-                kind=kind,
-                config={"agent_kind": self.agent.kind, "forked_at": len(self._history)},
-                created_at=self.agent.clock.now(),
-            )
+
+    def branch(self, *, at: int | None = None, sink: EventSink | None = None) -> Session:
+        """A new session sharing this one's prefix and first `at` messages."""
+        return lineage.branch(self, at=at, sink=sink)
+
+    @classmethod
+    async def resume(
+        cls,
+        session_id: str,
+        agent: Agent,
+        *,
+        store: SessionSource,
+        tools: ToolsMode = "keep",
+        interrupted: Literal["record", "rerun"] = "record",
+    ) -> Session:
+        """Continue a stored session; see `stoker.agent.resume` for the rules."""
+        return await lineage.resume(
+            cls, session_id, agent, store=store, tools=tools, interrupted=interrupted
         )
-        if rebase is not None:
-            child._apply_rebase(rebase)
-        return child
-
-    def _apply_rebase(self, rebase: Rebase) -> None:
-        prefix = self.prefix
-        if rebase.tools is not None:
-            specs = tuple(t.spec_bytes for t in sorted(rebase.tools, key=lambda t: t.name))
-            prefix = replace(prefix, tools=specs)
-        if rebase.system is not None:
-            prefix = replace(prefix, system=rebase.system)
-        if rebase.model is not None:
-            prefix = prefix.with_params(model=rebase.model)
-        self.prefix = prefix
-        extra = {t.name: t for t in rebase.tools or ()}
-        self._tools = {**self._implementations(prefix), **extra}
-        self._declared = rebase.reason
-        self._pending.append(PrefixRebased(session_id=self.id, prefix=prefix, reason=rebase.reason))
-
-    async def rebase(self, rebase: Rebase) -> None:
-        """Change the prefix on purpose; the next record is a declared break with `reason`."""
-        self._apply_rebase(rebase)
-        await self._flush()

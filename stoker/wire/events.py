@@ -42,13 +42,26 @@ class CacheRecorded:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PrefixRebased:
+    """A declared cache break: the new prefix, why, and what the break is expected to cost."""
+
     session_id: str
     prefix: Prefix
     reason: str
+    estimated_rewrite_tokens: int = 0
+    estimated_cost_usd: float | None = None
     type: Literal["prefix_rebased"] = "prefix_rebased"
 
 
-Event = SessionCreated | MessageAppended | CacheRecorded | PrefixRebased
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ConfigChanged:
+    """A setting changed that does not move the prefix (callbacks and secrets never appear)."""
+
+    session_id: str
+    changes: dict[str, Any]
+    type: Literal["config_changed"] = "config_changed"
+
+
+Event = SessionCreated | MessageAppended | CacheRecorded | PrefixRebased | ConfigChanged
 
 
 class EventSink(Protocol):

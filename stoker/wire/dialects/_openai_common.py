@@ -19,7 +19,7 @@ from stoker.errors import WireError
 from stoker.wire.blocks import Block, ImageBlock, TextBlock, ToolResultBlock
 from stoker.wire.canonical import canonical_json
 from stoker.wire.messages import AssistantMessage, Message, UserMessage
-from stoker.wire.prefix import CacheParams
+from stoker.wire.prefix import CacheParams, Prefix
 from stoker.wire.request import Request
 
 Anchor = tuple[int, str, int]  # (item index within the message's items, content key, part)
@@ -34,14 +34,37 @@ class Rendered:
     anchors: tuple[Anchor | None, ...]
 
 
-def tool_spec(raw: bytes) -> tuple[str, str | None, Any]:
-    """(name, description, parameters) of a prefix tool, key order as in its bytes."""
-    spec = json.loads(raw)
-    return spec["name"], spec.get("description"), spec.get("input_schema")
+def memoized(
+    message: Message,
+    dialect: str,
+    assistant: Callable[[AssistantMessage], Rendered],
+    user: Callable[[UserMessage], Rendered],
+) -> Rendered:
+    """`message` rendered once per dialect; the result is shared, so never mutated."""
+    cached = message.wire_memo.get(dialect)
+    if cached is None:
+        cached = assistant(message) if isinstance(message, AssistantMessage) else user(message)
+        message.wire_memo[dialect] = cached
+    return cached  # type: ignore[no-any-return]
+
+
+def memoized_tools(
+    prefix: Prefix, dialect: str, build: Callable[[str, str | None, Any], dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """The prefix's tools, built once per prefix from their exact bytes (order kept)."""
+    cached = prefix.wire_memo.get(dialect)
+    if cached is None:
+        cached = []
+        for raw in prefix.tools:
+            # json.loads keeps the canonical key order of the bytes inside the schema.
+            spec = json.loads(raw)
+            cached.append(build(spec["name"], spec.get("description"), spec.get("input_schema")))
+        prefix.wire_memo[dialect] = cached
+    return cached  # type: ignore[no-any-return]
 
 
 def tool_bytes(name: str, description: str | None, parameters: Any) -> bytes:
-    """Inverse of `tool_spec`: the canonical bytes a prefix holds."""
+    """The canonical bytes a prefix holds for a tool read off the wire."""
     spec: dict[str, Any] = {"name": name}
     if description is not None:
         spec["description"] = description
@@ -71,6 +94,30 @@ def parse_tool_choice(value: Any) -> str:
         name = value.get("name") or (value.get("function") or {}).get("name")
         return f"tool:{name}"
     raise WireError(f"unsupported tool_choice {value!r}")
+
+
+def tool_params(body: dict[str, Any], params: CacheParams, named: Callable[[str], Any]) -> None:
+    """`tool_choice` and `parallel_tool_calls`, sent only with tools and only when not default."""
+    choice = tool_choice(params, named)
+    if choice is not None:
+        body["tool_choice"] = choice
+    # Sent only when off: o1, o3 and o4-mini reject the parameter, even as true.
+    if not params.parallel_tool_calls:
+        body["parallel_tool_calls"] = False
+
+
+def cache_fields(body: dict[str, Any], request: Request) -> None:
+    if request.cache_key is not None:
+        body["prompt_cache_key"] = request.cache_key
+    if request.cache_retention is not None:
+        body["prompt_cache_retention"] = request.cache_retention
+
+
+def arguments_text(args: Any) -> str:
+    """Call arguments as the string received; a few clients send an object instead."""
+    if isinstance(args, str):
+        return args
+    return json.dumps(args, ensure_ascii=False, separators=(",", ":"))
 
 
 def data_url(block: ImageBlock) -> str:

@@ -10,14 +10,13 @@ memoized on the message. Choices made here, and why:
 * Tool results are `tool` messages; Chat has no error flag, so `is_error` is dropped and
   the content is sent exactly as it is. Thinking blocks are dropped too: Chat has no
   field for replayed reasoning.
-* A lone text block is sent as a plain string (older models and local servers accept
-  nothing else for some roles); `prompt_cache_breakpoint` markers (GPT-5.6+) turn the
-  marked message into a list of parts, which renders to the same tokens.
+* A lone text block is sent as a plain string, the one form every server's chat
+  template takes for every role; a `prompt_cache_breakpoint` (GPT-5.6+) turns only the
+  marked message into a list of parts, which OpenAI renders to the same tokens.
 """
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from stoker.errors import WireError
@@ -36,15 +35,18 @@ from stoker.wire.dialects._openai_common import (
     History,
     Rendered,
     apply_breakpoints,
+    arguments_text,
+    cache_fields,
     data_url,
+    memoized,
+    memoized_tools,
     parse_parts,
     parse_tool_choice,
     plain,
     render_user,
     text_of,
     tool_bytes,
-    tool_choice,
-    tool_spec,
+    tool_params,
 )
 from stoker.wire.messages import AssistantMessage, Message
 from stoker.wire.prefix import CacheParams, Prefix
@@ -86,30 +88,16 @@ def _assistant(message: AssistantMessage) -> Rendered:
 
 
 def _rendered(message: Message) -> Rendered:
-    cached = message.wire_memo.get(NAME)
-    if cached is None:
-        if isinstance(message, AssistantMessage):
-            cached = _assistant(message)
-        else:
-            cached = render_user(message, _result, _part)
-        message.wire_memo[NAME] = cached
-    return cached  # type: ignore[no-any-return]
+    return memoized(message, NAME, _assistant, lambda m: render_user(m, _result, _part))
 
 
-def _tools(prefix: Prefix) -> list[dict[str, Any]]:
-    cached = prefix.wire_memo.get(NAME)
-    if cached is None:
-        cached = []
-        for raw in prefix.tools:
-            name, description, parameters = tool_spec(raw)
-            function: dict[str, Any] = {"name": name}
-            if description is not None:
-                function["description"] = description
-            if parameters is not None:
-                function["parameters"] = parameters
-            cached.append({"type": "function", "function": function})
-        prefix.wire_memo[NAME] = cached
-    return cached  # type: ignore[no-any-return]
+def _tool(name: str, description: str | None, parameters: Any) -> dict[str, Any]:
+    function: dict[str, Any] = {"name": name}
+    if description is not None:
+        function["description"] = description
+    if parameters is not None:
+        function["parameters"] = parameters
+    return {"type": "function", "function": function}
 
 
 def _named(name: str) -> dict[str, Any]:
@@ -130,23 +118,15 @@ def render_request(request: Request) -> dict[str, Any]:
         text_type="text",
     )
     body: dict[str, Any] = {"model": params.model}
-    tools = _tools(prefix)
+    tools = memoized_tools(prefix, NAME, _tool)
     if tools:
         body["tools"] = tools
-        choice = tool_choice(params, _named)
-        if choice is not None:
-            body["tool_choice"] = choice
-        # Sent only when off: o1, o3 and o4-mini reject the parameter, even as true.
-        if not params.parallel_tool_calls:
-            body["parallel_tool_calls"] = False
+        tool_params(body, params, _named)
     body["messages"] = messages
     if params.effort is not None:
         body["reasoning_effort"] = params.effort
     body["max_completion_tokens"] = request.max_tokens
-    if request.cache_key is not None:
-        body["prompt_cache_key"] = request.cache_key
-    if request.cache_retention is not None:
-        body["prompt_cache_retention"] = request.cache_retention
+    cache_fields(body, request)
     if request.stream:
         body["stream"] = True
         body["stream_options"] = {"include_usage": True}  # usage is omitted from streams otherwise
@@ -166,9 +146,7 @@ def _assistant_blocks(message: dict[str, Any]) -> list[Block]:
         blocks.append(TextBlock(text=message["refusal"]))
     for call in message.get("tool_calls") or ():
         function = call["function"]
-        args = function.get("arguments", "")
-        if not isinstance(args, str):  # some clients send an object; OpenAI wants a string
-            args = json.dumps(args, ensure_ascii=False, separators=(",", ":"))
+        args = arguments_text(function.get("arguments", ""))
         blocks.append(ToolUseBlock(id=call["id"], name=function["name"], input_json=args))
     return blocks
 

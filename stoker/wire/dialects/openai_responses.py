@@ -7,8 +7,8 @@ and memoized on the message. Choices made here, and why:
   `instructions`: `prompt_cache_breakpoint` is not allowed on `instructions`, and on
   GPT-5.6+ a breakpoint at the end of the static prefix is what lets two conversations
   with the same system prompt share a cache entry (reference 2.4).
-* Tools are sent with `"strict": false`: Responses makes function tools strict by
-  default, which would reject schemas Chat and Anthropic accept as they are.
+* Tools are sent with `"strict": false`: when it is omitted, Responses rewrites the
+  schema into strict mode (every optional field becomes required), unlike Chat.
 * Tool calls are `function_call` items with `arguments` = `ToolUseBlock.input_json`
   verbatim (OpenAI hashes the string byte for byte); results are `function_call_output`
   items, which have no error flag, so `is_error` is dropped and the content kept exact.
@@ -22,7 +22,6 @@ and memoized on the message. Choices made here, and why:
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from stoker.errors import WireError
@@ -40,15 +39,18 @@ from stoker.wire.dialects._openai_common import (
     History,
     Rendered,
     apply_breakpoints,
+    arguments_text,
+    cache_fields,
     data_url,
+    memoized,
+    memoized_tools,
     parse_parts,
     parse_tool_choice,
     plain,
     render_user,
     text_of,
     tool_bytes,
-    tool_choice,
-    tool_spec,
+    tool_params,
 )
 from stoker.wire.messages import AssistantMessage, Message
 from stoker.wire.prefix import CacheParams, Prefix
@@ -69,11 +71,6 @@ def _part(block: Block) -> dict[str, Any]:
 def _result(block: ToolResultBlock) -> tuple[dict[str, Any], str]:
     item = {"type": "function_call_output", "call_id": block.tool_use_id, "output": block.content}
     return item, "output"
-
-
-def _reasoning(block: ThinkingBlock) -> dict[str, Any]:
-    summary = [{"type": "summary_text", "text": block.thinking}] if block.thinking else []
-    return {"type": "reasoning", "summary": summary}
 
 
 def _call(block: ToolUseBlock) -> dict[str, Any]:
@@ -100,7 +97,9 @@ def _output_items(message: AssistantMessage) -> list[dict[str, Any]]:
         if isinstance(block, ToolUseBlock):
             items.append(_call(block))
         elif isinstance(block, ThinkingBlock):
-            items.append({**_reasoning(block), "encrypted_content": block.signature or None})
+            summary = [{"type": "summary_text", "text": block.thinking}] if block.thinking else []
+            reasoning = {"type": "reasoning", "summary": summary}
+            items.append({**reasoning, "encrypted_content": block.signature or None})
         elif not isinstance(block, RedactedThinkingBlock):  # Anthropic-only; nothing to send
             raise WireError(f"cannot render {block.kind} block in a Responses assistant turn")
     return items
@@ -117,30 +116,14 @@ def _assistant(message: AssistantMessage) -> Rendered:
 
 
 def _rendered(message: Message) -> Rendered:
-    cached = message.wire_memo.get(NAME)
-    if cached is None:
-        if isinstance(message, AssistantMessage):
-            cached = _assistant(message)
-        else:
-            cached = render_user(message, _result, _part)
-        message.wire_memo[NAME] = cached
-    return cached  # type: ignore[no-any-return]
+    return memoized(message, NAME, _assistant, lambda m: render_user(m, _result, _part))
 
 
-def _tools(prefix: Prefix) -> list[dict[str, Any]]:
-    cached = prefix.wire_memo.get(NAME)
-    if cached is None:
-        cached = []
-        for raw in prefix.tools:
-            name, description, parameters = tool_spec(raw)
-            tool: dict[str, Any] = {"type": "function", "name": name}
-            if description is not None:
-                tool["description"] = description
-            tool["parameters"] = parameters
-            tool["strict"] = False
-            cached.append(tool)
-        prefix.wire_memo[NAME] = cached
-    return cached  # type: ignore[no-any-return]
+def _tool(name: str, description: str | None, parameters: Any) -> dict[str, Any]:
+    tool: dict[str, Any] = {"type": "function", "name": name}
+    if description is not None:
+        tool["description"] = description
+    return {**tool, "parameters": parameters, "strict": False}
 
 
 def render_request(request: Request) -> dict[str, Any]:
@@ -157,24 +140,16 @@ def render_request(request: Request) -> dict[str, Any]:
         text_type="input_text",
     )
     body: dict[str, Any] = {"model": params.model}
-    tools = _tools(prefix)
+    tools = memoized_tools(prefix, NAME, _tool)
     if tools:
         body["tools"] = tools
-        choice = tool_choice(params, lambda name: {"type": "function", "name": name})
-        if choice is not None:
-            body["tool_choice"] = choice
-        # Sent only when off: o1, o3 and o4-mini reject the parameter, even as true.
-        if not params.parallel_tool_calls:
-            body["parallel_tool_calls"] = False
+        tool_params(body, params, lambda name: {"type": "function", "name": name})
     body["input"] = items
     if params.effort is not None:
         body["reasoning"] = {"effort": params.effort}
         body["include"] = ["reasoning.encrypted_content"]
     body["max_output_tokens"] = request.max_tokens
-    if request.cache_key is not None:
-        body["prompt_cache_key"] = request.cache_key
-    if request.cache_retention is not None:
-        body["prompt_cache_retention"] = request.cache_retention
+    cache_fields(body, request)
     if request.stream:
         body["stream"] = True
     return body
@@ -205,9 +180,7 @@ def _parse_output_block(item: dict[str, Any]) -> Block:
         # Several summary parts read back as one text; the encrypted content is what counts.
         summary = "\n\n".join(s.get("text", "") for s in item.get("summary") or ())
         return ThinkingBlock(thinking=summary, signature=item.get("encrypted_content") or "")
-    args = item.get("arguments", "")
-    if not isinstance(args, str):  # some clients send an object; OpenAI wants a string
-        args = json.dumps(args, ensure_ascii=False, separators=(",", ":"))
+    args = arguments_text(item.get("arguments", ""))
     return ToolUseBlock(id=item["call_id"], name=item["name"], input_json=args)
 
 

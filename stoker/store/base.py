@@ -1,0 +1,302 @@
+"""The `SessionStore` contract and the SQL logic both backends share.
+
+A store is an `EventSink`: each event is committed in its own transaction before `emit`
+returns, so an acknowledged event survives a crash. Alongside the log it keeps, per
+session, a header row (current prefix, config, last cache record) and a used-tools
+index, so resume reads a constant number of rows to reconcile, never the log.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from stoker.errors import StokerError
+from stoker.store.codec import dumps, encode
+from stoker.store.schema import LATEST, MIGRATIONS, VERSION_TABLE
+from stoker.wire.events import (
+    CacheRecorded,
+    ConfigChanged,
+    Event,
+    MessageAppended,
+    PrefixRebased,
+    SessionCreated,
+)
+from stoker.wire.messages import AssistantMessage, UserMessage, message_from_dict
+from stoker.wire.prefix import Prefix
+from stoker.wire.record import CacheRecord
+from stoker.wire.stored import SessionSummary, StoredSession
+
+Op = tuple[str, tuple[Any, ...]]
+
+
+class StoreError(StokerError):
+    """The database cannot be used as it is (newer schema, unreachable server, ...)."""
+
+
+class SessionNotFound(StoreError):
+    def __init__(self, session_id: str) -> None:
+        super().__init__(
+            f"no session {session_id!r} in this store; `stoker sessions list` shows the ones "
+            "there are (check STOKER_DB / STOKER_DATABASE_URL if you expected another store)"
+        )
+        self.session_id = session_id
+
+
+@dataclass(slots=True)
+class StoreStats:
+    """Counts every statement sent, so tests can prove what a code path does not read."""
+
+    queries: int = 0
+    statements: list[str] = field(default_factory=list)
+    trace: bool = False
+
+    def note(self, sql: str) -> None:
+        self.queries += 1
+        if self.trace:
+            self.statements.append(" ".join(sql.split()))
+
+
+class SessionStore(Protocol):
+    stats: StoreStats
+
+    async def emit(self, event: Event) -> None: ...
+    async def emit_many(self, events: Sequence[Event]) -> None: ...
+    async def load(self, session_id: str) -> StoredSession: ...
+    async def list_sessions(self, *, limit: int = 50) -> list[SessionSummary]: ...
+    async def events(self, session_id: str) -> list[tuple[int, str, float, str]]: ...
+    async def delete(self, session_id: str) -> bool: ...
+    async def close(self) -> None: ...
+
+
+def _title(message: UserMessage) -> str:
+    return " ".join(message.text.split())[:80]
+
+
+class SqlEventStore:
+    """Event-to-SQL logic shared by the SQLite and PostgreSQL backends.
+
+    Backends implement `_write(ops)` (one transaction), `_read(sql, params)`, `_init()`
+    and `close()`.
+    """
+
+    stats: StoreStats
+
+    async def _write(self, ops: Sequence[Op]) -> None:
+        raise NotImplementedError
+
+    async def _read(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+        raise NotImplementedError
+
+    async def close(self) -> None:
+        raise NotImplementedError
+
+    # -- schema --------------------------------------------------------------------------
+
+    def _migration_ops(self, current: int) -> list[Op]:
+        if current > LATEST:
+            raise StoreError(
+                f"this database has schema version {current}, newer than this Stoker knows "
+                f"({LATEST}); upgrade stoker, or point STOKER_DB at another file"
+            )
+        ops: list[Op] = []
+        for m in MIGRATIONS:
+            if m.version > current:
+                ops += [(s, ()) for s in m.statements]
+                ops.append(
+                    (
+                        "INSERT INTO stoker_schema (version, name, applied_at) VALUES (?, ?, ?)",
+                        (m.version, m.name, time.time()),
+                    )
+                )
+        return ops
+
+    async def _migrate(self) -> None:
+        await self._write([(VERSION_TABLE, ())])
+        rows = await self._read("SELECT MAX(version) FROM stoker_schema")
+        current = rows[0][0] or 0
+        ops = self._migration_ops(current)
+        if ops:
+            await self._write(ops)
+
+    async def schema_version(self) -> int:
+        rows = await self._read("SELECT MAX(version) FROM stoker_schema")
+        return int(rows[0][0] or 0)
+
+    # -- writes ----------------------------------------------------------------------------
+
+    def _ops(self, event: Event, config: dict[str, Any] | None = None) -> list[Op]:
+        now = time.time()
+        sid = event.session_id
+        ops: list[Op] = []
+        if isinstance(event, SessionCreated):
+            ops.append(
+                (
+                    "INSERT INTO sessions (id, root_id, parent_id, kind, created_at, updated_at, "
+                    "model, prefix, config) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (
+                        sid,
+                        event.config.get("root_id", sid),
+                        event.parent_id,
+                        event.kind,
+                        event.created_at,
+                        now,
+                        event.prefix.params.model,
+                        event.prefix.to_json().decode("utf-8"),
+                        dumps(event.config),
+                    ),
+                )
+            )
+        elif isinstance(event, MessageAppended):
+            m = event.message
+            title = _title(m) if isinstance(m, UserMessage) else ""
+            ops.append(
+                (
+                    "UPDATE sessions SET message_count = message_count + 1, updated_at = ?, "
+                    "title = CASE WHEN title = '' THEN ? ELSE title END WHERE id = ?",
+                    (now, title, sid),
+                )
+            )
+            if isinstance(m, AssistantMessage):
+                for name in sorted({c.name for c in m.tool_calls}):
+                    ops.append(
+                        (
+                            "INSERT INTO used_tools (session_id, name) VALUES (?, ?) "
+                            "ON CONFLICT DO NOTHING",
+                            (sid, name),
+                        )
+                    )
+        elif isinstance(event, CacheRecorded):
+            ops.append(
+                (
+                    "UPDATE sessions SET last_record = ?, updated_at = ? WHERE id = ?",
+                    (dumps(event.record.to_dict()), now, sid),
+                )
+            )
+        elif isinstance(event, PrefixRebased):
+            ops.append(
+                (
+                    "UPDATE sessions SET prefix = ?, model = ?, updated_at = ? WHERE id = ?",
+                    (event.prefix.to_json().decode("utf-8"), event.prefix.params.model, now, sid),
+                )
+            )
+        elif isinstance(event, ConfigChanged) and config is not None:
+            ops.append(
+                (
+                    "UPDATE sessions SET config = ?, updated_at = ? WHERE id = ?",
+                    (dumps({**config, **event.changes}), now, sid),
+                )
+            )
+        ops.append(
+            (
+                "INSERT INTO events (session_id, seq, type, created_at, body) "
+                "SELECT ?, COALESCE(MAX(seq), 0) + 1, ?, ?, ? FROM events WHERE session_id = ?",
+                (sid, event.type, now, encode(event), sid),
+            )
+        )
+        return ops
+
+    async def _config(self, session_id: str) -> dict[str, Any]:
+        rows = await self._read("SELECT config FROM sessions WHERE id = ?", (session_id,))
+        if not rows:
+            raise SessionNotFound(session_id)
+        return json.loads(rows[0][0])  # type: ignore[no-any-return]
+
+    async def emit(self, event: Event) -> None:
+        """Commit one event; when this returns, the event is durable."""
+        config = await self._config(event.session_id) if isinstance(event, ConfigChanged) else None
+        await self._write(self._ops(event, config))
+
+    async def emit_many(self, events: Sequence[Event]) -> None:
+        """Commit several events in one transaction (bulk imports, benchmarks)."""
+        ops: list[Op] = []
+        for e in events:
+            config = await self._config(e.session_id) if isinstance(e, ConfigChanged) else None
+            ops += self._ops(e, config)
+        await self._write(ops)
+
+    # -- reads -------------------------------------------------------------------------------
+
+    async def load(self, session_id: str) -> StoredSession:
+        """Header, messages and used tools: three queries, whatever the log's length."""
+        rows = await self._read(
+            "SELECT kind, parent_id, root_id, created_at, prefix, config, last_record "
+            "FROM sessions WHERE id = ?",
+            (session_id,),
+        )
+        if not rows:
+            raise SessionNotFound(session_id)
+        kind, parent_id, root_id, created_at, prefix, config, last_record = rows[0]
+        bodies = await self._read(
+            "SELECT body FROM events WHERE session_id = ? AND type = 'message_appended' "
+            "ORDER BY seq",
+            (session_id,),
+        )
+        tools = await self._read("SELECT name FROM used_tools WHERE session_id = ?", (session_id,))
+        return StoredSession(
+            id=session_id,
+            kind=kind,
+            parent_id=parent_id,
+            root_id=root_id,
+            created_at=created_at,
+            prefix=Prefix.from_json(prefix),
+            config=json.loads(config),
+            messages=tuple(message_from_dict(json.loads(b)["message"]) for (b,) in bodies),
+            used_tools=frozenset(name for (name,) in tools),
+            last_record=CacheRecord.from_dict(json.loads(last_record)) if last_record else None,
+        )
+
+    async def list_sessions(self, *, limit: int = 50) -> list[SessionSummary]:
+        rows = await self._read(
+            "SELECT id, kind, parent_id, created_at, updated_at, model, message_count, title "
+            "FROM sessions ORDER BY updated_at DESC LIMIT ?",
+            (limit,),
+        )
+        return [
+            SessionSummary(
+                id=r[0],
+                kind=r[1],
+                parent_id=r[2],
+                created_at=r[3],
+                updated_at=r[4],
+                model=r[5],
+                message_count=r[6],
+                title=r[7],
+            )
+            for r in rows
+        ]
+
+    async def events(self, session_id: str) -> list[tuple[int, str, float, str]]:
+        """Every event of a session in order: (seq, type, created_at, JSON body)."""
+        await self._config(session_id)
+        rows = await self._read(
+            "SELECT seq, type, created_at, body FROM events WHERE session_id = ? ORDER BY seq",
+            (session_id,),
+        )
+        return [(int(a), str(b), float(c), str(d)) for a, b, c, d in rows]
+
+    async def children(self, session_id: str) -> list[str]:
+        rows = await self._read("SELECT id FROM sessions WHERE parent_id = ?", (session_id,))
+        return [r[0] for r in rows]
+
+    async def delete(self, session_id: str) -> bool:
+        """Delete a session and its child lineages (forks, reviews, branches)."""
+        doomed, queue = [], [session_id]
+        while queue:
+            sid = queue.pop()
+            doomed.append(sid)
+            queue += await self.children(sid)
+        existed = bool(await self._read("SELECT 1 FROM sessions WHERE id = ?", (session_id,)))
+        ops: list[Op] = []
+        for sid in doomed:
+            for table, col in (
+                ("events", "session_id"),
+                ("used_tools", "session_id"),
+                ("sessions", "id"),
+            ):
+                ops.append((f"DELETE FROM {table} WHERE {col} = ?", (sid,)))
+        await self._write(ops)
+        return existed

@@ -1,0 +1,84 @@
+"""Events to JSON rows and back. Exact bytes survive: the prefix is stored as its exact
+JSON text, message text and tool-call arguments as JSON strings (which round-trip)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from stoker.errors import WireError
+from stoker.wire.events import (
+    CacheRecorded,
+    ConfigChanged,
+    Event,
+    MessageAppended,
+    PrefixRebased,
+    SessionCreated,
+)
+from stoker.wire.messages import message_from_dict, message_to_dict
+from stoker.wire.prefix import Prefix
+from stoker.wire.record import CacheRecord
+
+
+def dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def encode(event: Event) -> str:
+    """The JSON body stored for `event` (its type is stored in its own column)."""
+    if isinstance(event, SessionCreated):
+        body: dict[str, Any] = {
+            "prefix": event.prefix.to_json().decode("utf-8"),
+            "config": event.config,
+            "parent_id": event.parent_id,
+            "kind": event.kind,
+            "created_at": event.created_at,
+        }
+    elif isinstance(event, MessageAppended):
+        body = {"index": event.index, "message": message_to_dict(event.message)}
+    elif isinstance(event, CacheRecorded):
+        body = event.record.to_dict()
+    elif isinstance(event, PrefixRebased):
+        body = {
+            "prefix": event.prefix.to_json().decode("utf-8"),
+            "reason": event.reason,
+            "estimated_rewrite_tokens": event.estimated_rewrite_tokens,
+            "estimated_cost_usd": event.estimated_cost_usd,
+        }
+    elif isinstance(event, ConfigChanged):
+        body = {"changes": event.changes}
+    else:
+        raise WireError(f"cannot store event {event!r}")
+    return dumps(body)
+
+
+def decode(session_id: str, type_: str, body: str) -> Event:
+    data = json.loads(body)
+    if type_ == "session_created":
+        return SessionCreated(
+            session_id=session_id,
+            prefix=Prefix.from_json(data["prefix"]),
+            config=data["config"],
+            parent_id=data["parent_id"],
+            kind=data["kind"],
+            created_at=data["created_at"],
+        )
+    if type_ == "message_appended":
+        return MessageAppended(
+            session_id=session_id, index=data["index"], message=message_from_dict(data["message"])
+        )
+    if type_ == "cache_recorded":
+        return CacheRecorded(session_id=session_id, record=CacheRecord.from_dict(data))
+    if type_ == "prefix_rebased":
+        return PrefixRebased(
+            session_id=session_id,
+            prefix=Prefix.from_json(data["prefix"]),
+            reason=data["reason"],
+            estimated_rewrite_tokens=data.get("estimated_rewrite_tokens", 0),
+            estimated_cost_usd=data.get("estimated_cost_usd"),
+        )
+    if type_ == "config_changed":
+        return ConfigChanged(session_id=session_id, changes=data["changes"])
+    raise WireError(
+        f"unknown stored event type {type_!r}; this store was written by a newer Stoker"
+    )

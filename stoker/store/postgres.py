@@ -1,0 +1,97 @@
+"""PostgreSQL backend (psycopg 3), for sessions shared by several processes or replicas.
+
+One connection per store, one transaction per write, shielded from cancellation like
+the SQLite backend. `schema` isolates a deployment (or a test) in its own namespace.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from stoker.store.base import Op, SqlEventStore, StoreError, StoreStats
+
+_SAFE_SCHEMA = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+
+
+def _pg(sql: str) -> str:
+    return sql.replace("?", "%s")
+
+
+def redact_dsn(dsn: str) -> str:
+    """The DSN without its password, for error messages."""
+    return re.sub(r"(://[^:/@]+):[^@]*@", r"\1:***@", dsn)
+
+
+class PostgresStore(SqlEventStore):
+    def __init__(self, dsn: str, *, schema: str | None = None, trace: bool = False) -> None:
+        if schema is not None and not _SAFE_SCHEMA.match(schema):
+            raise StoreError(f"schema name {schema!r} must match {_SAFE_SCHEMA.pattern}")
+        self.dsn = dsn
+        self.schema = schema
+        self.stats = StoreStats(trace=trace)
+        self._conn: Any = None
+        self._lock = asyncio.Lock()
+        self._ready = False
+
+    async def _connection(self) -> Any:
+        if self._conn is None:
+            try:
+                import psycopg
+            except ImportError as exc:
+                raise StoreError(
+                    "PostgreSQL needs the psycopg package: pip install 'stoker[postgres]'"
+                ) from exc
+            try:
+                conn = await psycopg.AsyncConnection.connect(self.dsn, autocommit=True)
+            except psycopg.Error as exc:
+                raise StoreError(
+                    f"cannot connect to PostgreSQL at {redact_dsn(self.dsn)}: {exc}"
+                ) from exc
+            if self.schema:
+                await conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{self.schema}"')
+                await conn.execute(f'SET search_path TO "{self.schema}"')
+            self._conn = conn
+        return self._conn
+
+    async def _ensure(self) -> None:
+        if not self._ready:
+            self._ready = True
+            await self._migrate()
+
+    async def _write(self, ops: Sequence[Op]) -> None:
+        if not self._ready:
+            await self._ensure()
+
+        async def run() -> None:
+            async with self._lock:
+                conn = await self._connection()
+                async with conn.transaction():
+                    for sql, params in ops:
+                        self.stats.note(sql)
+                        await conn.execute(_pg(sql), params)
+
+        await asyncio.shield(run())
+
+    async def _read(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+        if not self._ready:
+            await self._ensure()
+        async with self._lock:
+            conn = await self._connection()
+            self.stats.note(sql)
+            cursor = await conn.execute(_pg(sql), params)
+            return list(await cursor.fetchall())
+
+    async def drop_schema(self) -> None:
+        """Remove this store's schema and everything in it (tests, throwaway deployments)."""
+        if not self.schema:
+            raise StoreError("drop_schema() needs a store opened with an explicit schema")
+        conn = await self._connection()
+        await conn.execute(f'DROP SCHEMA IF EXISTS "{self.schema}" CASCADE')
+
+    async def close(self) -> None:
+        if self._conn is not None:
+            await self._conn.close()
+            self._conn = None

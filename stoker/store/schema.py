@@ -1,0 +1,65 @@
+"""The schema, as named migrations applied in order and recorded in `stoker_schema`.
+
+Opening an older database migrates it; opening one written by a newer Stoker fails with
+a message saying so, instead of guessing. SQL here is the common subset of SQLite and
+PostgreSQL (`?` placeholders are rewritten for psycopg).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Migration:
+    version: int
+    name: str
+    statements: tuple[str, ...]
+
+
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration(
+        version=1,
+        name="sessions, events, used tools",
+        statements=(
+            """CREATE TABLE sessions (
+                id TEXT PRIMARY KEY,
+                root_id TEXT NOT NULL,
+                parent_id TEXT,
+                kind TEXT NOT NULL,
+                created_at DOUBLE PRECISION NOT NULL,
+                updated_at DOUBLE PRECISION NOT NULL,
+                model TEXT NOT NULL,
+                title TEXT NOT NULL DEFAULT '',
+                prefix TEXT NOT NULL,
+                config TEXT NOT NULL,
+                message_count INTEGER NOT NULL DEFAULT 0,
+                last_record TEXT
+            )""",
+            "CREATE INDEX sessions_parent ON sessions (parent_id)",
+            "CREATE INDEX sessions_updated ON sessions (updated_at)",
+            """CREATE TABLE events (
+                session_id TEXT NOT NULL,
+                seq INTEGER NOT NULL,
+                type TEXT NOT NULL,
+                created_at DOUBLE PRECISION NOT NULL,
+                body TEXT NOT NULL,
+                PRIMARY KEY (session_id, seq)
+            )""",
+            "CREATE INDEX events_by_type ON events (session_id, type, seq)",
+            """CREATE TABLE used_tools (
+                session_id TEXT NOT NULL,
+                name TEXT NOT NULL,
+                PRIMARY KEY (session_id, name)
+            )""",
+        ),
+    ),
+)
+
+LATEST = MIGRATIONS[-1].version
+
+VERSION_TABLE = """CREATE TABLE IF NOT EXISTS stoker_schema (
+    version INTEGER PRIMARY KEY,
+    name TEXT NOT NULL,
+    applied_at DOUBLE PRECISION NOT NULL
+)"""

@@ -1,0 +1,92 @@
+"""SQLite backend: one file, WAL mode, writes on one dedicated thread.
+
+Each write is one `BEGIN IMMEDIATE` transaction, taken before reading (so two processes
+never deadlock upgrading a lock), and runs shielded from cancellation: a caller that is
+cancelled mid-write does not lose an event the database was already committing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, TypeVar
+
+from stoker.store.base import Op, SqlEventStore, StoreError, StoreStats
+
+T = TypeVar("T")
+
+
+class SQLiteStore(SqlEventStore):
+    """Sessions in one SQLite file (created, with its folder, on first use)."""
+
+    def __init__(self, path: str | Path, *, trace: bool = False) -> None:
+        self.path = Path(path)
+        self.stats = StoreStats(trace=trace)
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="stoker-sqlite")
+        self._conn: sqlite3.Connection | None = None
+        self._ready = False
+
+    def _connection(self) -> sqlite3.Connection:
+        if self._conn is None:
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+            except (OSError, sqlite3.Error) as exc:
+                raise StoreError(
+                    f"cannot open the session database {self.path}: {exc}; "
+                    "set STOKER_DB to a writable path"
+                ) from exc
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")  # durable across process crashes in WAL
+            conn.execute("PRAGMA busy_timeout=10000")
+            self._conn = conn
+        return self._conn
+
+    async def _call(self, fn: Callable[[], T]) -> T:
+        loop = asyncio.get_running_loop()
+        return await asyncio.shield(loop.run_in_executor(self._executor, fn))
+
+    async def _ensure(self) -> None:
+        if not self._ready:
+            self._ready = True
+            await self._migrate()
+
+    async def _write(self, ops: Sequence[Op]) -> None:
+        if not self._ready:
+            await self._ensure()
+
+        def run() -> None:
+            conn = self._connection()
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                for sql, params in ops:
+                    self.stats.note(sql)
+                    conn.execute(sql, params)
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+
+        await self._call(run)
+
+    async def _read(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+        if not self._ready:
+            await self._ensure()
+
+        def run() -> list[tuple[Any, ...]]:
+            self.stats.note(sql)
+            return self._connection().execute(sql, params).fetchall()
+
+        return await self._call(run)
+
+    async def close(self) -> None:
+        def run() -> None:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+        await self._call(run)
+        self._executor.shutdown(wait=True)
