@@ -27,3 +27,6 @@ def recorded_calls(request: pytest.FixtureRequest) -> Iterator[list[CacheRecord]
             )
         return
     assert_no_undeclared_breaks(records)
+
+
+pytest_plugins = ["tests.store_fixtures"]

@@ -120,6 +120,10 @@ def branch(source: Session, *, at: int | None = None, sink: EventSink | None = N
     state.render_memo = {}
     if state.rolling is not None and state.rolling[0] >= count:
         state.rolling = None
+    # Explain the branch's first call against its branch point, not the source's latest
+    # request: a branch diverges from the source's future by design, not by accident.
+    state.last_request = Request(prefix=source.prefix, messages=tuple(history))
+    state.recorded_upto = count
     child = type(source)(
         agent=source.agent,
         session_id=uuid.uuid4().hex,
@@ -163,6 +167,7 @@ def _restored_state(stored: StoredSession) -> CacheState:
         )
         state.last_started = last_record.started_at
         state.last_written = last_record.usage.written
+        state.last_input_tokens = last_record.usage.input_total
         state.recorded_upto = count
         rolling = [b for b in last_record.breakpoints if b.message is not None]
         if rolling:

@@ -206,6 +206,7 @@ class Session:
         state.last_request = request
         state.last_started = completion.started_at
         state.last_written = record.usage.written
+        state.last_input_tokens = record.usage.input_total
         state.recorded_upto = len(request.messages)
         if request.breakpoints and request.breakpoints[-1].message is not None:
             last = request.breakpoints[-1]
@@ -258,9 +259,8 @@ class Session:
         self, prefix: Prefix, reason: str, *, extra_tools: dict[str, Tool] | None = None
     ) -> None:
         """Switch to `prefix` as a declared break: the next record carries `reason`."""
-        previous = self.records[-1].usage if self.records else None
         info = self.agent.provider.model_info(prefix.params.model)
-        tokens = previous.input_total if previous else 0
+        tokens = self.state.last_input_tokens
         extra = Usage(written_5m=tokens) if tokens else Usage()
         base = Usage(read=tokens) if tokens else Usage()
         estimate = None

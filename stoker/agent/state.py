@@ -17,6 +17,7 @@ class CacheState:
     last_request: Request | None = None
     last_started: float | None = None
     last_written: int | None = None
+    last_input_tokens: int = 0
     rolling: BlockRef | None = None
     recorded_upto: int = 0
     chain: list[str] = field(default_factory=list)

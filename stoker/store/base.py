@@ -128,7 +128,9 @@ class SqlEventStore:
 
     # -- writes ----------------------------------------------------------------------------
 
-    def _ops(self, event: Event, config: dict[str, Any] | None = None) -> list[Op]:
+    def _ops(
+        self, event: Event, config: dict[str, Any] | None = None, *, header: bool = True
+    ) -> list[Op]:
         now = time.time()
         sid = event.session_id
         ops: list[Op] = []
@@ -153,13 +155,14 @@ class SqlEventStore:
         elif isinstance(event, MessageAppended):
             m = event.message
             title = _title(m) if isinstance(m, UserMessage) else ""
-            ops.append(
-                (
-                    "UPDATE sessions SET message_count = message_count + 1, updated_at = ?, "
-                    "title = CASE WHEN title = '' THEN ? ELSE title END WHERE id = ?",
-                    (now, title, sid),
+            if header:
+                ops.append(
+                    (
+                        "UPDATE sessions SET message_count = message_count + ?, updated_at = ?, "
+                        "title = CASE WHEN title = '' THEN ? ELSE title END WHERE id = ?",
+                        (1, now, title, sid),
+                    )
                 )
-            )
             if isinstance(m, AssistantMessage):
                 for name in sorted({c.name for c in m.tool_calls}):
                     ops.append(
@@ -211,11 +214,30 @@ class SqlEventStore:
         await self._write(self._ops(event, config))
 
     async def emit_many(self, events: Sequence[Event]) -> None:
-        """Commit several events in one transaction (bulk imports, benchmarks)."""
+        """Commit several events in one transaction (bulk imports, benchmarks).
+
+        Message counts are added once per session: updating one row thousands of times
+        in a transaction makes each update slower on PostgreSQL (row version chains).
+        """
         ops: list[Op] = []
+        counts: dict[str, list[Any]] = {}
         for e in events:
             config = await self._config(e.session_id) if isinstance(e, ConfigChanged) else None
-            ops += self._ops(e, config)
+            ops += self._ops(e, config, header=not isinstance(e, MessageAppended))
+            if isinstance(e, MessageAppended):
+                entry = counts.setdefault(e.session_id, [0, ""])
+                entry[0] += 1
+                if not entry[1] and isinstance(e.message, UserMessage):
+                    entry[1] = _title(e.message)
+        now = time.time()
+        for sid, (count, title) in counts.items():
+            ops.append(
+                (
+                    "UPDATE sessions SET message_count = message_count + ?, updated_at = ?, "
+                    "title = CASE WHEN title = '' THEN ? ELSE title END WHERE id = ?",
+                    (count, now, title, sid),
+                )
+            )
         await self._write(ops)
 
     # -- reads -------------------------------------------------------------------------------

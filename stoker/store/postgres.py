@@ -68,7 +68,8 @@ class PostgresStore(SqlEventStore):
         async def run() -> None:
             async with self._lock:
                 conn = await self._connection()
-                async with conn.transaction():
+                # Pipeline mode sends the statements without waiting for each reply.
+                async with conn.transaction(), conn.pipeline():
                     for sql, params in ops:
                         self.stats.note(sql)
                         await conn.execute(_pg(sql), params)

@@ -127,8 +127,10 @@ Step = str | Call | Sequence[Call] | Callable[[Request], tuple[Block, ...]]
 class ScriptedModel:
     """Plays `steps` in order, one per call: text, a tool call, parallel calls, or a function."""
 
-    def __init__(self, steps: Sequence[Step]) -> None:
+    def __init__(self, steps: Sequence[Step], *, then: SimModel | None = None) -> None:
+        """`then` answers once the steps are used up (default: fail, naming the problem)."""
         self._steps = list(steps)
+        self._then = then
         self.calls = 0
 
     @classmethod
@@ -156,6 +158,8 @@ class ScriptedModel:
         return cls(steps)
 
     def respond(self, request: Request) -> tuple[Block, ...]:
+        if self.calls >= len(self._steps) and self._then is not None:
+            return self._then.respond(request)
         if self.calls >= len(self._steps):
             raise ConfigError(
                 f"the scripted model ran out of steps after {len(self._steps)} calls; "
