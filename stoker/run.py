@@ -11,8 +11,12 @@ from stoker.toolkits.workspace import workspace_toolset
 from stoker.tools import ToolRegistry
 
 
-async def run_once(prompt: str, *, model: str, workdir: Path) -> TurnResult:
+def default_agent(*, model: str, workdir: Path) -> Agent:
+    """The agent of `stoker run` and `stoker chat`: read-only workspace tools on the sim."""
     registry = ToolRegistry()
     registry.register(workspace_toolset(workdir, writable=False))
-    agent = Agent(provider=SimProvider(), model=model, registry=registry)
-    return await agent.session().send(prompt)
+    return Agent(provider=SimProvider(), model=model, registry=registry, kind="stoker-cli")
+
+
+async def run_once(prompt: str, *, model: str, workdir: Path) -> TurnResult:
+    return await default_agent(model=model, workdir=workdir).session().send(prompt)

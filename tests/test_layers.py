@@ -29,6 +29,7 @@ LAYERS = {
     "demo": 7,
     "run": 7,
     "session": 7,
+    "sessions": 7,
     "bench": 8,
     "gateway": 8,
     "proxy": 8,

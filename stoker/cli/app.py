@@ -10,6 +10,7 @@ from rich.console import Console
 
 from stoker.bench.overhead import overhead_table, run_overhead
 from stoker.cli.render import cost_text, records_table
+from stoker.cli.sessions import chat, sessions_app
 from stoker.demo import run_demo
 from stoker.run import run_once
 
@@ -20,6 +21,8 @@ app = typer.Typer(
 )
 bench_app = typer.Typer(help="Benchmarks; each prints a table of figures.", no_args_is_help=True)
 app.add_typer(bench_app, name="bench")
+app.add_typer(sessions_app, name="sessions")
+app.command()(chat)
 _probe = Console()
 # Piped output (make run, CI logs) gets a table wide enough to read, not 80 columns.
 console = _probe if _probe.is_terminal else Console(width=120)

@@ -1,0 +1,134 @@
+"""`stoker sessions ...` and `stoker chat`: stored sessions from the terminal."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import TypeVar
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from stoker.agent.session import Session
+from stoker.cli.render import cost_text, records_table
+from stoker.errors import StokerError
+from stoker.run import default_agent
+from stoker.sessions import export_session, show_session
+from stoker.store import open_store
+from stoker.store.base import SqlEventStore
+
+T = TypeVar("T")
+
+sessions_app = typer.Typer(
+    help="Stored sessions: list, show, export, remove.", no_args_is_help=True
+)
+console = Console()
+
+DB_HELP = (
+    "Session database: a path or postgresql:// URL "
+    "(default: STOKER_DATABASE_URL, else STOKER_DB, else the user data dir)."
+)
+
+
+def _with_store(db: str | None, job: Callable[[SqlEventStore], Awaitable[T]]) -> T:
+    async def run() -> T:
+        store = open_store(db)
+        try:
+            return await job(store)
+        finally:
+            await store.close()
+
+    try:
+        return asyncio.run(run())
+    except StokerError as exc:
+        console.print(f"[red]error:[/] {exc}")
+        raise typer.Exit(1) from exc
+
+
+def _when(ts: float) -> str:
+    return dt.datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M")
+
+
+@sessions_app.command("list")
+def list_(db: str = typer.Option(None, help=DB_HELP), limit: int = typer.Option(50)) -> None:
+    """The most recently updated sessions."""
+    rows = _with_store(db, lambda s: s.list_sessions(limit=limit))
+    table = Table(title="sessions", title_justify="left")
+    for col in ("id", "kind", "model", "messages", "updated", "title"):
+        table.add_column(col)
+    for r in rows:
+        table.add_row(r.id, r.kind, r.model, str(r.message_count), _when(r.updated_at), r.title)
+    console.print(table)
+
+
+@sessions_app.command()
+def show(session_id: str, db: str = typer.Option(None, help=DB_HELP)) -> None:
+    """History, tokens and cost per turn."""
+    view = _with_store(db, lambda s: show_session(s, session_id))
+    console.print(f"[bold]{view.id}[/] ({view.kind}, {view.model})")
+    for t in view.turns:
+        tools = f" [dim]tools: {', '.join(t.tools)}[/]" if t.tools else ""
+        u = t.usage
+        console.print(
+            f"[bold]{t.number}.[/] {t.user}\n   → {t.answer}{tools}\n"
+            f"   [dim]read {u.read} · written {u.written} · uncached {u.uncached} · "
+            f"output {u.output} · {cost_text(t.cost_usd)}[/]"
+        )
+    for reason in view.rebases:
+        console.print(f"[yellow]declared cache break:[/] {reason}")
+    u = view.usage
+    console.print(
+        f"total: {len(view.turns)} turns, read {u.read}, written {u.written}, "
+        f"uncached {u.uncached}, hit ratio {u.hit_ratio:.1%}, {cost_text(view.cost_usd)}"
+    )
+
+
+@sessions_app.command()
+def export(session_id: str, db: str = typer.Option(None, help=DB_HELP)) -> None:
+    """Every event of a session as JSON lines on standard output."""
+    for line in _with_store(db, lambda s: export_session(s, session_id)):
+        typer.echo(line)
+
+
+@sessions_app.command("rm")
+def remove(session_id: str, db: str = typer.Option(None, help=DB_HELP)) -> None:
+    """Delete a session and its forks."""
+    if not _with_store(db, lambda s: s.delete(session_id)):
+        console.print(f"[red]error:[/] no session {session_id!r}")
+        raise typer.Exit(1)
+    console.print(f"removed {session_id}")
+
+
+def chat(
+    resume: str = typer.Option(None, "--resume", help="Continue a stored session by id."),
+    db: str = typer.Option(None, help=DB_HELP),
+    model: str = typer.Option("claude-sonnet-4-6", help="Model (the simulator serves it)."),
+    workdir: str = typer.Option(".", help="Folder the workspace tools may read."),
+) -> None:
+    """A conversation in the terminal, stored as it goes. /exit or Ctrl-D ends it."""
+
+    async def run(store: SqlEventStore) -> None:
+        agent = default_agent(model=model, workdir=Path(workdir))
+        if resume:
+            session = await Session.resume(resume, agent, store=store)
+        else:
+            session = agent.session(sink=store)
+        console.print(f"[dim]session {session.id} — /exit to leave[/]")
+        while True:
+            try:
+                text = await asyncio.to_thread(console.input, "[bold]you> [/]")
+            except EOFError:
+                break
+            if text.strip() in ("/exit", "/quit"):
+                break
+            if not text.strip():
+                continue
+            result = await session.send(text)
+            console.print(result.text or f"[yellow]({result.exit})[/]")
+            console.print(records_table([("chat", "-", r) for r in result.records], title=""))
+        console.print(f"[dim]resume with: stoker chat --resume {session.id}[/]")
+
+    _with_store(db, run)

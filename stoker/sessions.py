@@ -1,0 +1,92 @@
+"""Stored sessions as people look at them: lists, per-turn views, exports.
+
+The library functions behind `stoker sessions ...`; they join the store (events) and the
+wire values (messages, records) and never print.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+from stoker.store.base import SqlEventStore
+from stoker.wire.messages import AssistantMessage, UserMessage, message_from_dict
+from stoker.wire.record import CacheRecord
+from stoker.wire.usage import Usage
+
+
+@dataclass(slots=True, kw_only=True)
+class TurnView:
+    """One user turn: what was asked, the final answer, every provider call it made."""
+
+    number: int
+    user: str
+    answer: str = ""
+    tools: list[str] = field(default_factory=list)
+    records: list[CacheRecord] = field(default_factory=list)
+
+    @property
+    def usage(self) -> Usage:
+        return sum((r.usage for r in self.records), Usage())
+
+    @property
+    def cost_usd(self) -> float | None:
+        costs = [r.cost_usd for r in self.records]
+        return None if any(c is None for c in costs) else sum(c for c in costs if c is not None)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SessionView:
+    id: str
+    kind: str
+    model: str
+    turns: tuple[TurnView, ...]
+    rebases: tuple[str, ...]
+
+    @property
+    def usage(self) -> Usage:
+        return sum((t.usage for t in self.turns), Usage())
+
+    @property
+    def cost_usd(self) -> float | None:
+        costs = [t.cost_usd for t in self.turns]
+        return None if any(c is None for c in costs) else sum(c for c in costs if c is not None)
+
+
+async def show_session(store: SqlEventStore, session_id: str) -> SessionView:
+    """History, tokens and cost per turn, rebuilt from the session's events."""
+    turns: list[TurnView] = []
+    rebases: list[str] = []
+    model = ""
+    kind = "main"
+    for _, type_, _, body in await store.events(session_id):
+        data = json.loads(body)
+        if type_ == "session_created":
+            kind = data["kind"]
+            model = json.loads(data["prefix"])["params"]["model"]
+        elif type_ == "prefix_rebased":
+            rebases.append(data["reason"])
+        elif type_ == "message_appended":
+            message = message_from_dict(data["message"])
+            if isinstance(message, UserMessage) and not message.tool_results:
+                turns.append(TurnView(number=len(turns) + 1, user=message.text))
+            elif isinstance(message, AssistantMessage) and turns:
+                turns[-1].tools += [c.name for c in message.tool_calls]
+                if message.text:
+                    turns[-1].answer = message.text
+        elif type_ == "cache_recorded" and turns:
+            turns[-1].records.append(CacheRecord.from_dict(data))
+    return SessionView(
+        id=session_id, kind=kind, model=model, turns=tuple(turns), rebases=tuple(rebases)
+    )
+
+
+async def export_session(store: SqlEventStore, session_id: str) -> list[str]:
+    """Every event as one JSON line: seq, type, created_at and the event itself."""
+    return [
+        json.dumps(
+            {"seq": seq, "type": type_, "created_at": created, "event": json.loads(body)},
+            ensure_ascii=False,
+        )
+        for seq, type_, created, body in await store.events(session_id)
+    ]

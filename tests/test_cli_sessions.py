@@ -1,0 +1,63 @@
+"""`stoker chat`, `stoker sessions ...` as a user drives them, on a real SQLite file."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from stoker.cli import app
+
+runner = CliRunner()
+
+
+def _session_id(output: str) -> str:
+    return output.rsplit("stoker chat --resume ", 1)[1].split()[0]
+
+
+def test_chat_then_list_show_export_resume_and_remove(tmp_path: Path) -> None:
+    db = tmp_path / "s.db"
+    (tmp_path / "notes.md").write_text("ship on friday\n")
+    first = runner.invoke(
+        app,
+        ["chat", "--db", str(db), "--workdir", str(tmp_path)],
+        input="word count of 'notes.md'\nthanks\n/exit\n",
+    )
+    assert first.exit_code == 0, first.output
+    assert "Done. Tool results: 3" in first.output
+    sid = _session_id(first.output)
+    listed = runner.invoke(app, ["sessions", "list", "--db", str(db)])
+    assert listed.exit_code == 0, listed.output
+    assert sid[:8] in listed.output
+
+    shown = runner.invoke(app, ["sessions", "show", sid, "--db", str(db)])
+    assert shown.exit_code == 0, shown.output
+    assert "1. word count of 'notes.md'" in shown.output
+    assert "tools: word_count" in shown.output
+    assert "2. thanks" in shown.output
+
+    resumed = runner.invoke(
+        app,
+        ["chat", "--db", str(db), "--workdir", str(tmp_path), "--resume", sid],
+        input="and again\n",
+    )
+    assert resumed.exit_code == 0, resumed.output
+    assert (
+        "hit" in resumed.output
+    )  # the resumed call read the stored prefix's cache? no: new process
+    exported = runner.invoke(app, ["sessions", "export", sid, "--db", str(db)])
+    events = [json.loads(line) for line in exported.output.splitlines()]
+    assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
+    assert events[0]["type"] == "session_created"
+    assert sum(e["type"] == "message_appended" for e in events) == 8
+
+    removed = runner.invoke(app, ["sessions", "rm", sid, "--db", str(db)])
+    assert removed.exit_code == 0
+    assert runner.invoke(app, ["sessions", "show", sid, "--db", str(db)]).exit_code == 1
+
+
+def test_resume_with_an_unknown_id_is_a_clear_error(tmp_path: Path) -> None:
+    out = runner.invoke(app, ["chat", "--db", str(tmp_path / "s.db"), "--resume", "nope"], input="")
+    assert out.exit_code == 1
+    assert "no session 'nope'" in out.output
