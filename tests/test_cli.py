@@ -65,3 +65,13 @@ def test_python_dash_m_stoker_runs() -> None:
     )
     assert done.returncode == 0
     assert "demo" in done.stdout
+
+
+def test_bench_resume_prints_a_row_per_size() -> None:
+    result = runner.invoke(
+        app, ["bench", "resume", "--runs", "1"], env={"STOKER_BENCH_DATABASE_URL": ""}
+    )
+    assert result.exit_code == 0, result.output
+    rows = [line for line in result.output.splitlines() if "sqlite" in line]
+    assert [r.split("│")[2].strip() for r in rows] == ["100", "1,000", "10,000"]
+    assert [r.split("│")[3].strip() for r in rows] == ["67", "667", "6,667"]

@@ -8,6 +8,7 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
+from stoker.bench import resume as resume_bench
 from stoker.bench.overhead import overhead_table, run_overhead
 from stoker.cli.render import cost_text, records_table
 from stoker.cli.sessions import chat, sessions_app
@@ -65,3 +66,18 @@ def bench_overhead(
 ) -> None:
     """Framework CPU time per turn (sim model at 0 ms) at 10, 100 and 1,000 messages."""
     console.print(overhead_table(run_overhead(turns=turns)))
+
+
+@bench_app.command("resume")
+def bench_resume(
+    runs: int = typer.Option(5, help="Resumes measured per size."),
+    postgres: str = typer.Option(
+        None,
+        envvar="STOKER_BENCH_DATABASE_URL",
+        help="PostgreSQL DSN to measure too (a throwaway schema is created and dropped).",
+    ),
+) -> None:
+    """Time to resume sessions of 100, 1,000 and 10,000 events (SQLite, PostgreSQL)."""
+    console.print(resume_bench.resume_table(resume_bench.run(runs=runs, postgres=postgres)))
+    if not postgres:
+        console.print("[dim]PostgreSQL not measured: pass --postgres DSN[/]")
