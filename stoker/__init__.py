@@ -6,6 +6,7 @@ The names below are the public API; everything else is reachable through its mod
 from __future__ import annotations
 
 from stoker.agent.agent import Agent
+from stoker.agent.delegate import DelegateConfig, delegate_tool
 from stoker.agent.loop import TurnResult
 from stoker.agent.session import INHERIT, Callbacks, Rebase, Session
 from stoker.cache.explain import explain
@@ -20,6 +21,7 @@ from stoker.errors import (
     PrefixError,
     ProviderError,
     ResumeMismatch,
+    SpawnDepthExceeded,
     StokerError,
     ToolError,
     WireError,
@@ -60,6 +62,7 @@ __all__ = [
     "Clock",
     "Completion",
     "ConfigError",
+    "DelegateConfig",
     "DispatchPolicy",
     "Explanation",
     "FrozenClock",
@@ -79,6 +82,7 @@ __all__ = [
     "Session",
     "SessionStore",
     "SimProvider",
+    "SpawnDepthExceeded",
     "StokerError",
     "SystemClock",
     "TextBlock",
@@ -96,6 +100,7 @@ __all__ = [
     "WireError",
     "block_from_dict",
     "block_to_dict",
+    "delegate_tool",
     "explain",
     "open_store",
     "tool",

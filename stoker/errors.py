@@ -13,6 +13,7 @@ what went wrong and what to do about it.
     │   ├── ResumeMismatch       the runtime agent differs from the stored session (every field)
     │   └── MissingTools         tools used in the stored history have no implementation now
     ├── ToolError                a tool is missing or badly defined (not for a model's bad call)
+    │   └── SpawnDepthExceeded   a sub-agent would nest deeper than the configured limit
     └── BudgetExhausted          a run used its whole iteration budget (raised only on request)
 """
 
@@ -84,6 +85,18 @@ class MissingTools(PrefixError):
 
 class ToolError(StokerError):
     """A tool definition or lookup problem on the program's side."""
+
+
+class SpawnDepthExceeded(ToolError):
+    """Delegation would go deeper than allowed; raised before any provider call."""
+
+    def __init__(self, depth: int, limit: int) -> None:
+        super().__init__(
+            f"cannot start a sub-agent at depth {depth}: the limit is {limit}. "
+            "Do this part of the task yourself instead of delegating it."
+        )
+        self.depth = depth
+        self.limit = limit
 
 
 class BudgetExhausted(StokerError):

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
+from stoker.agent.context import running
 from stoker.tools import run_tool_calls
 from stoker.wire.messages import UserMessage, tool_results
 from stoker.wire.record import CacheRecord
@@ -59,13 +60,14 @@ async def run_turn(session: Session, message: UserMessage) -> TurnResult:
                 text=reply.text, exit="answered", iterations=iteration, records=tuple(records)
             )
         _status(session, "running " + ", ".join(c.name for c in calls))
-        results = await run_tool_calls(
-            calls,
-            session.tools,
-            context_factory=lambda call: session.tool_context(call.id),
-            policy=session.policy,
-            on_progress=session.callbacks.on_tool,
-        )
+        with running(session):
+            results = await run_tool_calls(
+                calls,
+                session.tools,
+                context_factory=lambda call: session.tool_context(call.id),
+                policy=session.policy,
+                on_progress=session.callbacks.on_tool,
+            )
         await session.append(tool_results(results))
     return TurnResult(
         text="",

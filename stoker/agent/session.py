@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from stoker.agent import lineage
+from stoker.agent.delegate import FanOut
 from stoker.agent.lineage import INHERIT, Rebase
 from stoker.agent.loop import TurnResult, run_turn
 from stoker.agent.resume import ToolsMode
@@ -25,6 +26,7 @@ from stoker.cache.pricing import cost_usd
 from stoker.cache.record import build_record, notify
 from stoker.providers.base import CallContext, Completion
 from stoker.tools import DispatchPolicy, Tool, ToolContext
+from stoker.wire.blocks import TextBlock, ToolResultBlock
 from stoker.wire.events import (
     CacheRecorded,
     ConfigChanged,
@@ -36,7 +38,7 @@ from stoker.wire.events import (
     SessionCreated,
 )
 from stoker.wire.fingerprint import EMPTY_CHAIN, chain_step
-from stoker.wire.messages import Message, UserMessage, user_text
+from stoker.wire.messages import AssistantMessage, Message, UserMessage, user_text
 from stoker.wire.prefix import Prefix
 from stoker.wire.record import CacheRecord
 from stoker.wire.request import Request
@@ -55,6 +57,9 @@ class Callbacks:
     on_text: Callable[[str], object] | None = None
     on_tool: Callable[[ToolProgress], object] | None = None
     on_status: Callable[[str], object] | None = None
+
+
+DELEGATED = "(handed to a sub-agent; its answer goes to the conversation that asked)"
 
 
 class Session:
@@ -94,6 +99,8 @@ class Session:
         self._pending: list[Event] = []
         self._declared: str | None = None
         self._tools = tools if tools is not None else self.implementations(prefix)
+        self.fanout = FanOut()
+        self.on_first_response: Callable[[], object] | None = None
 
     @classmethod
     def create(cls, agent: Agent, *, session_id: str | None, sink: EventSink | None) -> Session:
@@ -182,6 +189,9 @@ class Session:
         completion = await self.agent.provider.complete(
             request, CallContext(lineage=self.id, on_text=self.callbacks.on_text)
         )
+        if self.on_first_response is not None:
+            self.on_first_response()
+            self.on_first_response = None
         state = self.state
         record = build_record(
             lineage=self.id,
@@ -247,11 +257,21 @@ class Session:
             return await run_turn(self, message)
 
     async def run(self) -> TurnResult:
-        """Send a fork's instruction (see `fork`)."""
+        """Send a fork's instruction (see `fork`).
+
+        A fork made while its parent waits on tool calls (a sub-agent started by one of
+        them) answers those calls with a placeholder first: providers reject a tool_use
+        without a result, and the parent's history before them stays byte-identical.
+        """
         if self.instruction is None:
             raise RuntimeError("run() sends a fork's instruction; use send() on a main session")
         instruction, self.instruction = self.instruction, None
-        return await self.send(instruction)
+        last = self._history[-1] if self._history else None
+        pending = last.tool_calls if isinstance(last, AssistantMessage) else ()
+        if not pending:
+            return await self.send(instruction)
+        placeholders = tuple(ToolResultBlock(tool_use_id=c.id, content=DELEGATED) for c in pending)
+        return await self.send(UserMessage(content=(*placeholders, TextBlock(text=instruction))))
 
     # -- deliberate prefix changes -------------------------------------------------------------
 

@@ -100,7 +100,7 @@ class RuleModel:
     def respond(self, request: Request) -> tuple[Block, ...]:
         last = request.messages[-1]
         thinking = _thinking(request)
-        if isinstance(last, UserMessage) and last.tool_results:
+        if isinstance(last, UserMessage) and last.tool_results and not last.text:
             summary = "; ".join(r.content[:120] for r in last.tool_results)
             return (*thinking, TextBlock(text=f"Done. Tool results: {summary}"))
         text = last.text if isinstance(last, UserMessage) else ""
