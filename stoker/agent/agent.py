@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from stoker.agent.review import ReviewConfig
 from stoker.agent.session import Session
 from stoker.agent.system_prompt import DEFAULT_SYSTEM, build_system_prompt
 from stoker.cache.models import ModelInfo
@@ -46,6 +47,7 @@ class Agent:
     max_iterations: int = 25
     max_tokens: int = 4096
     cache_policy: CachePolicy = field(default_factory=CachePolicy)
+    review: ReviewConfig | None = None
     clock: Clock = field(default_factory=SystemClock, compare=False)
     kind: str = "agent"
 

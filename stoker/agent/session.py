@@ -19,6 +19,7 @@ from stoker.agent.delegate import FanOut
 from stoker.agent.lineage import INHERIT, Rebase
 from stoker.agent.loop import TurnResult, run_turn
 from stoker.agent.resume import ToolsMode
+from stoker.agent.review import ReviewCounters, ReviewOutcome, run_review
 from stoker.agent.state import CacheState
 from stoker.cache.keys import lineage_cache_key
 from stoker.cache.planner import plan
@@ -57,6 +58,8 @@ class Callbacks:
     on_text: Callable[[str], object] | None = None
     on_tool: Callable[[ToolProgress], object] | None = None
     on_status: Callable[[str], object] | None = None
+    on_review: Callable[[str], object] | None = None  # one summary line per review
+    on_review_error: Callable[[BaseException], object] | None = None
 
 
 DELEGATED = "(handed to a sub-agent; its answer goes to the conversation that asked)"
@@ -100,6 +103,8 @@ class Session:
         self._declared: str | None = None
         self._tools = tools if tools is not None else self.implementations(prefix)
         self.fanout = FanOut()
+        self.review_counters = ReviewCounters()
+        self.background: list[asyncio.Task[ReviewOutcome]] = []  # reviews not yet drained
         self.on_first_response: Callable[[], object] | None = None
 
     @classmethod
@@ -254,7 +259,33 @@ class Session:
         async with self._lock:
             if callbacks is not None:
                 self.callbacks = callbacks
-            return await run_turn(self, message)
+            result = await run_turn(self, message)
+            self._maybe_review(result)
+            return result
+
+    def _maybe_review(self, result: TurnResult) -> None:
+        config = self.agent.review
+        if config is None or self.kind != "main":
+            return
+        kind = self.review_counters.after_turn(result.iterations, config)
+        if kind is None:
+            return
+        task = asyncio.create_task(
+            run_review(
+                self,
+                kind,
+                config,
+                on_summary=self.callbacks.on_review,
+                on_error=self.callbacks.on_review_error,
+            ),
+            name=f"stoker-review-{self.id}",
+        )
+        self.background.append(task)
+
+    async def drain(self) -> list[ReviewOutcome]:
+        """Wait for the background reviews started since the last drain; oldest first."""
+        tasks, self.background = self.background, []
+        return list(await asyncio.gather(*tasks)) if tasks else []
 
     async def run(self) -> TurnResult:
         """Send a fork's instruction (see `fork`).
