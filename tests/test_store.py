@@ -3,6 +3,7 @@ indexes used tools, migrates, and resumes sessions by the rules."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import pytest
@@ -11,6 +12,7 @@ from stoker.agent.session import Session
 from stoker.errors import MissingTools, ResumeMismatch
 from stoker.providers.sim.model import Call, RuleModel, ScriptedModel
 from stoker.store.base import SessionNotFound, SqlEventStore, StoreError
+from stoker.store.postgres import PostgresStore
 from stoker.store.schema import LATEST
 from stoker.tools import Toolset, tool
 from stoker.wire.blocks import TextBlock
@@ -266,3 +268,44 @@ async def test_toolset_registry_change_keeps_stored_bytes(store: SqlEventStore) 
     agent, _ = sim_agent(registry=registry)
     resumed = await Session.resume(session.id, agent, store=store)
     assert resumed.prefix.tools == session.prefix.tools
+
+
+async def test_sessions_list_by_owner(store: SqlEventStore) -> None:
+    agent, _ = sim_agent(registry=make_registry())
+    for sid, owner in (("a", "alice"), ("b", "bob"), ("c", "alice")):
+        config = {**agent.config_snapshot(), "root_id": sid, "owner": owner}
+        await store.emit(SessionCreated(session_id=sid, prefix=agent.build_prefix(), config=config))
+    assert {s.id for s in await store.list_sessions(owner="alice")} == {"a", "c"}
+    assert await store.owner("b") == "bob"
+
+
+async def test_idempotency_keys_return_the_first_response(store: SqlEventStore) -> None:
+    agent, _ = sim_agent(registry=make_registry())
+    await store.emit(SessionCreated(session_id="s", prefix=agent.build_prefix(), config={}))
+    assert await store.idempotent_response("s", "k1") is None
+    await store.remember_response("s", "k1", '{"text": "first"}')
+    await store.remember_response("s", "k1", '{"text": "second"}')
+    assert await store.idempotent_response("s", "k1") == '{"text": "first"}'
+
+
+async def test_session_lock_serializes_across_store_objects(store: SqlEventStore) -> None:
+    """Two replicas (two store objects) never hold one session's lock at once (PostgreSQL
+    advisory lock); one process serializes with its in-process lock (both backends)."""
+    await store.list_sessions()
+    other = reopen(store) if isinstance(store, PostgresStore) else store
+    order: list[str] = []
+    try:
+        async with store.session_lock("s"):
+            waiter = asyncio.create_task(_hold(other, order))
+            await asyncio.sleep(0.1)
+            order.append("first released")
+        await waiter
+    finally:
+        if other is not store:
+            await other.close()
+    assert order == ["first released", "second acquired"]
+
+
+async def _hold(store: SqlEventStore, order: list[str]) -> None:
+    async with store.session_lock("s"):
+        order.append("second acquired")

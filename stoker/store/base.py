@@ -8,9 +8,11 @@ index, so resume reads a constant number of rows to reconcile, never the log.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -84,6 +86,7 @@ class SqlEventStore:
     """
 
     stats: StoreStats
+    _locks: dict[str, asyncio.Lock]
 
     async def _write(self, ops: Sequence[Op]) -> None:
         raise NotImplementedError
@@ -138,7 +141,7 @@ class SqlEventStore:
             ops.append(
                 (
                     "INSERT INTO sessions (id, root_id, parent_id, kind, created_at, updated_at, "
-                    "model, prefix, config) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    "model, prefix, config, owner) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     (
                         sid,
                         event.config.get("root_id", sid),
@@ -149,6 +152,7 @@ class SqlEventStore:
                         event.prefix.params.model,
                         event.prefix.to_json().decode("utf-8"),
                         dumps(event.config),
+                        event.config.get("owner"),
                     ),
                 )
             )
@@ -271,11 +275,22 @@ class SqlEventStore:
             last_record=CacheRecord.from_dict(json.loads(last_record)) if last_record else None,
         )
 
-    async def list_sessions(self, *, limit: int = 50) -> list[SessionSummary]:
+    async def list_sessions(
+        self, *, limit: int = 50, owner: str | None = None, kind: str | None = None
+    ) -> list[SessionSummary]:
+        """Most recently updated first; `owner`/`kind` filter (the gateway lists a user's)."""
+        where, params = [], []
+        if owner is not None:
+            where.append("owner = ?")
+            params.append(owner)
+        if kind is not None:
+            where.append("kind = ?")
+            params.append(kind)
+        clause = f"WHERE {' AND '.join(where)} " if where else ""
         rows = await self._read(
             "SELECT id, kind, parent_id, created_at, updated_at, model, message_count, title "
-            "FROM sessions ORDER BY updated_at DESC LIMIT ?",
-            (limit,),
+            f"FROM sessions {clause}ORDER BY updated_at DESC LIMIT ?",
+            (*params, limit),
         )
         return [
             SessionSummary(
@@ -299,6 +314,42 @@ class SqlEventStore:
             (session_id,),
         )
         return [(int(a), str(b), float(c), str(d)) for a, b, c, d in rows]
+
+    async def owner(self, session_id: str) -> str | None:
+        """Who owns a session (None for sessions made outside the gateway)."""
+        rows = await self._read("SELECT owner FROM sessions WHERE id = ?", (session_id,))
+        if not rows:
+            raise SessionNotFound(session_id)
+        return rows[0][0]  # type: ignore[no-any-return]
+
+    async def idempotent_response(self, session_id: str, key: str) -> str | None:
+        """The response stored for a retried request with this idempotency key, if any."""
+        rows = await self._read(
+            "SELECT response FROM idempotency WHERE session_id = ? AND key = ?", (session_id, key)
+        )
+        return rows[0][0] if rows else None
+
+    async def remember_response(self, session_id: str, key: str, response: str) -> None:
+        await self._write(
+            [
+                (
+                    "INSERT INTO idempotency (session_id, key, response, created_at) "
+                    "VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                    (session_id, key, response, time.time()),
+                )
+            ]
+        )
+
+    def session_lock(self, session_id: str) -> AbstractAsyncContextManager[None]:
+        """Serializes turns of one session. In-process here; PostgreSQL adds an advisory
+        lock so two replicas never run the same session at once."""
+        return self._local_lock(session_id)
+
+    @asynccontextmanager
+    async def _local_lock(self, session_id: str) -> AsyncIterator[None]:
+        lock = self._locks.setdefault(session_id, asyncio.Lock())
+        async with lock:
+            yield
 
     async def children(self, session_id: str) -> list[str]:
         rows = await self._read("SELECT id FROM sessions WHERE parent_id = ?", (session_id,))

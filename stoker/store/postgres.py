@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
 
 from stoker.store.base import Op, SqlEventStore, StoreError, StoreStats
@@ -32,6 +33,7 @@ class PostgresStore(SqlEventStore):
         self.dsn = dsn
         self.schema = schema
         self.stats = StoreStats(trace=trace)
+        self._locks: dict[str, asyncio.Lock] = {}
         self._conn: Any = None
         self._lock = asyncio.Lock()
         self._ready = False
@@ -84,6 +86,31 @@ class PostgresStore(SqlEventStore):
             self.stats.note(sql)
             cursor = await conn.execute(_pg(sql), params)
             return list(await cursor.fetchall())
+
+    @asynccontextmanager
+    async def _advisory(self, session_id: str) -> AsyncIterator[None]:
+        # try-lock in a loop: a blocking pg_advisory_lock would stall this store's one
+        # connection for every other session while another replica holds the lock
+        key = "stoker:" + session_id
+        while True:
+            rows = await self._read("SELECT pg_try_advisory_lock(hashtext(?))", (key,))
+            if rows[0][0]:
+                break
+            await asyncio.sleep(0.02)
+        try:
+            yield
+        finally:
+            await self._read("SELECT pg_advisory_unlock(hashtext(?))", (key,))
+
+    @asynccontextmanager
+    async def _both(self, session_id: str) -> AsyncIterator[None]:
+        async with self._local_lock(session_id), self._advisory(session_id):
+            yield
+
+    def session_lock(self, session_id: str) -> AbstractAsyncContextManager[None]:
+        """In-process lock plus a PostgreSQL advisory lock: one turn at a time per session
+        across every replica sharing this database."""
+        return self._both(session_id)
 
     async def drop_schema(self) -> None:
         """Remove this store's schema and everything in it (tests, throwaway deployments)."""

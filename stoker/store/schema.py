@@ -54,6 +54,21 @@ MIGRATIONS: tuple[Migration, ...] = (
             )""",
         ),
     ),
+    Migration(
+        version=2,
+        name="session owners and idempotency keys",
+        statements=(
+            "ALTER TABLE sessions ADD COLUMN owner TEXT",
+            "CREATE INDEX sessions_owner ON sessions (owner, updated_at)",
+            """CREATE TABLE idempotency (
+                session_id TEXT NOT NULL,
+                key TEXT NOT NULL,
+                response TEXT NOT NULL,
+                created_at DOUBLE PRECISION NOT NULL,
+                PRIMARY KEY (session_id, key)
+            )""",
+        ),
+    ),
 )
 
 LATEST = MIGRATIONS[-1].version

@@ -25,6 +25,7 @@ class SQLiteStore(SqlEventStore):
     def __init__(self, path: str | Path, *, trace: bool = False) -> None:
         self.path = Path(path)
         self.stats = StoreStats(trace=trace)
+        self._locks: dict[str, asyncio.Lock] = {}
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="stoker-sqlite")
         self._conn: sqlite3.Connection | None = None
         self._ready = False
