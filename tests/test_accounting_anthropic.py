@@ -17,11 +17,11 @@ from stoker.cache.accounting import (
     CacheBreakpoint,
     CacheEntry,
     MissFact,
-    anthropic_usage_fields,
 )
 from stoker.cache.accounting import anthropic as anthropic_module
 from stoker.cache.models import model_info
 from stoker.errors import InvalidRequest
+from stoker.wire.dialects import anthropic
 from stoker.wire.usage import Usage
 from tests.accounting_helpers import (
     assistant,
@@ -361,7 +361,7 @@ def test_automatic_breakpoint_walks_back_over_thinking_and_empty_text() -> None:
 
 def test_usage_under_anthropic_field_names() -> None:
     usage = Usage(uncached=40, written_5m=5000, written_1h=3000, read=7, output=9)
-    assert anthropic_usage_fields(usage) == {
+    assert anthropic.usage_fields(usage) == {
         "input_tokens": 40,
         "cache_creation_input_tokens": 8000,
         "cache_read_input_tokens": 7,

@@ -15,10 +15,9 @@ from stoker.cache.accounting import (
     MissFact,
     OpenAIAccountant,
     OpenAISettings,
-    openai_chat_usage_fields,
-    openai_responses_usage_fields,
 )
 from stoker.errors import InvalidRequest
+from stoker.wire.dialects import openai_chat, openai_responses
 from stoker.wire.usage import Usage
 from tests.accounting_helpers import pad, part
 
@@ -286,13 +285,13 @@ def test_bad_cache_options_are_rejected() -> None:
 
 def test_usage_under_openai_field_names() -> None:
     usage = Usage(uncached=100, written_5m=30, written_1h=20, read=1500, output=7)
-    assert openai_chat_usage_fields(usage) == {
+    assert openai_chat.usage_fields(usage) == {
         "prompt_tokens": 1650,
         "completion_tokens": 7,
         "total_tokens": 1657,
         "prompt_tokens_details": {"cached_tokens": 1500, "cache_write_tokens": 50},
     }
-    assert openai_responses_usage_fields(usage) == {
+    assert openai_responses.usage_fields(usage) == {
         "input_tokens": 1650,
         "input_tokens_details": {
             "cached_tokens": 1500,

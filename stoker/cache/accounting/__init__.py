@@ -11,13 +11,10 @@ from stoker.cache.accounting._state import CacheEntry
 from stoker.cache.accounting.anthropic import (
     AnthropicAccountant,
     AnthropicSettings,
-    anthropic_usage_fields,
 )
 from stoker.cache.accounting.openai import (
     OpenAIAccountant,
     OpenAISettings,
-    openai_chat_usage_fields,
-    openai_responses_usage_fields,
 )
 from stoker.cache.accounting.outcome import CacheBreakpoint, CacheOutcome, MissFact, MissKind
 
@@ -31,7 +28,4 @@ __all__ = [
     "MissKind",
     "OpenAIAccountant",
     "OpenAISettings",
-    "anthropic_usage_fields",
-    "openai_chat_usage_fields",
-    "openai_responses_usage_fields",
 ]

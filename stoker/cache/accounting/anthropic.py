@@ -264,17 +264,3 @@ class AnthropicAccountant:
             entry = store.get(key)
             if entry is not None:
                 store.touch(key, expires_at=at + s.ttl_seconds[entry.ttl], at=at)
-
-
-def anthropic_usage_fields(usage: Usage) -> dict[str, Any]:
-    """`usage` under the Messages API's own names (input_tokens is the uncached tail only)."""
-    return {
-        "input_tokens": usage.uncached,
-        "cache_creation_input_tokens": usage.written,
-        "cache_read_input_tokens": usage.read,
-        "cache_creation": {
-            "ephemeral_5m_input_tokens": usage.written_5m,
-            "ephemeral_1h_input_tokens": usage.written_1h,
-        },
-        "output_tokens": usage.output,
-    }

@@ -318,31 +318,3 @@ def _outcome(
         hit_index=hit_index,
         misses=tuple(misses),
     )
-
-
-def openai_chat_usage_fields(usage: Usage) -> dict[str, Any]:
-    """`usage` under Chat Completions' names; prompt_tokens is the TOTAL input."""
-    return {
-        "prompt_tokens": usage.input_total,
-        "completion_tokens": usage.output,
-        "total_tokens": usage.input_total + usage.output,
-        "prompt_tokens_details": {"cached_tokens": usage.read, "cache_write_tokens": usage.written},
-    }
-
-
-def openai_responses_usage_fields(usage: Usage) -> dict[str, Any]:
-    """`usage` under the Responses API's names; input_tokens is the TOTAL input."""
-    return {
-        "input_tokens": usage.input_total,
-        "input_tokens_details": {
-            "cached_tokens": usage.read,
-            "cache_write_tokens": usage.written,
-            "cache_write_tokens_details": {
-                "ttl_30m_tokens": usage.written_5m,
-                "ttl_12h_tokens": usage.written_1h,
-            },
-        },
-        "output_tokens": usage.output,
-        "output_tokens_details": {"reasoning_tokens": 0},
-        "total_tokens": usage.input_total + usage.output,
-    }
