@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
+from stoker.cache.pricing import total_cost
 from stoker.store.base import SqlEventStore
 from stoker.wire.messages import AssistantMessage, UserMessage, message_from_dict
 from stoker.wire.record import CacheRecord
@@ -27,12 +28,11 @@ class TurnView:
 
     @property
     def usage(self) -> Usage:
-        return sum((r.usage for r in self.records), Usage())
+        return Usage.total(r.usage for r in self.records)
 
     @property
     def cost_usd(self) -> float | None:
-        costs = [r.cost_usd for r in self.records]
-        return None if any(c is None for c in costs) else sum(c for c in costs if c is not None)
+        return total_cost(r.cost_usd for r in self.records)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -45,12 +45,11 @@ class SessionView:
 
     @property
     def usage(self) -> Usage:
-        return sum((t.usage for t in self.turns), Usage())
+        return Usage.total(t.usage for t in self.turns)
 
     @property
     def cost_usd(self) -> float | None:
-        costs = [t.cost_usd for t in self.turns]
-        return None if any(c is None for c in costs) else sum(c for c in costs if c is not None)
+        return total_cost(t.cost_usd for t in self.turns)
 
 
 async def show_session(store: SqlEventStore, session_id: str) -> SessionView:

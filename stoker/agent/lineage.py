@@ -8,6 +8,7 @@ prompt unless a rebase declares the break.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -18,6 +19,7 @@ from stoker.wire.blocks import ToolResultBlock
 from stoker.wire.events import EventSink, MessageAppended, SessionCreated
 from stoker.wire.fingerprint import EMPTY_CHAIN, chain_step
 from stoker.wire.messages import AssistantMessage, tool_results
+from stoker.wire.prefix import Prefix
 from stoker.wire.request import Request
 from stoker.wire.stored import SessionSource, StoredSession
 
@@ -48,6 +50,25 @@ class Rebase:
     tools: tuple[Tool, ...] | None = None
     system: str | None = None
     model: str | None = None
+
+
+def rebased_prefix(
+    prefix: Prefix,
+    *,
+    tools: Sequence[Tool] | None = None,
+    system: str | None = None,
+    model: str | None = None,
+) -> Prefix:
+    """`prefix` with the given parts replaced (tools sorted by wire name, as always)."""
+    if tools is not None:
+        prefix = replace(
+            prefix, tools=tuple(t.spec_bytes for t in sorted(tools, key=lambda t: t.name))
+        )
+    if system is not None:
+        prefix = replace(prefix, system=system)
+    if model is not None:
+        prefix = prefix.with_params(model=model)
+    return prefix
 
 
 def fork(
@@ -93,16 +114,9 @@ def fork(
         )
     )
     if rebase is not None:
-        prefix = child.prefix
-        if rebase.tools is not None:
-            prefix = replace(
-                prefix,
-                tools=tuple(t.spec_bytes for t in sorted(rebase.tools, key=lambda t: t.name)),
-            )
-        if rebase.system is not None:
-            prefix = replace(prefix, system=rebase.system)
-        if rebase.model is not None:
-            prefix = prefix.with_params(model=rebase.model)
+        prefix = rebased_prefix(
+            child.prefix, tools=rebase.tools, system=rebase.system, model=rebase.model
+        )
         child.declare(prefix, rebase.reason, extra_tools={t.name: t for t in rebase.tools or ()})
     return child
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 from stoker.agent.context import running
+from stoker.cache.pricing import total_cost
 from stoker.tools import run_tool_calls
 from stoker.wire.messages import UserMessage, tool_results
 from stoker.wire.record import CacheRecord
@@ -31,12 +32,11 @@ class TurnResult:
 
     @property
     def usage(self) -> Usage:
-        return sum((r.usage for r in self.records), Usage())
+        return Usage.total(r.usage for r in self.records)
 
     @property
     def cost_usd(self) -> float | None:
-        costs = [r.cost_usd for r in self.records]
-        return None if any(c is None for c in costs) else sum(c for c in costs if c is not None)
+        return total_cost(r.cost_usd for r in self.records)
 
 
 def _status(session: Session, text: str) -> None:

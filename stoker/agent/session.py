@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from stoker.agent import lineage
@@ -23,7 +23,7 @@ from stoker.agent.review import ReviewCounters, ReviewOutcome, run_review
 from stoker.agent.state import CacheState
 from stoker.cache.keys import lineage_cache_key
 from stoker.cache.planner import plan
-from stoker.cache.pricing import cost_usd
+from stoker.cache.pricing import cost_usd, total_cost
 from stoker.cache.record import build_record, notify
 from stoker.providers.base import CallContext, Completion
 from stoker.tools import DispatchPolicy, Tool, ToolContext
@@ -139,12 +139,11 @@ class Session:
 
     @property
     def usage(self) -> Usage:
-        return sum((r.usage for r in self.records), Usage())
+        return Usage.total(r.usage for r in self.records)
 
     @property
     def cost_usd(self) -> float | None:
-        costs = [r.cost_usd for r in self.records]
-        return None if any(c is None for c in costs) else sum(c for c in costs if c is not None)
+        return total_cost(r.cost_usd for r in self.records)
 
     @property
     def tools(self) -> dict[str, Tool]:
@@ -339,14 +338,7 @@ class Session:
         model: str | None = None,
     ) -> None:
         """The only way to change a session's prefix; the next call is a declared break."""
-        prefix = self.prefix
-        if tools is not None:
-            specs = tuple(t.spec_bytes for t in sorted(tools, key=lambda t: t.name))
-            prefix = replace(prefix, tools=specs)
-        if system is not None:
-            prefix = replace(prefix, system=system)
-        if model is not None:
-            prefix = prefix.with_params(model=model)
+        prefix = lineage.rebased_prefix(self.prefix, tools=tools, system=system, model=model)
         self.declare(prefix, reason, extra_tools={t.name: t for t in tools or ()})
         changes: dict[str, Any] = {"rebased": reason}
         if model is not None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from stoker.cache.models import ModelInfo
 from stoker.wire.usage import Usage
 
@@ -24,3 +26,13 @@ def uncached_cost_usd(usage: Usage, info: ModelInfo) -> float | None:
     if info.input is None or info.output is None:
         return None
     return (usage.input_total * info.input + usage.output * info.output) / 1_000_000
+
+
+def total_cost(costs: Iterable[float | None]) -> float | None:
+    """The sum of several costs; unknown (None) if any one of them is unknown."""
+    total = 0.0
+    for c in costs:
+        if c is None:
+            return None
+        total += c
+    return total

@@ -117,6 +117,14 @@ class SqlEventStore:
                 )
         return ops
 
+    _ready: bool
+
+    async def _ensure(self) -> None:
+        """Migrate once, on first use (opening a store does no I/O)."""
+        if not self._ready:
+            self._ready = True
+            await self._migrate()
+
     async def _migrate(self) -> None:
         await self._write([(VERSION_TABLE, ())])
         rows = await self._read("SELECT MAX(version) FROM stoker_schema")

@@ -58,11 +58,6 @@ class PostgresStore(SqlEventStore):
             self._conn = conn
         return self._conn
 
-    async def _ensure(self) -> None:
-        if not self._ready:
-            self._ready = True
-            await self._migrate()
-
     async def _write(self, ops: Sequence[Op]) -> None:
         if not self._ready:
             await self._ensure()

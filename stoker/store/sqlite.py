@@ -50,11 +50,6 @@ class SQLiteStore(SqlEventStore):
         loop = asyncio.get_running_loop()
         return await asyncio.shield(loop.run_in_executor(self._executor, fn))
 
-    async def _ensure(self) -> None:
-        if not self._ready:
-            self._ready = True
-            await self._migrate()
-
     async def _write(self, ops: Sequence[Op]) -> None:
         if not self._ready:
             await self._ensure()

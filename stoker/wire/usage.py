@@ -7,6 +7,7 @@ Anthropic's 5-minute and 1-hour writes map directly; OpenAI's short (30 min) and
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -39,6 +40,10 @@ class Usage:
         return Usage(
             **{f.name: getattr(self, f.name) + getattr(other, f.name) for f in fields(self)}
         )
+
+    @classmethod
+    def total(cls, usages: Iterable[Usage]) -> Usage:
+        return sum(usages, cls())
 
     def to_dict(self) -> dict[str, int]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
