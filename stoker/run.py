@@ -7,7 +7,7 @@ from pathlib import Path
 from stoker.agent.agent import Agent
 from stoker.agent.loop import TurnResult
 from stoker.providers.sim.provider import SimProvider
-from stoker.toolkits.workspace import workspace_toolset
+from stoker.toolkits.workspace import WORKSPACE_SYSTEM, workspace_toolset
 from stoker.tools import ToolRegistry
 
 
@@ -15,7 +15,13 @@ def default_agent(*, model: str, workdir: Path) -> Agent:
     """The agent of `stoker run` and `stoker chat`: read-only workspace tools on the sim."""
     registry = ToolRegistry()
     registry.register(workspace_toolset(workdir, writable=False))
-    return Agent(provider=SimProvider(), model=model, registry=registry, kind="stoker-cli")
+    return Agent(
+        provider=SimProvider(),
+        model=model,
+        registry=registry,
+        system=WORKSPACE_SYSTEM,
+        kind="stoker-cli",
+    )
 
 
 async def run_once(prompt: str, *, model: str, workdir: Path) -> TurnResult:

@@ -120,3 +120,17 @@ def test_declared_break_wins() -> None:
         _req(), _req(PREFIX.with_params(model="x")), usage=Usage(), declared="model switch"
     )
     assert (exp.kind, exp.detail, exp.is_break) == ("declared", "model switch", False)
+
+
+def test_a_first_call_below_the_minimum_says_so() -> None:
+    facts = (("below_minimum", "the 380-token prefix is shorter than the minimum"),)
+    exp = explain(None, _req(), usage=Usage(uncached=380), facts=facts)
+    assert (exp.kind, exp.detail) == ("below_minimum", facts[0][1])
+
+
+def test_provider_facts_come_before_the_nothing_written_rule() -> None:
+    facts = (("below_minimum", "too short"),)
+    exp = explain(_req(), _req(), usage=Usage(uncached=400), facts=facts, previous_written=0)
+    assert exp.kind == "below_minimum"
+    plain = explain(_req(), _req(), usage=Usage(written_5m=400), previous_written=0)
+    assert plain.kind == "first"

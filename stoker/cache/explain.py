@@ -207,23 +207,26 @@ def explain(
     if declared:
         return Explanation(kind="declared", detail=declared)
     if previous is None:
+        for kind, detail in facts:
+            if kind in ("below_minimum", "no_breakpoints"):
+                return Explanation(kind="below_minimum", detail=detail)
         if usage.read:
             return Explanation(kind="hit", detail=f"read {usage.read} tokens on a first call")
         return Explanation(kind="first", detail="first call of this lineage")
     diverged = first_divergence(previous, current)
     if diverged is not None:
         return diverged
+    for kind, detail in facts:
+        if kind in FACT_KINDS and (usage.read == 0 or kind in ("lookback", "below_minimum")):
+            # "no breakpoints" is reported as below-minimum's sibling: nothing could be cached
+            shown = "below_minimum" if kind == "no_breakpoints" else kind
+            return Explanation(kind=shown, detail=detail)  # type: ignore[arg-type]
     if previous_written == 0 and usage.read == 0:
         return Explanation(
             kind="first",
             detail="the previous call wrote nothing to the cache (below the minimum or no "
             "breakpoint), so there was nothing to read yet",
         )
-    for kind, detail in facts:
-        if kind in FACT_KINDS and (usage.read == 0 or kind in ("lookback", "below_minimum")):
-            # "no breakpoints" is reported as below-minimum's sibling: nothing could be cached
-            shown = "below_minimum" if kind == "no_breakpoints" else kind
-            return Explanation(kind=shown, detail=detail)  # type: ignore[arg-type]
     if usage.read > 0:
         return Explanation(kind="hit", detail=f"read {usage.read} of {usage.input_total} tokens")
     if gap_seconds is not None and gap_seconds > ttl_seconds:
