@@ -22,6 +22,8 @@ LAYERS = {
     "tools": 2,
     "cache": 3,
     "toolkits": 3,
+    "integrations": 3,
+    "memory": 3,
     "providers": 4,
     "agent": 5,
     "testing": 6,
