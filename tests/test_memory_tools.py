@@ -128,19 +128,19 @@ async def test_memory_tool_refusals_are_error_results_the_model_can_act_on(
     assert results == [
         _err(
             1,
-            "tool memory failed: EntryNotFound: no entry of MEMORY.md contains 'qa'; quote "
+            "tool memory: no entry of MEMORY.md contains 'qa'; quote "
             "text from one of the current entries (they may have changed since the session "
             "started):\n- The staging host is stg-1.\n- The prod host is prd-1.",
         ),
         _err(
             2,
-            "tool memory failed: AmbiguousEntry: 'host' is in 2 entries of MEMORY.md; quote "
+            "tool memory: 'host' is in 2 entries of MEMORY.md; quote "
             "more of the one you mean:\n- The staging host is stg-1.\n- The prod host is prd-1.",
         ),
-        _err(3, "tool memory failed: InvalidEntry: add needs text: the complete entry to store"),
+        _err(3, "tool memory: add needs text: the complete entry to store"),
         _err(
             4,
-            "tool memory failed: InvalidEntry: remove needs old_text: a short part of the "
+            "tool memory: remove needs old_text: a short part of the "
             "entry to change",
         ),
         _err(
@@ -165,7 +165,7 @@ async def test_memory_over_budget_returns_consolidation_message_and_file_is_unch
     assert results == [
         _err(
             1,
-            "tool memory failed: BudgetExceeded: MEMORY.md would be 86 of 60 characters; "
+            "tool memory: MEMORY.md would be 86 of 60 characters; "
             "consolidate: replace or remove entries first (merge related ones, drop what is "
             "stale), then retry",
         )
@@ -328,18 +328,18 @@ async def test_skill_tools_create_view_update_delete(skills: SkillStore) -> None
         _ok(5, "Skill 'deploy-checklist' deleted"),
         _err(
             6,
-            "tool skill_view failed: SkillNotFound: no skill named 'deploy-checklist'; "
+            "tool skill_view: no skill named 'deploy-checklist'; "
             "the skills are: (none yet)",
         ),
         _err(
             7,
-            "tool skill_manage failed: InvalidSkill: invalid skill name 'Deploy Checklist': "
+            "tool skill_manage: invalid skill name 'Deploy Checklist': "
             "use 1 to 64 characters among lowercase letters, digits and '-', starting with a "
             "letter or digit (e.g. 'deploy-checklist')",
         ),
         _err(
             8,
-            "tool skill_manage failed: SkillNotFound: no skill named 'deploy-checklist'; "
+            "tool skill_manage: no skill named 'deploy-checklist'; "
             "the skills are: (none yet)",
         ),
     ]

@@ -20,9 +20,8 @@ import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
-import platformdirs
-
 from stoker.memory.errors import MemoryStoreError
+from stoker.paths import stoker_home
 
 logger = logging.getLogger(__name__)
 
@@ -59,15 +58,8 @@ else:
 
 
 def stoker_home_dir(sub: str, env: Mapping[str, str] | None = None) -> Path:
-    """`$STOKER_HOME/<sub>` when STOKER_HOME is set, else `<user data dir>/stoker/<sub>`.
-
-    Resolved when a store is built, never at import, and nothing is created until the
-    first write.
-    """
-    env = os.environ if env is None else env
-    home = env.get("STOKER_HOME")
-    base = Path(home).expanduser() if home else Path(platformdirs.user_data_dir("stoker"))
-    return base / sub
+    """`<stoker home>/<sub>` (see `stoker.paths`); nothing is created until a write."""
+    return stoker_home(env) / sub
 
 
 @contextlib.contextmanager

@@ -3,7 +3,7 @@
 A refused operation (over budget, old_text not found or ambiguous, a bad skill name)
 *raises* a `MemoryStoreError` whose message is written for the model; the dispatcher
 turns it into an `is_error` result reading
-"tool memory failed: BudgetExceeded: MEMORY.md would be 2,431 of 2,200 characters;
+"tool memory: MEMORY.md would be 2,431 of 2,200 characters;
 consolidate: ...". Raising rather than returning the text keeps `is_error` true, so
 the model (and the background review's summary) never mistakes a refusal for a write.
 

@@ -1,5 +1,5 @@
 """Which store to use: an explicit location, else STOKER_DATABASE_URL (PostgreSQL),
-else STOKER_DB (a SQLite file), else `stoker.db` in the user's data directory."""
+else STOKER_DB (a SQLite file), else `stoker.db` in the Stoker home (`stoker.paths`)."""
 
 from __future__ import annotations
 
@@ -7,15 +7,14 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-import platformdirs
-
+from stoker.paths import stoker_home
 from stoker.store.base import SqlEventStore
 from stoker.store.postgres import PostgresStore
 from stoker.store.sqlite import SQLiteStore
 
 
-def default_db_path() -> Path:
-    return Path(platformdirs.user_data_dir("stoker")) / "stoker.db"
+def default_db_path(env: Mapping[str, str] | None = None) -> Path:
+    return stoker_home(env) / "stoker.db"
 
 
 def open_store(

@@ -21,7 +21,7 @@ from typing import Any, Literal
 
 from pydantic_core import to_jsonable_python
 
-from stoker.errors import WireError
+from stoker.errors import StokerError, WireError
 from stoker.tools.context import ToolContext
 from stoker.tools.policy import DispatchPolicy, current_policy, use_policy
 from stoker.tools.tool import Tool
@@ -144,6 +144,11 @@ async def _outcome(
     context = context_factory(call)
     try:
         content = render_result(await found.invoke(kwargs, context))
+    except StokerError as exc:
+        # A deliberate refusal written for the model (budget, not found, depth): its
+        # message is the whole story; the class name would only be noise.
+        logger.info("tool %s refused (call %s): %s", found.name, call.id, exc)
+        return error(f"tool {found.name}: {exc}")
     except Exception as exc:
         message = f"tool {found.name} failed: {type(exc).__name__}: {exc}"
         # One line at WARNING (tools routinely refuse a model's bad request by raising);
