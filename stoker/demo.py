@@ -1,9 +1,9 @@
-"""The demo behind `make run`: a six-turn tool-using session and two background forks on
-the simulator, with every call's cache effect measured.
+"""The demo behind `make run`: a six-turn tool-using session on the simulator, with
+background memory and skill reviews, and every call's cache effect measured.
 
 It runs on the embedded defaults (no key, no network) and is deterministic, so its table
 is also a check: every call after the first reads at least 90% of its input from cache,
-and each fork's first call reads its parent's whole prefix.
+and each review's first call reads its parent's whole prefix.
 """
 
 from __future__ import annotations
@@ -13,12 +13,28 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from stoker.agent.agent import Agent
-from stoker.agent.session import Session
+from stoker.agent.review import ReviewConfig
+from stoker.cache.models import model_info
+from stoker.cache.pricing import total_cost, uncached_cost_usd
 from stoker.clock import Clock, SystemClock
+from stoker.memory import (
+    MemoryStore,
+    SkillStore,
+    memory_section,
+    memory_toolset,
+    skills_section,
+    skills_toolset,
+)
+from stoker.providers.sim.engine import SimEngine
+from stoker.providers.sim.model import RuleModel, tool_call
 from stoker.providers.sim.provider import SimProvider
 from stoker.toolkits.workspace import WORKSPACE_SYSTEM, workspace_toolset
-from stoker.tools import DispatchPolicy, ToolRegistry
+from stoker.tools import ToolRegistry
+from stoker.wire.blocks import Block
+from stoker.wire.events import CacheRecorded, MemorySink
+from stoker.wire.messages import UserMessage
 from stoker.wire.record import CacheRecord
+from stoker.wire.request import Request
 
 DEMO_MODEL = "claude-sonnet-4-6"
 
@@ -57,10 +73,13 @@ class DemoRow:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class ForkCheck:
-    """Did a fork's first call read everything its parent's last call had sent?"""
+class ReviewCheck:
+    """A background review: what it changed, and whether its first call read everything
+    its parent's last call had sent."""
 
     label: str
+    after_turn: int
+    summary: str
     parent_prefix_tokens: int
     read_tokens: int
 
@@ -72,40 +91,69 @@ class ForkCheck:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class DemoReport:
     rows: tuple[DemoRow, ...]
-    forks: tuple[ForkCheck, ...]
+    reviews: tuple[ReviewCheck, ...]
     answers: tuple[str, ...]
 
+    @property
+    def cost_usd(self) -> float | None:
+        return total_cost(r.record.cost_usd for r in self.rows)
 
-def demo_agent(workdir: Path, *, clock: Clock | None = None) -> Agent:
-    registry = ToolRegistry()
-    registry.register(workspace_toolset(workdir))
+    @property
+    def uncached_cost_usd(self) -> float | None:
+        return total_cost(
+            uncached_cost_usd(r.record.usage, model_info(r.record.model)) for r in self.rows
+        )
+
+
+REVIEW = ReviewConfig(memory_every=3, skills_every=5)
+MEMORY_FACT = "The team ships on Fridays, after review (plan.md)."
+SKILL = {
+    "action": "create",
+    "name": "release-check",
+    "description": "Check a release plan before Friday",
+    "body": "1. read plan.md\n2. search the files for open items\n3. add a note with the date",
+}
+
+
+class DemoModel:
+    """The simulator's rule model, plus what this demo's background reviews decide to keep."""
+
+    def __init__(self) -> None:
+        self.rules = RuleModel()
+
+    def respond(self, request: Request) -> tuple[Block, ...]:
+        last = request.messages[-1]
+        if isinstance(last, UserMessage) and last.text.startswith("Background review"):
+            calls: list[Block] = []
+            if "memory tool" in last.text:
+                args = {"action": "add", "target": "memory", "text": MEMORY_FACT}
+                calls.append(tool_call(request, "memory", args, 0))
+            if "skill_manage" in last.text:
+                calls.append(tool_call(request, "skill_manage", SKILL, len(calls)))
+            return tuple(calls)
+        return self.rules.respond(request)
+
+
+def demo_agent(workdir: Path, home: Path, *, clock: Clock | None = None) -> Agent:
+    """The workspace assistant with memory and skills kept under `home`."""
+    clock = clock or SystemClock()
+    memory, skills = (
+        MemoryStore(home / "memory", clock=clock),
+        SkillStore(home / "skills", clock=clock),
+    )
+    registry = ToolRegistry(
+        [workspace_toolset(workdir), memory_toolset(memory), skills_toolset(skills)]
+    )
     return Agent(
-        provider=SimProvider(clock=clock or SystemClock()),
+        provider=SimProvider(engine=SimEngine(model=DemoModel()), clock=clock),
         model=DEMO_MODEL,
         registry=registry,
         system=WORKSPACE_SYSTEM,
-        system_sections=(NOTES_CONTEXT,),
-        clock=clock or SystemClock(),
+        system_sections=(NOTES_CONTEXT, memory_section(memory), skills_section(skills)),
+        review=REVIEW,
+        clock=clock,
+        platform="demo",
     )
-
-
-async def _fork(
-    session: Session, label: str, instruction: str, allowed: set[str]
-) -> tuple[ForkCheck, list[DemoRow]]:
-    parent_last = session.records[-1].usage
-    fork = session.fork(
-        instruction=instruction,
-        policy=DispatchPolicy(allowed=frozenset(allowed), reason="background review"),
-        kind="review",
-    )
-    result = await fork.run()
-    first = result.records[0].usage
-    check = ForkCheck(
-        label=label,
-        parent_prefix_tokens=parent_last.read + parent_last.written,
-        read_tokens=first.read,
-    )
-    return check, [DemoRow(lineage=label, turn=0, record=r) for r in result.records]
 
 
 async def run_demo(workdir: Path | None = None, *, clock: Clock | None = None) -> DemoReport:
@@ -115,29 +163,31 @@ async def run_demo(workdir: Path | None = None, *, clock: Clock | None = None) -
             return await run_demo(Path(tmp), clock=clock)
     for name, text in SEED_FILES.items():
         (workdir / name).write_text(text, encoding="utf-8")
-    session = demo_agent(workdir, clock=clock).session()
+    sink = MemorySink()
+    session = demo_agent(workdir, workdir / ".stoker", clock=clock).session(sink=sink)
     rows: list[DemoRow] = []
-    forks: list[ForkCheck] = []
+    reviews: list[ReviewCheck] = []
     answers: list[str] = []
     for turn, text in enumerate(TURNS, 1):
         result = await session.send(text)
         answers.append(result.text)
         rows += [DemoRow(lineage="main", turn=turn, record=r) for r in result.records]
-        if turn == 3:
-            check, fork_rows = await _fork(
-                session,
-                "memory review",
-                "Review the conversation so far. If a fact is worth keeping, add a note.",
-                {"add_note"},
+        parent_last = session.records[-1].usage
+        for outcome in await session.drain():
+            records = [
+                e.record
+                for e in sink.events
+                if isinstance(e, CacheRecorded) and e.session_id == outcome.session_id
+            ]
+            label = f"{outcome.kind} review"
+            rows += [DemoRow(lineage=label, turn=turn, record=r) for r in records]
+            reviews.append(
+                ReviewCheck(
+                    label=label,
+                    after_turn=turn,
+                    summary=outcome.summary,
+                    parent_prefix_tokens=parent_last.read + parent_last.written,
+                    read_tokens=records[0].usage.read,
+                )
             )
-            forks.append(check)
-            rows += fork_rows
-    check, fork_rows = await _fork(
-        session,
-        "skill review",
-        "Review the conversation and summarise in one sentence what the user did.",
-        set(),
-    )
-    forks.append(check)
-    rows += fork_rows
-    return DemoReport(rows=tuple(rows), forks=tuple(forks), answers=tuple(answers))
+    return DemoReport(rows=tuple(rows), reviews=tuple(reviews), answers=tuple(answers))

@@ -21,20 +21,27 @@ async def test_demo_meets_its_promises(tmp_path: Path) -> None:
     assert len({r.turn for r in report.rows if r.lineage == "main"}) == len(TURNS) == 6
     assert main[0].usage.read == 0
     assert all(r.record.usage.hit_ratio >= 0.9 for r in report.rows[1:])
-    assert [f.label for f in report.forks] == ["memory review", "skill review"]
-    assert all(f.read_whole_prefix and f.read_tokens > 1024 for f in report.forks)
-    # the memory review (after turn 3) noted first, the user's own note came at turn 5
-    assert (tmp_path / "NOTES.md").read_text() == (
-        "- Review the conversation so far. If a fact is worth keeping, add a note.\n"
-        "- release notes are drafted on Thursdays\n"
-    )
+    assert [(r.label, r.after_turn, r.summary) for r in report.reviews] == [
+        ("memory review", 3, "Memory updated"),
+        ("skills review", 5, "Skill 'release-check' created"),
+        ("memory review", 6, ""),  # the fact was already saved: nothing new
+    ]
+    assert all(r.read_whole_prefix and r.read_tokens > 2000 for r in report.reviews)
+    memory = (tmp_path / ".stoker" / "memory" / "MEMORY.md").read_text()
+    assert "The team ships on Fridays, after review (plan.md)." in memory
+    assert (tmp_path / ".stoker" / "skills" / "release-check" / "SKILL.md").exists()
+    assert (tmp_path / "NOTES.md").read_text() == "- release notes are drafted on Thursdays\n"
+    assert report.cost_usd is not None
+    assert report.uncached_cost_usd is not None
+    assert report.cost_usd < report.uncached_cost_usd / 3
 
 
 def test_demo_command_prints_the_table() -> None:
     result = runner.invoke(app, ["demo"])
     assert result.exit_code == 0, result.output
     assert "Stoker demo" in result.output
-    assert result.output.count("✓ fork") == 2
+    assert result.output.count("✓ ") == 3
+    assert "memory review after turn 3: Memory updated" in result.output
     assert "✗" not in result.output
 
 

@@ -50,6 +50,7 @@ class Agent:
     review: ReviewConfig | None = None
     clock: Clock = field(default_factory=SystemClock, compare=False)
     kind: str = "agent"
+    platform: str = "library"  # where the agent runs ("cli", "gateway", ...), for provenance
 
     @property
     def info(self) -> ModelInfo:

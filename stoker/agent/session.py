@@ -235,7 +235,10 @@ class Session:
             session_id=self.id,
             tool_use_id=tool_use_id,
             metadata={
+                "origin": "background_review" if self.kind == "review" else "foreground",
+                "execution_context": self.kind,
                 "parent_session_id": self.parent.id if self.parent else None,
+                "platform": self.agent.platform,
                 "kind": self.kind,
             },
         )

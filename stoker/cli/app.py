@@ -12,7 +12,9 @@ from stoker.bench import resume as resume_bench
 from stoker.bench.overhead import overhead_table, run_overhead
 from stoker.cli.render import cost_text, records_table
 from stoker.cli.sessions import chat, sessions_app
+from stoker.cli.sim import sim_app
 from stoker.demo import run_demo
+from stoker.errors import StokerError
 from stoker.run import run_once
 
 app = typer.Typer(
@@ -23,6 +25,7 @@ app = typer.Typer(
 bench_app = typer.Typer(help="Benchmarks; each prints a table of figures.", no_args_is_help=True)
 app.add_typer(bench_app, name="bench")
 app.add_typer(sessions_app, name="sessions")
+app.add_typer(sim_app, name="sim")
 app.command()(chat)
 _probe = Console()
 # Piped output (make run, CI logs) gets a table wide enough to read, not 80 columns.
@@ -31,30 +34,44 @@ console = _probe if _probe.is_terminal else Console(width=120)
 
 @app.command()
 def demo() -> None:
-    """Run a six-turn tool-using session and two background forks on the simulator."""
+    """Run a six-turn tool-using session with background reviews on the simulator."""
     report = asyncio.run(run_demo())
     rows = [(r.lineage, str(r.turn) if r.turn else "-", r.record) for r in report.rows]
     console.print(
         records_table(rows, title="Stoker demo: every provider call and its cache effect")
     )
-    for f in report.forks:
-        mark = "[green]✓[/]" if f.read_whole_prefix else "[red]✗[/]"
+    for r in report.reviews:
+        mark = "[green]✓[/]" if r.read_whole_prefix else "[red]✗[/]"
+        changed = f": [bold]{r.summary}[/]" if r.summary else ": nothing new to save"
         console.print(
-            f"{mark} fork [bold]{f.label}[/]: first call read {f.read_tokens} tokens of its "
-            f"parent's {f.parent_prefix_tokens}-token prefix"
+            f"{mark} {r.label} after turn {r.after_turn}{changed} · first call read "
+            f"{r.read_tokens} of the parent's {r.parent_prefix_tokens} prefix tokens"
         )
-    total = sum(r.record.cost_usd or 0.0 for r in report.rows)
-    console.print(f"total cost {cost_text(total)} for {len(report.rows)} calls")
+    console.print(
+        f"total cost {cost_text(report.cost_usd)} for {len(report.rows)} calls; "
+        f"the same tokens without a cache: {cost_text(report.uncached_cost_usd)}"
+    )
 
 
 @app.command()
 def run(
     prompt: str = typer.Argument(..., help="What to ask."),
-    model: str = typer.Option("claude-sonnet-4-6", help="Model name (the simulator serves it)."),
+    model: str = typer.Option("claude-sonnet-4-6", help="Model, when --provider names none."),
     workdir: str = typer.Option(".", help="Folder the workspace tools may read."),
+    provider: str = typer.Option(
+        "sim:",
+        help="sim:, anthropic:MODEL, openai:MODEL, openai-chat:MODEL or "
+        "openai-compatible:URL#MODEL (a model named here wins over --model).",
+    ),
 ) -> None:
-    """Run one turn on the simulator with the workspace tools, and show its cache effect."""
-    result = asyncio.run(run_once(prompt, model=model, workdir=Path(workdir)))
+    """Run one turn with the workspace tools, and show its cache effect."""
+    try:
+        result = asyncio.run(
+            run_once(prompt, model=model, workdir=Path(workdir), provider=provider)
+        )
+    except StokerError as exc:
+        console.print(f"[red]error:[/] {exc}")
+        raise typer.Exit(1) from exc
     console.print(result.text)
     rows = [("main", "1", r) for r in result.records]
     console.print(records_table(rows, title="calls"))
