@@ -14,6 +14,7 @@ from typing import Any
 from stoker.agent.review import ReviewConfig
 from stoker.agent.session import Session
 from stoker.agent.system_prompt import DEFAULT_SYSTEM, build_system_prompt
+from stoker.agent.toolkits import Integrations, use_toolkit_tool
 from stoker.cache.models import ModelInfo
 from stoker.cache.planner import CachePolicy
 from stoker.clock import Clock, SystemClock
@@ -48,6 +49,7 @@ class Agent:
     max_tokens: int = 4096
     cache_policy: CachePolicy = field(default_factory=CachePolicy)
     review: ReviewConfig | None = None
+    integrations: Integrations | None = field(default=None, compare=False)
     clock: Clock = field(default_factory=SystemClock, compare=False)
     kind: str = "agent"
     platform: str = "library"  # where the agent runs ("cli", "gateway", ...), for provenance
@@ -62,8 +64,9 @@ class Agent:
         registry_tools = (
             self.registry.resolve(self.toolsets, self.disabled_toolsets) if self.registry else ()
         )
-        for t in (*registry_tools, *self.tools):
-            if t.name in found and found[t.name] is not t:
+        toolkit_tools = (use_toolkit_tool(self.integrations),) if self.integrations else ()
+        for t in (*registry_tools, *self.tools, *toolkit_tools):
+            if t.name in found and found[t.name] != t:
                 raise ToolError(f"two different tools are named {t.name!r}; rename one of them")
             found[t.name] = t
         return tuple(found[name] for name in sorted(found))

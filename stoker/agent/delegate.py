@@ -13,10 +13,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from stoker.agent.context import at_depth, running_session, spawn_depth
 from stoker.errors import SpawnDepthExceeded, ToolError
 from stoker.tools import Tool, ToolContext, tool
+
+if TYPE_CHECKING:
+    from stoker.agent.session import Session
+
+if TYPE_CHECKING:
+    pass
 
 MAX_SPAWN_DEPTH = 3
 
@@ -49,10 +56,15 @@ class FanOut:
             await asyncio.wait_for(self.started[turn_mark].wait(), limit)
 
 
-def _task_message(goal: str, toolkit: str) -> str:
-    using = f"\nUse the toolkit {toolkit!r} for it." if toolkit else ""
+def _task_message(goal: str, toolkit: str, parent: Session) -> str:
+    using = ""
+    if toolkit:
+        if parent.toolkits is None:
+            raise ToolError("no toolkits are connected to this agent; leave toolkit empty")
+        using = f"\nUse the toolkit {toolkit!r} for it. {parent.toolkits.brief(toolkit)}"
     return (
-        f"You are a sub-agent. Do this task and reply with only the result, briefly:\n{goal}{using}"
+        f"You are a sub-agent. Do this task and reply with only the result, briefly:\n{goal}"
+        f"{using}"
     )
 
 
@@ -63,13 +75,14 @@ async def run_delegate(goal: str, toolkit: str, config: DelegateConfig) -> str:
     depth = spawn_depth() + 1
     if depth > config.max_depth:
         raise SpawnDepthExceeded(depth, config.max_depth)
+    instruction = _task_message(goal, toolkit, parent)
     with at_depth(depth):
         mark = len(parent.history)
         first = parent.fanout.claim(mark)
         if first is None:
             await parent.fanout.wait(mark, config.first_response_timeout)
         child = parent.fork(
-            instruction=_task_message(goal, toolkit),
+            instruction=instruction,
             kind="subagent",
             max_iterations=config.max_iterations,
         )

@@ -21,6 +21,7 @@ from stoker.agent.loop import TurnResult, run_turn
 from stoker.agent.resume import ToolsMode
 from stoker.agent.review import ReviewCounters, ReviewOutcome, run_review
 from stoker.agent.state import CacheState
+from stoker.agent.toolkits import ToolkitTracker
 from stoker.cache.keys import lineage_cache_key
 from stoker.cache.planner import plan
 from stoker.cache.pricing import cost_usd, total_cost
@@ -103,6 +104,9 @@ class Session:
         self._declared: str | None = None
         self._tools = tools if tools is not None else self.implementations(prefix)
         self.fanout = FanOut()
+        self.toolkits: ToolkitTracker | None = (
+            parent.toolkits.child() if parent is not None and parent.toolkits else None
+        ) or (ToolkitTracker(agent.integrations) if agent.integrations else None)
         self.review_counters = ReviewCounters()
         self.background: list[asyncio.Task[ReviewOutcome]] = []  # reviews not yet drained
         self.on_first_response: Callable[[], object] | None = None
@@ -257,13 +261,27 @@ class Session:
         `note` is volatile context (time, recalled memory) sent after the text in this
         message and stored exactly as sent; it never touches the prefix.
         """
-        message = text if isinstance(text, UserMessage) else user_text(text, note=note)
         async with self._lock:
             if callbacks is not None:
                 self.callbacks = callbacks
+            message = await self._user_message(text, note)
             result = await run_turn(self, message)
             self._maybe_review(result)
             return result
+
+    async def _user_message(self, text: str | UserMessage, note: str | None) -> UserMessage:
+        """The message as sent: text, then the caller's note, then any toolkit change."""
+        toolkit_note = ""
+        if self.toolkits is not None:
+            toolkit_note = await self.toolkits.turn_note(self.id)
+            if toolkit_note:
+                fingerprint = self.toolkits.announced.fingerprint
+                self.queue(ConfigChanged(session_id=self.id, changes={"toolkit_view": fingerprint}))
+        if isinstance(text, UserMessage):
+            extra = [TextBlock(text=n) for n in (note, toolkit_note) if n]
+            return UserMessage(content=(*text.content, *extra)) if extra else text
+        combined = "\n\n".join(n for n in (note, toolkit_note) if n) or None
+        return user_text(text, note=combined)
 
     def _maybe_review(self, result: TurnResult) -> None:
         config = self.agent.review
