@@ -82,3 +82,14 @@ def test_bench_resume_prints_a_row_per_size() -> None:
     rows = [line for line in result.output.splitlines() if "sqlite" in line]
     assert [r.split("│")[2].strip() for r in rows] == ["100", "1,000", "10,000"]
     assert [r.split("│")[3].strip() for r in rows] == ["67", "667", "6,667"]
+
+
+def test_bench_firstturn_counts_fetches_warm_and_cold() -> None:
+    result = runner.invoke(app, ["bench", "firstturn", "--runs", "2"])
+    assert result.exit_code == 0, result.output
+    rows = {
+        line.split("│")[1].strip(): line.split("│")[5].strip()
+        for line in result.output.splitlines()
+        if line.startswith("│")
+    }
+    assert rows == {"cold": "2", "warm": "0"}

@@ -9,6 +9,7 @@ import typer
 from rich.console import Console
 
 from stoker.bench import resume as resume_bench
+from stoker.bench.firstturn import firstturn_table, run_firstturn
 from stoker.bench.overhead import overhead_table, run_overhead
 from stoker.cli.render import cost_text, records_table
 from stoker.cli.sessions import chat, sessions_app
@@ -98,3 +99,9 @@ def bench_resume(
     console.print(resume_bench.resume_table(resume_bench.run(runs=runs, postgres=postgres)))
     if not postgres:
         console.print("[dim]PostgreSQL not measured: pass --postgres DSN[/]")
+
+
+@bench_app.command("firstturn")
+def bench_firstturn(runs: int = typer.Option(10, help="Sessions measured per case.")) -> None:
+    """First-turn latency with a warm vs cold toolkit cache (toolkit fetch: 200 ms)."""
+    console.print(firstturn_table(asyncio.run(run_firstturn(runs=runs))))
