@@ -6,23 +6,34 @@ from pathlib import Path
 
 from stoker.agent.agent import Agent
 from stoker.agent.loop import TurnResult
-from stoker.providers.sim.provider import SimProvider
+from stoker.providers.select import DEFAULT as DEFAULT_PROVIDER
+from stoker.providers.select import select_provider
 from stoker.toolkits.workspace import WORKSPACE_SYSTEM, workspace_toolset
 from stoker.tools import ToolRegistry
 
 
-def default_agent(*, model: str, workdir: Path) -> Agent:
-    """The agent of `stoker run` and `stoker chat`: read-only workspace tools on the sim."""
+def default_agent(*, model: str, workdir: Path, provider: str = DEFAULT_PROVIDER) -> Agent:
+    """The agent of `stoker run` and `stoker chat`: read-only workspace tools, on the sim
+    unless `provider` names another (a model named there wins over `model`)."""
+    choice = select_provider(provider)
     registry = ToolRegistry()
     registry.register(workspace_toolset(workdir, writable=False))
     return Agent(
-        provider=SimProvider(),
-        model=model,
+        provider=choice.provider,
+        model=choice.model or model,
         registry=registry,
         system=WORKSPACE_SYSTEM,
         kind="stoker-cli",
     )
 
 
-async def run_once(prompt: str, *, model: str, workdir: Path) -> TurnResult:
-    return await default_agent(model=model, workdir=workdir).session().send(prompt)
+async def run_once(
+    prompt: str, *, model: str, workdir: Path, provider: str = DEFAULT_PROVIDER
+) -> TurnResult:
+    agent = default_agent(model=model, workdir=workdir, provider=provider)
+    try:
+        return await agent.session().send(prompt)
+    finally:
+        close = getattr(agent.provider, "aclose", None)
+        if close is not None:  # real providers hold HTTP connections
+            await close()

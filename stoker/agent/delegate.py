@@ -63,8 +63,7 @@ def _task_message(goal: str, toolkit: str, parent: Session) -> str:
             raise ToolError("no toolkits are connected to this agent; leave toolkit empty")
         using = f"\nUse the toolkit {toolkit!r} for it. {parent.toolkits.brief(toolkit)}"
     return (
-        f"You are a sub-agent. Do this task and reply with only the result, briefly:\n{goal}"
-        f"{using}"
+        f"You are a sub-agent. Do this task and reply with only the result, briefly:\n{goal}{using}"
     )
 
 

@@ -183,9 +183,10 @@ def _restored_state(stored: StoredSession) -> CacheState:
         state.last_written = last_record.usage.written
         state.last_input_tokens = last_record.usage.input_total
         state.recorded_upto = count
-        rolling = [b for b in last_record.breakpoints if b.message is not None]
-        if rolling:
-            state.rolling = (rolling[-1].message, rolling[-1].block)
+        for bp in reversed(last_record.breakpoints):
+            if bp.message is not None:
+                state.rolling = (bp.message, bp.block)
+                break
     return state
 
 

@@ -226,9 +226,8 @@ class Session:
         state.last_written = record.usage.written
         state.last_input_tokens = record.usage.input_total
         state.recorded_upto = len(request.messages)
-        if request.breakpoints and request.breakpoints[-1].message is not None:
-            last = request.breakpoints[-1]
-            state.rolling = (last.message, last.block)
+        if request.breakpoints and (at := request.breakpoints[-1].message) is not None:
+            state.rolling = (at, request.breakpoints[-1].block)
         self.records.append(record)
         notify(record)
         await self.emit(CacheRecorded(session_id=self.id, record=record))

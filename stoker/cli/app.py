@@ -12,6 +12,7 @@ from stoker.bench import resume as resume_bench
 from stoker.bench.firstturn import firstturn_table, run_firstturn
 from stoker.bench.overhead import overhead_table, run_overhead
 from stoker.cli.render import cost_text, records_table
+from stoker.cli.serve import bench_gateway, serve
 from stoker.cli.sessions import chat, sessions_app
 from stoker.cli.sim import sim_app
 from stoker.demo import run_demo
@@ -28,6 +29,8 @@ app.add_typer(bench_app, name="bench")
 app.add_typer(sessions_app, name="sessions")
 app.add_typer(sim_app, name="sim")
 app.command()(chat)
+app.command()(serve)
+bench_app.command("gateway")(bench_gateway)
 _probe = Console()
 # Piped output (make run, CI logs) gets a table wide enough to read, not 80 columns.
 console = _probe if _probe.is_terminal else Console(width=120)

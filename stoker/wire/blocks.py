@@ -81,15 +81,12 @@ Block = (
 )
 
 _KINDS: dict[str, type[Any]] = {
-    cls.__dataclass_fields__["kind"].default: cls
-    for cls in (
-        TextBlock,
-        ThinkingBlock,
-        RedactedThinkingBlock,
-        ToolUseBlock,
-        ToolResultBlock,
-        ImageBlock,
-    )
+    "text": TextBlock,
+    "thinking": ThinkingBlock,
+    "redacted_thinking": RedactedThinkingBlock,
+    "tool_use": ToolUseBlock,
+    "tool_result": ToolResultBlock,
+    "image": ImageBlock,
 }
 
 

@@ -111,7 +111,7 @@ class _Builder:
     def tool(self, tool: Any, path: str) -> None:
         if not isinstance(tool, dict):
             raise _invalid(f"{path}: expected an object")
-        fn = tool.get("function") if isinstance(tool.get("function"), dict) else tool
+        fn: dict[str, Any] = tool["function"] if isinstance(tool.get("function"), dict) else tool
         params = fn.get("parameters")
         tokens = split_tokens(str(fn.get("name", ""))) + split_tokens(
             str(fn.get("description", ""))
@@ -268,7 +268,7 @@ def render(
         endings=tuple(p for p in endings if p > 0),
         dev_end=dev_end if dev_end else None,
         explicit=tuple((p, ttl) for p, ttl in b.explicit if p > 0),
-        mode=mode,
+        mode="explicit" if mode == "explicit" else "implicit",
         ttl=ttl,
         retention=_RETENTION[retention] if retention is not None else None,
     )

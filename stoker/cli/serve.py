@@ -1,0 +1,60 @@
+"""`stoker serve` and `stoker bench gateway`: parse options, call the gateway, render."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+
+import typer
+from rich.console import Console
+
+from stoker.errors import ConfigError
+
+console = Console()
+
+
+def serve(
+    config: str = typer.Option(None, "--config", "-c", help="Gateway TOML file."),
+    host: str = typer.Option(None, help="Address to listen on (default from the config)."),
+    port: int = typer.Option(None, help="Port to listen on (default from the config)."),
+    db: str = typer.Option(None, help="Session database: a path or postgresql:// URL."),
+    log_level: str = typer.Option("info", help="uvicorn log level."),
+) -> None:
+    """Run the multi-user gateway: HTTP API, OpenAI-compatible chat, dashboard at /ui."""
+    from stoker import gateway
+
+    try:
+        settings = gateway.load_config(config)
+    except ConfigError as exc:
+        console.print(f"[red]error:[/] {exc}")
+        raise typer.Exit(1) from exc
+    changes = {"host": host, "port": port, "database": db}
+    settings = dataclasses.replace(settings, **{k: v for k, v in changes.items() if v})
+    if not len(settings.tokens):
+        console.print(
+            "[yellow]no users configured: every request will get 401. Add [[users]] with "
+            "token_sha256 to the config, or set STOKER_GATEWAY_TOKENS.[/]"
+        )
+    console.print(f"gateway on http://{settings.host}:{settings.port} (dashboard at /ui)")
+    gateway.serve(settings, log_level=log_level)
+
+
+def bench_gateway(
+    sessions: int = typer.Option(200, help="Concurrent sessions (at most 2,000)."),
+    messages: int = typer.Option(5, help="Messages per session, in order (at most 50)."),
+    postgres: str = typer.Option(
+        None,
+        envvar="STOKER_BENCH_DATABASE_URL",
+        help="PostgreSQL DSN instead of SQLite (a throwaway schema is created and dropped).",
+    ),
+) -> None:
+    """Concurrent sessions against a local gateway on loopback (sim at 0 ms): lost
+    messages, per-session order, throughput, and the gateway's added latency."""
+    from stoker.bench.gateway import gateway_table, run_gateway_bench
+    from stoker.gateway.server import local_gateway
+
+    with local_gateway(cache_size=max(128, sessions), postgres=postgres) as (url, token):
+        result = asyncio.run(run_gateway_bench(url, token, sessions=sessions, messages=messages))
+    console.print(gateway_table(result))
+    if result.lost or result.failed or result.out_of_order:
+        raise typer.Exit(1)

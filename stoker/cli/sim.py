@@ -1,0 +1,43 @@
+"""`stoker sim serve`: the simulator over HTTP for the official SDKs and any other client."""
+
+from __future__ import annotations
+
+import typer
+from rich.console import Console
+
+from stoker.errors import StokerError
+from stoker.providers.sim.engine import SimEngine
+from stoker.providers.sim.model import ScriptedModel
+
+DEFAULT_PORT = 8788
+
+sim_app = typer.Typer(
+    help="The simulator over HTTP: real cache accounting for any client, offline.",
+    no_args_is_help=True,
+)
+console = Console()
+
+
+@sim_app.command("serve")
+def serve_command(
+    host: str = typer.Option("127.0.0.1", help="Interface to listen on."),
+    port: int = typer.Option(DEFAULT_PORT, help="Port to listen on."),
+    model_script: str | None = typer.Option(
+        None, "--model-script", help="A JSON list of steps the model plays, in order."
+    ),
+) -> None:
+    """Serve Anthropic Messages, OpenAI Chat Completions and Responses on the simulator."""
+    from stoker.providers.sim.server import serve  # starlette and uvicorn load only here
+
+    try:
+        engine = SimEngine(model=ScriptedModel.from_file(model_script)) if model_script else None
+    except StokerError as exc:
+        console.print(f"[red]error:[/] {exc}")
+        raise typer.Exit(1) from exc
+    url = f"http://{host}:{port}"
+    console.print(
+        f"Stoker simulator on {url} (any API key; cache totals at {url}/stats)\n"
+        f"  ANTHROPIC_BASE_URL={url}\n  OPENAI_BASE_URL={url}/v1",
+        soft_wrap=True,
+    )
+    serve(engine, host=host, port=port)

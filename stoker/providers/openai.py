@@ -1,0 +1,258 @@
+"""OpenAI Chat Completions and Responses over the official `openai` SDK, and the
+OpenAI-compatible servers (vLLM, SGLang, llama.cpp, Ollama, OpenRouter) through the same code.
+
+As with Anthropic, the payload is the dialect's `render_request(request)` handed to the
+SDK unchanged and the answer is parsed from the raw body, so tool-call `arguments` keep
+the exact string the model produced (OpenAI hashes it). `prompt_cache_key` is the
+session's lineage key, shared by forks, sub-agents and resumes, which keeps the whole
+lineage on one cache shard. What the self-hosted servers do differently is data
+(`QUIRKS`), not branches: where they report cache reads, whether a cache key means
+anything to them, and what to do when they report nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from dataclasses import dataclass, replace
+from typing import Any, Literal
+
+import openai
+
+from stoker.cache.models import ModelInfo, fallback_info
+from stoker.clock import Clock, SystemClock
+from stoker.errors import ConfigError, ProviderError
+from stoker.providers.base import CallContext, Completion
+from stoker.providers.retry import (
+    RetryPolicy,
+    Transient,
+    call_with_retries,
+    error_message,
+    failure,
+    read_stream,
+    sdk_arguments,
+)
+from stoker.wire.dialects import (
+    openai_chat,
+    openai_chat_stream,
+    openai_responses,
+    openai_responses_stream,
+)
+from stoker.wire.request import Request
+
+Api = Literal["chat", "responses"]
+KEY_ENV = "OPENAI_API_KEY"
+RETENTIONS = ("in_memory", "24h")
+
+_READS = (
+    "usage.prompt_tokens_details.cached_tokens",
+    "usage.input_tokens_details.cached_tokens",
+    "usage.prompt_cache_hit_tokens",
+    "timings.cache_n",
+)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ServerQuirks:
+    """How one OpenAI-compatible server treats the prompt cache (reference section 4).
+
+    `read_fields`: where it reports cached tokens (dotted paths in the response body);
+    the dialect reads all of them. `sends_cache_key`: whether `prompt_cache_key` does
+    anything there (it routes on OpenAI and OpenRouter; local servers ignore it).
+    `unreported`: what to do when a response carries none of the fields.
+    """
+
+    name: str
+    read_fields: tuple[str, ...] = _READS
+    sends_cache_key: bool = True
+    unreported: str = "the server reported no cached tokens, so reads show as 0"
+
+
+QUIRKS: dict[str, ServerQuirks] = {
+    q.name: q
+    for q in (
+        ServerQuirks(name="openai"),
+        ServerQuirks(name="openrouter"),
+        ServerQuirks(name="generic"),
+        ServerQuirks(
+            name="vllm",
+            sends_cache_key=False,
+            # vLLM omits prompt_tokens_details (or sends null) unless asked for it.
+            unreported="start vLLM with --enable-prompt-tokens-details to see cached tokens",
+        ),
+        ServerQuirks(
+            name="sglang",
+            sends_cache_key=False,
+            unreported="start SGLang with --enable-cache-report to see cached tokens",
+        ),
+        ServerQuirks(
+            name="llama.cpp",
+            sends_cache_key=False,
+            # Older llama-server builds report reuse only as timings.cache_n.
+            unreported="this llama-server build reports no cache use; check cache_prompt",
+        ),
+        ServerQuirks(
+            name="ollama",
+            sends_cache_key=False,
+            unreported="Ollama's OpenAI endpoint does not report cached tokens",
+        ),
+    )
+}
+
+
+def _path(body: dict[str, Any], dotted: str) -> Any:
+    value: Any = body
+    for key in dotted.split("."):
+        if not isinstance(value, dict):
+            return None
+        value = value.get(key)
+    return value
+
+
+class OpenAIProvider:
+    """OpenAI models, or an OpenAI-compatible server when `base_url` points at one."""
+
+    def __init__(
+        self,
+        *,
+        api_key: str,
+        api: Api = "responses",
+        base_url: str | None = None,
+        name: str = "openai",
+        cache_retention: str | None = None,
+        quirks: ServerQuirks | None = None,
+        retry: RetryPolicy | None = None,
+        clock: Clock | None = None,
+        timeout: float | None = None,
+        key_env: str = KEY_ENV,
+    ) -> None:
+        if not api_key:
+            raise ConfigError(f"the {name} provider needs an API key: set {key_env}")
+        if api not in ("chat", "responses"):
+            raise ConfigError(f"api must be 'chat' or 'responses', not {api!r}")
+        if cache_retention is not None and cache_retention not in RETENTIONS:
+            raise ConfigError(
+                f"cache_retention must be one of {RETENTIONS}, not {cache_retention!r}"
+            )
+        self._api_key = api_key
+        self.api: Api = api
+        self.base_url = base_url
+        self._name = name
+        self.cache_retention = cache_retention
+        self.quirks = quirks or QUIRKS["openai" if base_url is None else "generic"]
+        self.retry = retry or RetryPolicy()
+        self.clock: Clock = clock or SystemClock()
+        self.timeout = timeout
+        self.key_env = key_env
+        self._client: openai.AsyncOpenAI | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def __repr__(self) -> str:
+        return f"OpenAIProvider(name={self._name!r}, api={self.api!r}, base_url={self.base_url!r})"
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    def model_info(self, model: str) -> ModelInfo:
+        """Known models from the table; others (self-hosted ones) get OpenAI's usual facts."""
+        info = fallback_info(model, "openai")
+        if info.provider != "openai":  # a Claude name served by a compatible server
+            info = replace(fallback_info("", "openai"), name=model)
+        return info
+
+    def _sdk(self) -> openai.AsyncOpenAI:
+        # A client's connection pool belongs to one event loop; a new loop gets a new client.
+        loop = asyncio.get_running_loop()
+        if self._client is None or self._loop is not loop:
+            options: dict[str, Any] = {"timeout": self.timeout} if self.timeout else {}
+            if self.base_url is not None:
+                options["base_url"] = self.base_url
+            self._client = openai.AsyncOpenAI(api_key=self._api_key, max_retries=0, **options)
+            self._loop = loop
+        return self._client
+
+    async def aclose(self) -> None:
+        """Close the HTTP connections (call it when the provider is no longer needed)."""
+        if self._client is not None:
+            await self._client.close()
+            self._client = None
+
+    async def __aenter__(self) -> OpenAIProvider:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    def _prepared(self, request: Request, stream: bool) -> Request:
+        changes: dict[str, Any] = {}
+        if stream != request.stream:
+            changes["stream"] = stream
+        if request.cache_retention is None and self.cache_retention is not None:
+            changes["cache_retention"] = self.cache_retention
+        if request.cache_key is not None and not self.quirks.sends_cache_key:
+            changes["cache_key"] = None
+        return replace(request, **changes) if changes else request
+
+    async def complete(self, request: Request, context: CallContext) -> Completion:
+        stream = request.stream or context.on_text is not None
+        request = self._prepared(request, stream)
+        module = openai_chat if self.api == "chat" else openai_responses
+        accumulator = (
+            openai_chat_stream.Accumulator
+            if self.api == "chat"
+            else openai_responses_stream.Accumulator
+        )
+        payload = module.render_request(request)
+        model = request.prefix.params.model
+        started = 0.0
+
+        async def attempt() -> dict[str, Any]:
+            nonlocal started
+            started = self.clock.now()
+            client = self._sdk()
+            resource: Any = client.chat.completions if self.api == "chat" else client.responses
+            try:
+                arguments = sdk_arguments(resource.create, payload)
+                if stream:
+                    return await read_stream(
+                        resource.with_streaming_response.create(**arguments),
+                        accumulator(),
+                        on_text=context.on_text,
+                        provider=self._name,
+                    )
+                raw = await resource.with_raw_response.create(**arguments)
+                return json.loads(raw.content)  # type: ignore[no-any-return]
+            except openai.APIError as exc:
+                auth = getattr(exc, "status_code", None) in (401, 403)
+                raise self._mapped(exc, model) from (None if auth else exc)
+
+        body, retries = await call_with_retries(attempt, policy=self.retry, provider=self._name)
+        message, usage = module.parse_response(body)
+        return Completion(
+            message=message,
+            usage=usage,
+            started_at=started,
+            retries=retries,
+            facts=self._facts(body),
+        )
+
+    def _facts(self, body: dict[str, Any]) -> tuple[tuple[str, str], ...]:
+        if any(_path(body, f) is not None for f in self.quirks.read_fields):
+            return ()
+        return (("unreported", f"{self._name} ({self.quirks.name}): {self.quirks.unreported}"),)
+
+    def _mapped(self, exc: openai.APIError, model: str) -> Exception:
+        if isinstance(exc, openai.APIStatusError):
+            return failure(
+                self._name,
+                exc.status_code,
+                error_message(exc.body, exc.message),
+                headers=exc.response.headers,
+                model=model,
+                key_env=self.key_env,
+            )
+        if isinstance(exc, openai.APIConnectionError):  # timeouts included
+            where = self.base_url or "the OpenAI API"
+            return Transient(f"could not reach {where}: {exc.message}")
+        return ProviderError(f"{self._name} call failed: {exc.message}", provider=self._name)
