@@ -61,3 +61,13 @@ def test_resume_with_an_unknown_id_is_a_clear_error(tmp_path: Path) -> None:
     out = runner.invoke(app, ["chat", "--db", str(tmp_path / "s.db"), "--resume", "nope"], input="")
     assert out.exit_code == 1
     assert "no session 'nope'" in out.output
+
+
+def test_run_with_a_session_id_continues_that_stored_session(tmp_path: Path) -> None:
+    db = str(tmp_path / "s.db")
+    for prompt in ("first question", "second question"):
+        out = runner.invoke(app, ["run", "--session", "work", "--db", db, prompt])
+        assert out.exit_code == 0, out.output
+    shown = runner.invoke(app, ["sessions", "show", "work", "--db", db])
+    assert "1. first question" in shown.output
+    assert "2. second question" in shown.output

@@ -13,7 +13,7 @@ from stoker.bench.firstturn import firstturn_table, run_firstturn
 from stoker.bench.overhead import overhead_table, run_overhead
 from stoker.cli.render import cost_text, records_table
 from stoker.cli.serve import bench_gateway, serve
-from stoker.cli.sessions import chat, sessions_app
+from stoker.cli.sessions import DB_HELP, chat, sessions_app
 from stoker.cli.sim import sim_app
 from stoker.demo import run_demo
 from stoker.errors import StokerError
@@ -67,11 +67,22 @@ def run(
         help="sim:, anthropic:MODEL, openai:MODEL, openai-chat:MODEL or "
         "openai-compatible:URL#MODEL (a model named here wins over --model).",
     ),
+    session: str = typer.Option(
+        None, "--session", help="Run the turn in this stored session (created if new)."
+    ),
+    db: str = typer.Option(None, help=DB_HELP),
 ) -> None:
     """Run one turn with the workspace tools, and show its cache effect."""
     try:
         result = asyncio.run(
-            run_once(prompt, model=model, workdir=Path(workdir), provider=provider)
+            run_once(
+                prompt,
+                model=model,
+                workdir=Path(workdir),
+                provider=provider,
+                session_id=session,
+                db=db,
+            )
         )
     except StokerError as exc:
         console.print(f"[red]error:[/] {exc}")

@@ -107,11 +107,14 @@ def chat(
     db: str = typer.Option(None, help=DB_HELP),
     model: str = typer.Option("claude-sonnet-4-6", help="Model (the simulator serves it)."),
     workdir: str = typer.Option(".", help="Folder the workspace tools may read."),
+    provider: str = typer.Option(
+        "sim:", help="sim:, anthropic:MODEL, openai:MODEL or openai-compatible:URL#MODEL."
+    ),
 ) -> None:
     """A conversation in the terminal, stored as it goes. /exit or Ctrl-D ends it."""
 
     async def run(store: SqlEventStore) -> None:
-        agent = default_agent(model=model, workdir=Path(workdir))
+        agent = default_agent(model=model, workdir=Path(workdir), provider=provider)
         if resume:
             session = await Session.resume(resume, agent, store=store)
         else:
