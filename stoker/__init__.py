@@ -5,10 +5,14 @@ The names below are the public API; everything else is reachable through its mod
 
 from __future__ import annotations
 
+import importlib
+
 from stoker.agent.agent import Agent
 from stoker.agent.delegate import DelegateConfig, delegate_tool
 from stoker.agent.loop import TurnResult
+from stoker.agent.review import ReviewConfig
 from stoker.agent.session import INHERIT, Callbacks, Rebase, Session
+from stoker.agent.toolkits import Integrations
 from stoker.cache.explain import explain
 from stoker.cache.planner import CachePolicy
 from stoker.clock import Clock, FrozenClock, SystemClock
@@ -47,9 +51,25 @@ from stoker.wire.record import CacheRecord, Explanation
 from stoker.wire.request import Breakpoint, Request
 from stoker.wire.usage import Usage
 
+# Optional parts load on first use: the provider SDKs take a second to import.
+_LAZY = {
+    "AnthropicProvider": "stoker.providers.anthropic",
+    "OpenAIProvider": "stoker.providers.openai",
+    "select_provider": "stoker.providers.select",
+}
+
+
+def __getattr__(name: str) -> object:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'stoker' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)
+
+
 __all__ = [
     "INHERIT",
     "Agent",
+    "AnthropicProvider",
     "AssistantMessage",
     "AuthenticationError",
     "Breakpoint",
@@ -67,8 +87,10 @@ __all__ = [
     "Explanation",
     "FrozenClock",
     "ImageBlock",
+    "Integrations",
     "InvalidRequest",
     "MissingTools",
+    "OpenAIProvider",
     "Prefix",
     "PrefixError",
     "Provider",
@@ -77,6 +99,7 @@ __all__ = [
     "RedactedThinkingBlock",
     "Request",
     "ResumeMismatch",
+    "ReviewConfig",
     "RuleModel",
     "ScriptedModel",
     "Session",
@@ -103,5 +126,6 @@ __all__ = [
     "delegate_tool",
     "explain",
     "open_store",
+    "select_provider",
     "tool",
 ]
