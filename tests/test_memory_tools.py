@@ -140,8 +140,7 @@ async def test_memory_tool_refusals_are_error_results_the_model_can_act_on(
         _err(3, "tool memory: add needs text: the complete entry to store"),
         _err(
             4,
-            "tool memory: remove needs old_text: a short part of the "
-            "entry to change",
+            "tool memory: remove needs old_text: a short part of the entry to change",
         ),
         _err(
             5,
@@ -328,8 +327,7 @@ async def test_skill_tools_create_view_update_delete(skills: SkillStore) -> None
         _ok(5, "Skill 'deploy-checklist' deleted"),
         _err(
             6,
-            "tool skill_view: no skill named 'deploy-checklist'; "
-            "the skills are: (none yet)",
+            "tool skill_view: no skill named 'deploy-checklist'; the skills are: (none yet)",
         ),
         _err(
             7,
@@ -339,8 +337,7 @@ async def test_skill_tools_create_view_update_delete(skills: SkillStore) -> None
         ),
         _err(
             8,
-            "tool skill_manage: no skill named 'deploy-checklist'; "
-            "the skills are: (none yet)",
+            "tool skill_manage: no skill named 'deploy-checklist'; the skills are: (none yet)",
         ),
     ]
     assert [r.action for r in skills.read_log()] == ["create", "update", "delete"]

@@ -40,8 +40,8 @@ def serve(
 
 
 def bench_gateway(
-    sessions: int = typer.Option(200, help="Concurrent sessions (at most 2,000)."),
-    messages: int = typer.Option(5, help="Messages per session, in order (at most 50)."),
+    sessions: int = typer.Option(200, min=1, max=2000, help="Concurrent sessions."),
+    messages: int = typer.Option(5, min=1, max=50, help="Messages per session, in order."),
     postgres: str = typer.Option(
         None,
         envvar="STOKER_BENCH_DATABASE_URL",
@@ -51,9 +51,12 @@ def bench_gateway(
     """Concurrent sessions against a local gateway on loopback (sim at 0 ms): lost
     messages, per-session order, throughput, and the gateway's added latency."""
     from stoker.bench.gateway import gateway_table, run_gateway_bench
-    from stoker.gateway.server import local_gateway
+    from stoker.gateway.local import local_gateway
 
-    with local_gateway(cache_size=max(128, sessions), postgres=postgres) as (url, token):
+    with local_gateway(cache_size=max(128, sessions), postgres=postgres, process=True) as (
+        url,
+        token,
+    ):
         result = asyncio.run(run_gateway_bench(url, token, sessions=sessions, messages=messages))
     console.print(gateway_table(result))
     if result.lost or result.failed or result.out_of_order:

@@ -1,0 +1,37 @@
+"""The multi-user gateway: an HTTP service with one cached agent per session.
+
+Only the CLI imports this package (a test keeps the layers pointing down).
+
+    service.py     Gateway: sessions, turns, the agent cache and its rebuild rules
+    cache.py       AgentCache: LRU + idle TTL, never evicting an agent mid-turn
+    signature.py   what a cached agent is keyed on (a digest of the whole key, never a prefix)
+    agents.py      agents from settings; declared breaks when a rebuild changes the prefix
+    commands.py    /new /reset /clear /model /reasoning /compress /usage
+    app.py         the ASGI routes; openai_compat.py, sse.py, dashboard.py, openapi.py
+    config.py      `stoker serve` settings (TOML + environment); server.py runs them
+"""
+
+from stoker.gateway.app import create_app
+from stoker.gateway.config import GatewayConfig, load_config
+from stoker.gateway.providers import ProviderFactory, ProviderRoute, default_provider_factory
+from stoker.gateway.server import build_app, build_gateway, serve, serve_in_thread
+from stoker.gateway.service import Gateway
+from stoker.gateway.settings import SessionSettings
+from stoker.gateway.signature import key_digest, signature
+
+__all__ = [
+    "Gateway",
+    "GatewayConfig",
+    "ProviderFactory",
+    "ProviderRoute",
+    "SessionSettings",
+    "build_app",
+    "build_gateway",
+    "create_app",
+    "default_provider_factory",
+    "key_digest",
+    "load_config",
+    "serve",
+    "serve_in_thread",
+    "signature",
+]

@@ -1,0 +1,164 @@
+"""Agents from settings, and bringing a resumed session to the settings it should have.
+
+A rebuild resumes the stored session with an agent configured as the session was stored
+(so the strict resume rules pass and the stored prefix is what gets sent), then applies
+what changed since: a model, toolsets, system prompt or reasoning change becomes one
+declared cache break (`Session.rebase` / `Session.declare`); a new route (provider, base
+URL, key) or ephemeral prompt moves nothing in the prefix and needs no break.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any
+
+from stoker.agent.agent import Agent
+from stoker.agent.session import Session
+from stoker.agent.system_prompt import build_system_prompt
+from stoker.clock import Clock
+from stoker.errors import ConfigError
+from stoker.gateway.settings import SessionSettings
+from stoker.providers.base import Provider
+from stoker.tools import ToolRegistry
+from stoker.wire.events import ConfigChanged
+from stoker.wire.stored import StoredSession
+
+GATEWAY_KEY = "gateway"  # the session config entry holding the gateway's settings
+AGENT_KIND = "gateway"
+
+
+def build_agent(
+    settings: SessionSettings, *, provider: Provider, registry: ToolRegistry | None, clock: Clock
+) -> Agent:
+    if registry is None and settings.toolsets:
+        raise ConfigError(
+            f"toolsets {list(settings.toolsets)} are configured but the gateway has no "
+            "tool registry; remove them or start the gateway with one"
+        )
+    return Agent(
+        provider=provider,
+        model=settings.model,
+        registry=registry,
+        toolsets=settings.toolsets,
+        disabled_toolsets=settings.disabled_toolsets,
+        system=settings.system,
+        effort=settings.effort,
+        thinking_budget=settings.thinking_budget,
+        max_tokens=settings.max_tokens,
+        clock=clock,
+        kind=AGENT_KIND,
+    )
+
+
+def gateway_block(settings: SessionSettings, overrides: Mapping[str, Any]) -> dict[str, Any]:
+    """What the store keeps for the gateway: the settings the prefix reflects (never a
+    key) and the user's own choices, which win over the operator's defaults."""
+    return {"settings": settings.to_dict(), "overrides": dict(overrides)}
+
+
+def stored_settings(stored: StoredSession) -> tuple[SessionSettings, dict[str, Any]]:
+    """The settings a stored session's prefix reflects, and its overrides.
+
+    Model and reasoning are read from the stored prefix itself, the truth after every
+    declared rebase.
+    """
+    block = stored.config.get(GATEWAY_KEY) or {}
+    params = stored.prefix.params
+    settings = replace(
+        SessionSettings.from_dict(block.get("settings") or {}),
+        model=params.model,
+        effort=params.effort,
+        thinking_budget=params.thinking_budget,
+    )
+    return settings, dict(block.get("overrides") or {})
+
+
+def describe_reasoning(
+    old: tuple[str | None, int | None], new: tuple[str | None, int | None]
+) -> str:
+    parts = []
+    if old[0] != new[0]:
+        parts.append(f"effort {old[0] or 'default'} -> {new[0] or 'default'}")
+    if old[1] != new[1]:
+        parts.append(f"thinking budget {old[1] or 'off'} -> {new[1] or 'off'}")
+    return "reasoning " + ", ".join(parts)
+
+
+def _describe(built: SessionSettings, wanted: SessionSettings) -> list[str]:
+    changes = []
+    if wanted.model != built.model:
+        changes.append(f"model {built.model} -> {wanted.model}")
+    if (wanted.toolsets, wanted.disabled_toolsets) != (built.toolsets, built.disabled_toolsets):
+        changes.append(
+            f"toolsets {built.toolsets}/-{list(built.disabled_toolsets)} -> "
+            f"{wanted.toolsets}/-{list(wanted.disabled_toolsets)}"
+        )
+    if wanted.system != built.system:
+        changes.append("system prompt changed")
+    if wanted.reasoning != built.reasoning:
+        changes.append(describe_reasoning(built.reasoning, wanted.reasoning))
+    return changes
+
+
+async def apply_changes(
+    session: Session,
+    *,
+    built: SessionSettings,
+    wanted: SessionSettings,
+    agent: Agent,
+    overrides: Mapping[str, Any],
+) -> None:
+    """Move a resumed `session` from `built` to `wanted`, declaring any prefix change."""
+    if built == wanted:
+        return
+    changes = _describe(built, wanted)
+    if changes:
+        reason = "gateway settings changed: " + "; ".join(changes)
+        if wanted.reasoning != built.reasoning:
+            prefix = session.prefix.with_params(
+                effort=wanted.effort, thinking_budget=wanted.thinking_budget
+            )
+            session.declare(prefix, reason)
+        tools = None
+        if (wanted.toolsets, wanted.disabled_toolsets) != (built.toolsets, built.disabled_toolsets):
+            tools = agent.resolved_tools()
+        system = None
+        if wanted.system != built.system:
+            system = build_system_prompt(wanted.system, clock=agent.clock)
+        model = wanted.model if wanted.model != built.model else None
+        if tools is not None or system is not None or model is not None:
+            await session.rebase(reason=reason, tools=tools, system=system, model=model)
+    session.agent = agent
+    # The stored config must describe the new agent, or the next resume would refuse it.
+    await session.emit(
+        ConfigChanged(
+            session_id=session.id,
+            changes={**agent.config_snapshot(), GATEWAY_KEY: gateway_block(wanted, overrides)},
+        )
+    )
+
+
+async def apply_reasoning(
+    session: Session, *, settings: SessionSettings, overrides: Mapping[str, Any]
+) -> None:
+    """Change effort/thinking on a live session: same instance, same tools and system
+    objects, one declared break (the messages are salted with the reasoning settings)."""
+    old = (session.prefix.params.effort, session.prefix.params.thinking_budget)
+    prefix = session.prefix.with_params(
+        effort=settings.effort, thinking_budget=settings.thinking_budget
+    )
+    session.declare(prefix, describe_reasoning(old, settings.reasoning) + ", applied in place")
+    session.agent = replace(
+        session.agent, effort=settings.effort, thinking_budget=settings.thinking_budget
+    )
+    await session.emit(
+        ConfigChanged(
+            session_id=session.id,
+            changes={
+                "effort": settings.effort,
+                "thinking_budget": settings.thinking_budget,
+                GATEWAY_KEY: gateway_block(settings, overrides),
+            },
+        )
+    )

@@ -1,0 +1,191 @@
+"""The ASGI app: routes over `Gateway`, nothing else.
+
+Each endpoint authenticates, reads a bounded body, calls one gateway method and renders
+its value. The OpenAI-compatible endpoint, the dashboard and the OpenAPI document live
+in their own modules.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Coroutine
+from contextlib import asynccontextmanager
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from stoker.agent.session import Callbacks
+from stoker.errors import StokerError
+from stoker.gateway.auth import TokenTable
+from stoker.gateway.dashboard import page as dashboard_page
+from stoker.gateway.errors import BadRequest
+from stoker.gateway.http import (
+    AppState,
+    app_state,
+    idempotency_key,
+    on_http_error,
+    on_stoker_error,
+    on_unexpected,
+    read_body,
+    user_of,
+    wants_stream,
+)
+from stoker.gateway.openai_compat import chat_completions, models
+from stoker.gateway.openapi import openapi_document
+from stoker.gateway.service import Gateway
+from stoker.gateway.settings import parse_reasoning
+from stoker.gateway.sse import HEADERS as SSE_HEADERS
+from stoker.gateway.sse import encode, turn_events
+from stoker.gateway.timing import timed
+from stoker.gateway.views import Reply, history_view, summary_view, usage_view
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class CreateSession(_Strict):
+    model: str | None = Field(default=None, max_length=200)
+    reasoning: str | None = Field(default=None, max_length=32)
+
+
+class SendMessage(_Strict):
+    text: str
+
+
+class RunCommand(_Strict):
+    argument: str = Field(default="", max_length=1000)
+
+
+async def create_session(request: Request) -> Response:
+    user = user_of(request)
+    body = await read_body(request, CreateSession)
+    overrides = {"model": body.model} if body.model else {}
+    if body.reasoning:
+        overrides.update(parse_reasoning(body.reasoning))
+    gateway = app_state(request).gateway
+    sid = await gateway.create_session(user, overrides)
+    model = gateway.defaults.with_overrides(overrides).model
+    return JSONResponse({"id": sid, "model": model}, status_code=201)
+
+
+async def list_sessions(request: Request) -> Response:
+    user = user_of(request)
+    limit = request.query_params.get("limit", "50")
+    if not limit.isdigit() or not 1 <= int(limit) <= 500:
+        raise BadRequest("limit must be a number from 1 to 500")
+    rows = await app_state(request).gateway.list_sessions(user, limit=int(limit))
+    return JSONResponse({"sessions": [summary_view(r) for r in rows]})
+
+
+async def get_session(request: Request) -> Response:
+    view = await app_state(request).gateway.view(user_of(request), request.path_params["sid"])
+    return JSONResponse(history_view(view))
+
+
+async def get_usage(request: Request) -> Response:
+    view = await app_state(request).gateway.view(user_of(request), request.path_params["sid"])
+    return JSONResponse(usage_view(view))
+
+
+async def delete_session(request: Request) -> Response:
+    await app_state(request).gateway.delete(user_of(request), request.path_params["sid"])
+    return Response(status_code=204)
+
+
+async def send_message(request: Request) -> Response:
+    user, sid = user_of(request), request.path_params["sid"]
+    body = await read_body(request, SendMessage)
+    key = idempotency_key(request)
+    gateway = app_state(request).gateway
+    if wants_stream(request):
+        await gateway.authorize(user, sid)  # a 404 before the stream starts, not inside it
+
+        def start(callbacks: Callbacks) -> Coroutine[Any, Any, Reply]:
+            return gateway.send(user, sid, body.text, idempotency_key=key, callbacks=callbacks)
+
+        async def frames() -> AsyncIterator[bytes]:
+            async for event, data in turn_events(gateway, start):
+                yield encode(event, data)
+
+        return StreamingResponse(frames(), media_type="text/event-stream", headers=SSE_HEADERS)
+    reply, timing = await timed(gateway.send(user, sid, body.text, idempotency_key=key))
+    return _reply(reply, timing)
+
+
+async def post_command(request: Request) -> Response:
+    user, sid = user_of(request), request.path_params["sid"]
+    body = await read_body(request, RunCommand)
+    reply = await app_state(request).gateway.command(
+        user,
+        sid,
+        request.path_params["name"],
+        body.argument,
+        idempotency_key=idempotency_key(request),
+    )
+    return _reply(reply, {})
+
+
+def _reply(reply: Reply, headers: dict[str, str]) -> Response:
+    if reply.replayed:
+        headers = {**headers, "Idempotent-Replayed": "true"}
+    return JSONResponse(reply.to_dict(), headers=headers)
+
+
+async def openapi(request: Request) -> Response:
+    return JSONResponse(openapi_document())
+
+
+async def health(request: Request) -> Response:
+    return JSONResponse({"status": "ok", "cached_agents": len(app_state(request).gateway.agents)})
+
+
+def create_app(
+    gateway: Gateway,
+    *,
+    tokens: TokenTable,
+    max_body_bytes: int = 1_048_576,
+    close_store: bool = False,
+) -> Starlette:
+    """The gateway's ASGI app. `close_store`: close the store when the app shuts down."""
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        await gateway.start()
+        try:
+            yield
+        finally:
+            await gateway.close()
+            if close_store:
+                await gateway.store.close()
+
+    sid = "/v1/sessions/{sid}"
+    routes = [
+        Route("/v1/sessions", create_session, methods=["POST"]),
+        Route("/v1/sessions", list_sessions, methods=["GET"]),
+        Route(sid, get_session, methods=["GET"]),
+        Route(sid, delete_session, methods=["DELETE"]),
+        Route(sid + "/usage", get_usage, methods=["GET"]),
+        Route(sid + "/messages", send_message, methods=["POST"]),
+        Route(sid + "/commands/{name}", post_command, methods=["POST"]),
+        Route("/v1/chat/completions", chat_completions, methods=["POST"]),
+        Route("/v1/models", models, methods=["GET"]),
+        Route("/openapi.json", openapi, methods=["GET"]),
+        Route("/healthz", health, methods=["GET"]),
+        Route("/ui", dashboard_page, methods=["GET"]),
+    ]
+    app = Starlette(
+        routes=routes,
+        lifespan=lifespan,
+        exception_handlers={
+            StokerError: on_stoker_error,
+            HTTPException: on_http_error,
+            Exception: on_unexpected,
+        },
+    )
+    app.state.stoker = AppState(gateway=gateway, tokens=tokens, max_body_bytes=max_body_bytes)
+    return app

@@ -1,0 +1,152 @@
+"""Commands, sent as messages ("/model claude-opus-4-6") or to their own endpoint.
+
+Each runs under the session's lock. What users expect decides the cache: `/new`,
+`/reset` and `/clear` continue in a new session (a new lineage: history is append-only,
+so "clearing" it means starting another); `/model` and `/compress` evict the cached
+agent, and the model change is applied at the next message as a declared break;
+`/reasoning` is applied in place when the model's cache namespace survives it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from stoker.gateway.agents import GATEWAY_KEY, gateway_block
+from stoker.gateway.errors import BadRequest
+from stoker.gateway.settings import keeps_namespace, parse_reasoning
+from stoker.gateway.views import Reply, usage_view
+from stoker.sessions import show_session
+from stoker.wire.events import ConfigChanged
+
+if TYPE_CHECKING:
+    from stoker.gateway.cache import CachedAgent
+    from stoker.gateway.service import Gateway
+    from stoker.gateway.sink import Head
+
+HELP = {
+    "new": "start a new session with the default settings",
+    "reset": "the same as /new",
+    "clear": "start a new session (empty history) keeping this one's model and reasoning",
+    "model": "/model NAME: switch model (one declared cache break at the next message)",
+    "reasoning": "/reasoning LEVEL: set the reasoning effort (low, medium, high, off)",
+    "compress": "drop the cached agent; the next message resumes from the store",
+    "usage": "tokens and cost of this session",
+    "help": "this list",
+}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Command:
+    name: str
+    argument: str = ""
+
+
+def parse(text: str) -> Command | None:
+    """A command when `text` starts with one "/"; "//..." is text that starts with "/"."""
+    if not text.startswith("/") or text.startswith("//"):
+        return None
+    name, _, argument = text[1:].strip().partition(" ")
+    return Command(name=name.lower(), argument=argument.strip())
+
+
+async def run(gateway: Gateway, user: str, sid: str, head: Head, command: Command) -> Reply:
+    """Run `command` on session `sid`; called under the session's lock."""
+    name = command.name
+    if name not in HELP:
+        raise BadRequest(
+            f"unknown command /{name}; commands: {', '.join('/' + n for n in HELP)} "
+            "(start a message with // to send text that begins with /)"
+        )
+    if name in ("new", "reset"):
+        gateway.agents.evict(sid, f"/{name}")
+        new = await gateway.create_session(user)
+        return _done(sid, name, f"started session {new}", new_session_id=new)
+    if name == "clear":
+        entry = await gateway.pool.acquire(user, sid, head)
+        gateway.agents.release(entry)
+        gateway.agents.evict(sid, "/clear")
+        new = await gateway.create_session(user, entry.overrides)
+        return _done(sid, name, f"history cleared: continuing in session {new}", new_session_id=new)
+    if name == "model":
+        return await _model(gateway, user, sid, head, command.argument)
+    if name == "reasoning":
+        return await _reasoning(gateway, user, sid, head, command.argument)
+    if name == "compress":
+        gateway.agents.evict(sid, "/compress")
+        return _done(
+            sid,
+            name,
+            "no compaction was run (not implemented yet); the cached agent was dropped and "
+            "the next message resumes this session from the store",
+        )
+    if name == "usage":
+        view = usage_view(await show_session(gateway.store, sid))
+        cost = view["cost_usd"]
+        text = f"{len(view['requests'])} requests, " + (
+            f"${cost:.6f}" if cost is not None else "cost unknown"
+        )
+        return _done(sid, name, text, data=view)
+    lines = "\n".join(f"/{n}: {what}" for n, what in HELP.items())
+    return _done(sid, name, lines)
+
+
+def _done(
+    sid: str,
+    name: str,
+    text: str,
+    *,
+    new_session_id: str | None = None,
+    data: dict[str, Any] | None = None,
+) -> Reply:
+    return Reply(
+        session_id=sid,
+        kind="command",
+        text=text,
+        command=name,
+        new_session_id=new_session_id,
+        data=data,
+    )
+
+
+async def _set_overrides(entry: CachedAgent, changes: dict[str, Any]) -> None:
+    entry.overrides = {**entry.overrides, **changes}
+    await entry.sink.emit(
+        ConfigChanged(
+            session_id=entry.session.id,
+            changes={GATEWAY_KEY: gateway_block(entry.settings, entry.overrides)},
+        )
+    )
+
+
+async def _model(gateway: Gateway, user: str, sid: str, head: Head, name: str) -> Reply:
+    if not name:
+        raise BadRequest("/model needs a model name, e.g. /model claude-opus-4-6")
+    entry = await gateway.pool.acquire(user, sid, head)
+    try:
+        wanted = gateway.defaults.with_overrides({**entry.overrides, "model": name})
+        gateway.pool.provider_for(wanted).model_info(name)  # an unknown model fails here, clearly
+        await _set_overrides(entry, {"model": name})
+    finally:
+        gateway.agents.release(entry)
+    gateway.agents.evict(sid, "/model")
+    return _done(sid, "model", f"model set to {name}; the next message starts its new prefix")
+
+
+async def _reasoning(gateway: Gateway, user: str, sid: str, head: Head, level: str) -> Reply:
+    if not level:
+        raise BadRequest("/reasoning needs a level: low, medium, high, or off")
+    changes = parse_reasoning(level)
+    entry = await gateway.pool.acquire(user, sid, head)
+    try:
+        await _set_overrides(entry, changes)
+        wanted = gateway.defaults.with_overrides(entry.overrides)
+        in_place = keeps_namespace(entry.session.agent.info)
+        if in_place and wanted.reasoning != entry.settings.reasoning:
+            await gateway.pool.apply_reasoning(entry, wanted)
+    finally:
+        gateway.agents.release(entry)
+    if not in_place:
+        gateway.agents.evict(sid, "/reasoning")
+        return _done(sid, "reasoning", f"reasoning set to {level}; the agent is rebuilt")
+    return _done(sid, "reasoning", f"reasoning set to {level}, applied in place")

@@ -1,0 +1,199 @@
+"""`stoker serve` settings from a TOML file and the environment, resolved once.
+
+    host = "127.0.0.1"
+    port = 8765
+    database = "postgresql://stoker@db/stoker"   # or a SQLite path; default: STOKER_DB...
+
+    [agent]                       # the defaults every new session starts from
+    provider = "sim"              # sim | anthropic | openai | openai-compatible
+    model = "claude-sonnet-4-6"
+    api_key_env = "ANTHROPIC_API_KEY"   # keys come from the environment, never the file
+    system_file = "prompt.md"     # or system = "..."
+    ephemeral_prompt = ""         # a note sent with each user message (not in the prefix)
+    reasoning = "high"            # optional effort
+    workspace = "notes"           # optional: read-only workspace tools, shared by all users
+
+    [limits]
+    max_body_bytes = 1048576
+    max_message_chars = 100000
+
+    [cache]
+    size = 128
+    idle_ttl_seconds = 3600
+
+    [[users]]
+    id = "alice"
+    token_sha256 = "..."          # or token = "..." (hashed when loaded, never kept)
+
+Environment variables override the file: STOKER_GATEWAY_HOST, _PORT, _DATABASE,
+_PROVIDER, _MODEL, _BASE_URL, _API_KEY and _TOKENS ("alice=TOKEN,bob=sha256:HEX").
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from stoker.agent.system_prompt import DEFAULT_SYSTEM
+from stoker.errors import ConfigError
+from stoker.gateway.auth import TokenTable, token_digest
+from stoker.gateway.settings import SessionSettings, parse_reasoning
+
+_KEY_ENV = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY"}
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class _Agent(_Strict):
+    provider: str = "sim"
+    model: str = "claude-sonnet-4-6"
+    base_url: str | None = None
+    api_mode: str | None = None
+    api_key_env: str | None = None
+    system: str | None = None
+    system_file: str | None = None
+    ephemeral_prompt: str = ""
+    toolsets: list[str] | None = None
+    disabled_toolsets: list[str] = []
+    reasoning: str | None = None
+    thinking_budget: int | None = Field(default=None, ge=1024)
+    max_tokens: int = Field(default=4096, ge=1)
+    workspace: str | None = None
+
+
+class _Limits(_Strict):
+    max_body_bytes: int = Field(default=1_048_576, ge=1024)
+    max_message_chars: int = Field(default=100_000, ge=1)
+
+
+class _Cache(_Strict):
+    size: int = Field(default=128, ge=1)
+    idle_ttl_seconds: float = Field(default=3600.0, gt=0)
+
+
+class _User(_Strict):
+    id: str
+    token_sha256: str | None = None
+    token: str | None = Field(default=None, repr=False)
+
+
+class _File(_Strict):
+    host: str = "127.0.0.1"
+    port: int = Field(default=8765, ge=0, le=65535)
+    database: str | None = None
+    agent: _Agent = _Agent()
+    limits: _Limits = _Limits()
+    cache: _Cache = _Cache()
+    users: list[_User] = []
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GatewayConfig:
+    """Resolved settings of one gateway process. The provider key is not shown by repr."""
+
+    host: str = "127.0.0.1"
+    port: int = 8765
+    database: str | None = None  # None: STOKER_DATABASE_URL, else STOKER_DB, else the data dir
+    defaults: SessionSettings = field(default_factory=SessionSettings)
+    api_key: str | None = field(default=None, repr=False)
+    tokens: TokenTable = field(default_factory=lambda: TokenTable({}))
+    max_body_bytes: int = 1_048_576
+    max_message_chars: int = 100_000
+    cache_size: int = 128
+    idle_ttl: float = 3600.0
+    workspace: Path | None = None
+
+
+def _tokens(users: list[_User], env_value: str | None) -> TokenTable:
+    digests: dict[str, str] = {}
+    for u in users:
+        if (u.token is None) == (u.token_sha256 is None):
+            raise ConfigError(f"user {u.id!r}: give exactly one of token or token_sha256")
+        digests[u.token_sha256.lower() if u.token_sha256 else token_digest(u.token or "")] = u.id
+    for pair in (env_value or "").split(","):
+        if not pair.strip():
+            continue
+        user, sep, secret = pair.strip().partition("=")
+        if not sep or not secret:
+            raise ConfigError("STOKER_GATEWAY_TOKENS: write user=TOKEN or user=sha256:HEX pairs")
+        digest = secret[7:].lower() if secret.startswith("sha256:") else token_digest(secret)
+        digests[digest] = user
+    return TokenTable(digests)
+
+
+def _path(base: Path, value: str) -> Path:
+    p = Path(value).expanduser()
+    return p if p.is_absolute() else base / p
+
+
+def load_config(
+    path: str | Path | None = None, *, env: Mapping[str, str] | None = None
+) -> GatewayConfig:
+    """Settings from `path` (optional) with the environment on top."""
+    env = os.environ if env is None else env
+    raw: dict[str, Any] = {}
+    base = Path.cwd()
+    if path is not None:
+        p = Path(path)
+        try:
+            raw = tomllib.loads(p.read_text(encoding="utf-8"))
+        except (OSError, tomllib.TOMLDecodeError) as exc:
+            raise ConfigError(f"cannot read the gateway config {p}: {exc}") from exc
+        base = p.resolve().parent
+    try:
+        f = _File.model_validate(raw)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(x) for x in e['loc'])}: {e['msg']}" for e in exc.errors()
+        )
+        raise ConfigError(f"gateway config {path}: {problems}") from None
+    a = f.agent
+    system = a.system if a.system is not None else DEFAULT_SYSTEM
+    if a.system_file:
+        try:
+            system = _path(base, a.system_file).read_text(encoding="utf-8")
+        except OSError as exc:
+            raise ConfigError(f"cannot read system_file {a.system_file}: {exc}") from exc
+    defaults = SessionSettings(
+        provider=env.get("STOKER_GATEWAY_PROVIDER") or a.provider,
+        model=env.get("STOKER_GATEWAY_MODEL") or a.model,
+        base_url=env.get("STOKER_GATEWAY_BASE_URL") or a.base_url,
+        api_mode=a.api_mode,
+        toolsets=tuple(a.toolsets) if a.toolsets is not None else None,
+        disabled_toolsets=tuple(a.disabled_toolsets),
+        system=system,
+        ephemeral_prompt=a.ephemeral_prompt,
+        thinking_budget=a.thinking_budget,
+        max_tokens=a.max_tokens,
+    )
+    if a.reasoning:
+        defaults = replace(defaults, **parse_reasoning(a.reasoning))
+    key_env = a.api_key_env or _KEY_ENV.get(defaults.provider.split("-")[0])
+    api_key = env.get("STOKER_GATEWAY_API_KEY") or (env.get(key_env) if key_env else None)
+    database = env.get("STOKER_GATEWAY_DATABASE") or f.database
+    if database and "://" not in database:
+        database = str(_path(base, database))
+    port = env.get("STOKER_GATEWAY_PORT", "")
+    if port and not port.isdigit():
+        raise ConfigError(f"STOKER_GATEWAY_PORT must be a port number, not {port!r}")
+    return GatewayConfig(
+        host=env.get("STOKER_GATEWAY_HOST") or f.host,
+        port=int(port) if port else f.port,
+        database=database,
+        defaults=defaults,
+        api_key=api_key or None,
+        tokens=_tokens(f.users, env.get("STOKER_GATEWAY_TOKENS")),
+        max_body_bytes=f.limits.max_body_bytes,
+        max_message_chars=f.limits.max_message_chars,
+        cache_size=f.cache.size,
+        idle_ttl=f.cache.idle_ttl_seconds,
+        workspace=_path(base, a.workspace) if a.workspace else None,
+    )

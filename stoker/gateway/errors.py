@@ -1,0 +1,78 @@
+"""Gateway errors: each knows its HTTP status and a stable `type` for the JSON body.
+
+    StokerError
+    └── GatewayError            status + type, rendered as {"error": {"type", "message"}}
+        ├── BadRequest          400 invalid_request: the body or command cannot be used
+        ├── Unauthorized        401 unauthorized: no bearer token, or an unknown one
+        ├── NotFound            404 not_found: no such session *for this user*
+        ├── PayloadTooLarge     413 payload_too_large: body or message over the limit
+        ├── Conflict            409 conflict: the stored session cannot be continued as is
+        └── UpstreamError       502 provider_error: the provider call failed
+
+Another user's session is a `NotFound`, worded exactly like a missing one, so a
+response never tells whether an id exists.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from stoker.errors import ConfigError, PrefixError, ProviderError, StokerError, ToolError
+from stoker.store.base import SessionNotFound
+
+
+class GatewayError(StokerError):
+    status = 500
+    type = "internal"
+
+    def body(self) -> dict[str, Any]:
+        return {"error": {"type": self.type, "message": str(self)}}
+
+
+class BadRequest(GatewayError):
+    status = 400
+    type = "invalid_request"
+
+
+class Unauthorized(GatewayError):
+    status = 401
+    type = "unauthorized"
+
+
+class NotFound(GatewayError):
+    status = 404
+    type = "not_found"
+
+    def __init__(self, session_id: str) -> None:
+        super().__init__(f"no session {session_id!r}")
+        self.session_id = session_id
+
+
+class PayloadTooLarge(GatewayError):
+    status = 413
+    type = "payload_too_large"
+
+
+class Conflict(GatewayError):
+    status = 409
+    type = "conflict"
+
+
+class UpstreamError(GatewayError):
+    status = 502
+    type = "provider_error"
+
+
+def as_gateway_error(exc: StokerError) -> GatewayError:
+    """The HTTP face of a library error (a message written for users, kept as is)."""
+    if isinstance(exc, GatewayError):
+        return exc
+    if isinstance(exc, SessionNotFound):
+        return NotFound(exc.session_id)
+    if isinstance(exc, ConfigError | ToolError):
+        return BadRequest(str(exc))
+    if isinstance(exc, PrefixError):
+        return Conflict(str(exc))
+    if isinstance(exc, ProviderError):
+        return UpstreamError(str(exc))
+    return GatewayError(str(exc))

@@ -1,0 +1,126 @@
+"""Throwaway gateways on loopback, for the benchmark and the tests.
+
+One user with a random token, the simulator at 0 ms, a temporary SQLite file or a
+throwaway PostgreSQL schema (created here, dropped on exit). In a thread of this process
+(fast to start; the tests use it) or in a child `stoker serve` process, so a load
+generator in this process does not share the gateway's interpreter lock and the
+gateway's timings are its own (the benchmark uses that).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import secrets
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx
+
+from stoker.gateway.auth import TokenTable, token_digest
+from stoker.gateway.config import GatewayConfig
+from stoker.gateway.server import build_app, build_gateway, serve_in_thread
+from stoker.store.base import SqlEventStore
+from stoker.store.postgres import PostgresStore
+from stoker.store.sqlite import SQLiteStore
+
+USER = "bench"
+
+
+@contextmanager
+def local_gateway(
+    *, cache_size: int = 128, postgres: str | None = None, process: bool = False
+) -> Iterator[tuple[str, str]]:
+    """Yields (base URL, bearer token) of a gateway that lives as long as the block."""
+    token = secrets.token_urlsafe(32)
+    with tempfile.TemporaryDirectory(prefix="stoker-gateway-") as tmp:
+        schema = f"bench_{uuid.uuid4().hex[:12]}" if postgres else None
+        store: SqlEventStore = (
+            PostgresStore(postgres, schema=schema) if postgres else SQLiteStore(Path(tmp) / "gw.db")
+        )
+        try:
+            if process:
+                asyncio.run(_prepare(store))  # the schema must exist before the child connects
+                with _child(Path(tmp), token, cache_size, store) as url:
+                    yield url, token
+            else:
+                config = GatewayConfig(
+                    tokens=TokenTable({token_digest(token): USER}), cache_size=cache_size
+                )
+                with serve_in_thread(build_app(config, build_gateway(config, store=store))) as url:
+                    yield url, token
+        finally:
+            if isinstance(store, PostgresStore):
+                asyncio.run(_drop(store))
+
+
+async def _prepare(store: SqlEventStore) -> None:
+    await store.list_sessions(limit=1)
+    await store.close()
+
+
+async def _drop(store: PostgresStore) -> None:
+    await store.drop_schema()
+    await store.close()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextmanager
+def _child(tmp: Path, token: str, cache_size: int, store: SqlEventStore) -> Iterator[str]:
+    port = _free_port()
+    if isinstance(store, PostgresStore):
+        database = (
+            f"{store.dsn}{'&' if '?' in store.dsn else '?'}options=-csearch_path%3D{store.schema}"
+        )
+    else:
+        assert isinstance(store, SQLiteStore)
+        database = str(store.path)
+    config = tmp / "gateway.toml"
+    config.write_text(
+        f'host = "127.0.0.1"\nport = {port}\ndatabase = "{database}"\n'
+        f"[cache]\nsize = {cache_size}\n"
+        f'[[users]]\nid = "{USER}"\ntoken_sha256 = "{token_digest(token)}"\n',
+        encoding="utf-8",
+    )
+    log = (tmp / "gateway.log").open("w")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("STOKER_GATEWAY_")}
+    command = [sys.executable, "-m", "stoker", "serve", "--config", str(config)]
+    child = subprocess.Popen([*command, "--log-level", "warning"], stdout=log, stderr=log, env=env)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        _wait_ready(url, child, tmp / "gateway.log")
+        yield url
+    finally:
+        child.terminate()
+        try:
+            child.wait(10)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.wait()
+        log.close()
+
+
+def _wait_ready(url: str, child: subprocess.Popen[bytes], log: Path, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if child.poll() is not None:
+            raise RuntimeError(f"the gateway exited at start:\n{log.read_text()[-2000:]}")
+        try:
+            if httpx.get(url + "/healthz", timeout=1.0).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.05)
+    raise RuntimeError(f"the gateway did not answer within {timeout:.0f} s")

@@ -1,0 +1,207 @@
+"""The OpenAPI 3.1 document published at `/openapi.json`, written by hand.
+
+Small enough to keep next to the routes; a test checks that every route of the app is
+documented here and nothing else is.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from typing import Any
+
+_ERROR = {"$ref": "#/components/schemas/Error"}
+
+
+def _json(schema: dict[str, Any], description: str = "OK") -> dict[str, Any]:
+    return {"description": description, "content": {"application/json": {"schema": schema}}}
+
+
+def _errors(*codes: int) -> dict[str, Any]:
+    words = {
+        400: "Bad input",
+        401: "Missing or unknown bearer token",
+        404: "No such session for this user",
+        409: "The stored session cannot be continued as configured",
+        413: "Body or message over the limit",
+        502: "The provider failed",
+    }
+    return {str(c): _json(_ERROR, words[c]) for c in codes}
+
+
+def _op(summary: str, ok: dict[str, Any], *codes: int, **extra: Any) -> dict[str, Any]:
+    return {"summary": summary, "responses": {**ok, **_errors(401, *codes)}, **extra}
+
+
+def _body(schema: dict[str, Any]) -> dict[str, Any]:
+    return {"required": True, "content": {"application/json": {"schema": schema}}}
+
+
+_SID = [{"name": "sid", "in": "path", "required": True, "schema": {"type": "string"}}]
+_IDEMPOTENCY = {
+    "name": "Idempotency-Key",
+    "in": "header",
+    "required": False,
+    "description": "A retry with the same key returns the stored reply without a new turn.",
+    "schema": {"type": "string", "maxLength": 200},
+}
+_OBJ = {"type": "object"}
+_USAGE = {
+    "type": "object",
+    "properties": {
+        k: {"type": "integer"}
+        for k in ("uncached", "written_5m", "written_1h", "read", "output", "written")
+    },
+}
+_SCHEMAS: dict[str, Any] = {
+    "Error": {
+        "type": "object",
+        "required": ["error"],
+        "properties": {
+            "error": {
+                "type": "object",
+                "required": ["type", "message"],
+                "properties": {"type": {"type": "string"}, "message": {"type": "string"}},
+            }
+        },
+    },
+    "Usage": _USAGE,
+    "Reply": {
+        "type": "object",
+        "properties": {
+            "session_id": {"type": "string"},
+            "kind": {"enum": ["answer", "command"]},
+            "text": {"type": "string"},
+            "exit": {"type": ["string", "null"]},
+            "usage": {"$ref": "#/components/schemas/Usage"},
+            "cost_usd": {"type": ["number", "null"]},
+            "requests": {"type": "array", "items": _OBJ},
+            "command": {"type": ["string", "null"]},
+            "new_session_id": {"type": ["string", "null"]},
+            "replayed": {"type": "boolean"},
+        },
+    },
+}
+
+
+@cache
+def openapi_document() -> dict[str, Any]:
+    reply = _json({"$ref": "#/components/schemas/Reply"})
+    sse = {
+        "description": "A turn as it happens (`Accept: text/event-stream` or `?stream=true`)"
+        ": events text, tool, status, then done (a Reply) or error",
+        "content": {"text/event-stream": {"schema": {"type": "string"}}},
+    }
+    text_body = {"type": "object", "required": ["text"], "properties": {"text": {"type": "string"}}}
+    create_body = {
+        "type": "object",
+        "properties": {"model": {"type": "string"}, "reasoning": {"type": "string"}},
+    }
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": "Stoker gateway", "version": "1"},
+        "components": {
+            "schemas": _SCHEMAS,
+            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+        },
+        "security": [{"bearer": []}],
+        "paths": {
+            "/v1/sessions": {
+                "post": _op(
+                    "Create a session",
+                    {"201": _json(_OBJ, "Created: {id, model}")},
+                    400,
+                    413,
+                    requestBody={"content": {"application/json": {"schema": create_body}}},
+                ),
+                "get": _op("The caller's sessions, most recent first", {"200": _json(_OBJ)}),
+            },
+            "/v1/sessions/{sid}": {
+                "get": _op("History, per turn", {"200": _json(_OBJ)}, 404, parameters=_SID),
+                "delete": _op(
+                    "Delete a session", {"204": {"description": "Deleted"}}, 404, parameters=_SID
+                ),
+            },
+            "/v1/sessions/{sid}/usage": {
+                "get": _op(
+                    "Tokens, cost, and every provider call with its cache explanation",
+                    {"200": _json(_OBJ)},
+                    404,
+                    parameters=_SID,
+                )
+            },
+            "/v1/sessions/{sid}/messages": {
+                "post": _op(
+                    "Send a message (text starting with / is a command)",
+                    {"200": {**reply, "content": {**reply["content"], **sse["content"]}}},
+                    400,
+                    404,
+                    409,
+                    413,
+                    502,
+                    parameters=[*_SID, _IDEMPOTENCY],
+                    requestBody=_body(text_body),
+                )
+            },
+            "/v1/sessions/{sid}/commands/{name}": {
+                "post": _op(
+                    "Run a command: new, reset, clear, model, reasoning, compress, usage, help",
+                    {"200": reply},
+                    400,
+                    404,
+                    parameters=[
+                        *_SID,
+                        {
+                            "name": "name",
+                            "in": "path",
+                            "required": True,
+                            "schema": {"type": "string"},
+                        },
+                        _IDEMPOTENCY,
+                    ],
+                    requestBody={
+                        "content": {
+                            "application/json": {
+                                "schema": {
+                                    "type": "object",
+                                    "properties": {"argument": {"type": "string"}},
+                                }
+                            }
+                        }
+                    },
+                )
+            },
+            "/v1/chat/completions": {
+                "post": _op(
+                    "OpenAI-compatible chat; X-Stoker-Session carries the session",
+                    {"200": _json(_OBJ, "chat.completion, or chat.completion.chunk SSE")},
+                    400,
+                    404,
+                    413,
+                    502,
+                    parameters=[
+                        {"name": "X-Stoker-Session", "in": "header", "schema": {"type": "string"}},
+                        _IDEMPOTENCY,
+                    ],
+                    requestBody=_body(_OBJ),
+                )
+            },
+            "/v1/models": {"get": _op("The default model", {"200": _json(_OBJ)})},
+            "/openapi.json": {
+                "get": {
+                    "summary": "This document",
+                    "security": [],
+                    "responses": {"200": _json(_OBJ)},
+                }
+            },
+            "/healthz": {
+                "get": {"summary": "Liveness", "security": [], "responses": {"200": _json(_OBJ)}}
+            },
+            "/ui": {
+                "get": {
+                    "summary": "The dashboard (the page asks for a token; data calls use it)",
+                    "security": [],
+                    "responses": {"200": {"description": "HTML", "content": {"text/html": {}}}},
+                }
+            },
+        },
+    }

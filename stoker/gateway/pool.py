@@ -1,0 +1,220 @@
+"""The live agents of a gateway: one per session, found, rebuilt or changed in place.
+
+This is where the rules of the agent cache live. A cached agent serves a message only
+when its signature matches today's settings and the store holds exactly the events this
+process wrote for it; otherwise it is rebuilt from the store (`agents.py`). Reasoning
+changes that keep the model's cache namespace are applied to the live agent instead.
+Providers are made once per route (provider, model, base URL, API mode, key digest).
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import time
+from collections import Counter
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+from typing import Any
+
+from stoker.agent.agent import Agent
+from stoker.agent.session import Session
+from stoker.clock import Clock, SystemClock
+from stoker.gateway.agents import (
+    GATEWAY_KEY,
+    apply_changes,
+    apply_reasoning,
+    build_agent,
+    gateway_block,
+    stored_settings,
+)
+from stoker.gateway.cache import AgentCache, CachedAgent
+from stoker.gateway.errors import BadRequest
+from stoker.gateway.providers import (
+    ProviderFactory,
+    ProviderRoute,
+    TimedProvider,
+    default_provider_factory,
+)
+from stoker.gateway.settings import OVERRIDABLE, SessionSettings, keeps_namespace
+from stoker.gateway.signature import key_digest, signature
+from stoker.gateway.sink import Head, SessionSink
+from stoker.providers.base import Provider
+from stoker.store.base import SqlEventStore
+from stoker.tools import ToolRegistry
+
+log = logging.getLogger(__name__)
+KEEP: Any = object()
+"""`reconfigure(api_key=KEEP)`: leave the key as it is (None means no key)."""
+
+
+def new_session_id() -> str:
+    """192 random bits, URL-safe: ids are unguessable, ownership is still checked."""
+    return secrets.token_urlsafe(24)
+
+
+class AgentPool:
+    """Cached agents in front of the store, and the providers they call."""
+
+    def __init__(
+        self,
+        *,
+        store: SqlEventStore,
+        defaults: SessionSettings | None = None,
+        api_key: str | None = None,
+        provider_factory: ProviderFactory = default_provider_factory,
+        registry: ToolRegistry | None = None,
+        cache_size: int = 128,
+        idle_ttl: float = 3600.0,
+        clock: Clock | None = None,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.store = store
+        self.defaults = defaults or SessionSettings()
+        self.registry = registry
+        self.agents = AgentCache(max_size=cache_size, idle_ttl=idle_ttl, now=monotonic)
+        self.stats: Counter[str] = Counter()
+        self._api_key = api_key
+        self._key_sha = key_digest(api_key)
+        self._factory = provider_factory
+        self._providers: dict[tuple[Any, ...], TimedProvider] = {}
+        self._clock = clock or SystemClock()
+
+    # -- configuration -------------------------------------------------------------------
+
+    def reconfigure(
+        self, *, defaults: SessionSettings | None = None, api_key: str | None = KEEP
+    ) -> None:
+        """New operator settings (a reloaded config). Cached agents are not touched here:
+        each one's signature no longer matches, so its next message rebuilds it."""
+        if defaults is not None:
+            self.defaults = defaults
+        if api_key is not KEEP:
+            self._api_key = api_key
+            self._key_sha = key_digest(api_key)
+
+    def provider_for(self, settings: SessionSettings) -> Provider:
+        route = ProviderRoute(
+            provider=settings.provider,
+            model=settings.model,
+            base_url=settings.base_url,
+            api_mode=settings.api_mode,
+            api_key=self._api_key,
+        )
+        memo = (route.provider, route.model, route.base_url, route.api_mode, self._key_sha)
+        provider = self._providers.get(memo)
+        if provider is None:
+            provider = self._providers[memo] = TimedProvider(self._factory(route))
+        return provider
+
+    def agent_for(self, settings: SessionSettings) -> Agent:
+        provider = self.provider_for(settings)
+        return build_agent(settings, provider=provider, registry=self.registry, clock=self._clock)
+
+    def signature_of(self, settings: SessionSettings, user: str) -> str:
+        generation = self.registry.generation if self.registry is not None else 0
+        return signature(
+            settings, user=user, api_key_sha256=self._key_sha, registry_generation=generation
+        )
+
+    # -- sessions --------------------------------------------------------------------------
+
+    async def create(self, user: str, overrides: Mapping[str, Any] | None = None) -> str:
+        """A new session for `user`, stored at once; its agent goes into the cache."""
+        chosen = dict(overrides or {})
+        unknown = sorted(set(chosen) - OVERRIDABLE)
+        if unknown:
+            raise BadRequest(f"cannot set {unknown} per session; allowed: {sorted(OVERRIDABLE)}")
+        settings = self.defaults.with_overrides(chosen)
+        agent = self.agent_for(settings)
+        sid = new_session_id()
+        stamp = {"owner": user, GATEWAY_KEY: gateway_block(settings, chosen)}
+        sink = SessionSink(self.store, sid, written=0, stamp=stamp)
+        session = agent.session(session_id=sid, sink=sink)
+        await session.flush()
+        entry = CachedAgent(
+            session=session,
+            sink=sink,
+            user=user,
+            signature=self.signature_of(settings, user),
+            settings=settings,
+            overrides=chosen,
+        )
+        self.agents.put(sid, entry)
+        self.stats["created"] += 1
+        return sid
+
+    def model_of(self, session_id: str) -> str | None:
+        """The model a cached session is on (None when it is not cached)."""
+        entry = self.agents.peek(session_id)
+        return entry.session.prefix.params.model if entry is not None else None
+
+    # -- one session's agent ---------------------------------------------------------------
+
+    async def acquire(self, user: str, session_id: str, head: Head) -> CachedAgent:
+        """The session's live agent, rebuilt when stale; marked busy until `release`.
+
+        Call under the session's lock, with `head` read under it.
+        """
+        entry = self.agents.acquire(session_id)
+        if entry is not None:
+            reason = await self._stale(entry, user, head)
+            if reason is None:
+                return entry
+            self.agents.release(entry)
+            self.agents.evict(session_id, reason)
+            self.stats[reason] += 1
+        return await self._rebuild(user, session_id, head)
+
+    async def _stale(self, entry: CachedAgent, user: str, head: Head) -> str | None:
+        """Why `entry` cannot serve this message, or None (after an in-place change)."""
+        if entry.sink.written != head.events:
+            return "written by another process"
+        wanted = self.defaults.with_overrides(entry.overrides)
+        if entry.signature != self.signature_of(wanted, user):
+            return "signature changed"
+        if wanted.reasoning != entry.settings.reasoning:
+            if not keeps_namespace(entry.session.agent.info):
+                return "reasoning moves the cache namespace"
+            await self.apply_reasoning(entry, wanted)
+        return None
+
+    async def apply_reasoning(self, entry: CachedAgent, wanted: SessionSettings) -> None:
+        await apply_reasoning(entry.session, settings=wanted, overrides=entry.overrides)
+        entry.settings = replace(
+            entry.settings, effort=wanted.effort, thinking_budget=wanted.thinking_budget
+        )
+        self.stats["reasoning applied in place"] += 1
+
+    async def _rebuild(self, user: str, session_id: str, head: Head) -> CachedAgent:
+        """Resume from the store as stored, then declare what changed since."""
+        stored = await self.store.load(session_id)
+        built, overrides = stored_settings(stored)
+        wanted = self.defaults.with_overrides(overrides)
+        # The route is not part of the prefix: resume on today's provider and key.
+        built = replace(
+            built, provider=wanted.provider, base_url=wanted.base_url, api_mode=wanted.api_mode
+        )
+        sink = SessionSink(self.store, session_id, written=head.events, loaded=stored)
+        session = await Session.resume(session_id, self.agent_for(built), store=sink)
+        session.sink = sink
+        await apply_changes(
+            session, built=built, wanted=wanted, agent=self.agent_for(wanted), overrides=overrides
+        )
+        entry = CachedAgent(
+            session=session,
+            sink=sink,
+            user=user,
+            signature=self.signature_of(wanted, user),
+            settings=wanted,
+            overrides=overrides,
+        )
+        self.agents.put(session_id, entry, busy=True)
+        self.stats["rebuilt"] += 1
+        log.debug("rebuilt the agent of session %s", session_id)
+        return entry
+
+    async def close(self) -> None:
+        for provider in self._providers.values():
+            await provider.aclose()
+        self._providers.clear()

@@ -1,0 +1,82 @@
+"""Where the gateway gets providers, and how it times them.
+
+The seam is one callable from a `ProviderRoute` to a `Provider`, so tests hand in a
+shared simulator and a deployment uses `stoker.providers.select`. Every provider the
+gateway uses is wrapped in `TimedProvider`, so the time spent in provider calls can be
+told apart from the gateway's own (`stoker.gateway.timing`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from stoker.cache.models import ModelInfo
+from stoker.gateway.timing import provider_call
+from stoker.providers.base import CallContext, Completion, Provider
+from stoker.providers.select import select_provider
+from stoker.providers.sim.provider import SimProvider
+from stoker.wire.request import Request
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ProviderRoute:
+    """Which provider a session's calls go to. The key is never shown (repr=False)."""
+
+    provider: str
+    model: str
+    base_url: str | None = None
+    api_mode: str | None = None
+    api_key: str | None = field(default=None, repr=False)
+
+
+ProviderFactory = Callable[[ProviderRoute], Provider]
+
+_SIM_APIS = {"chat": "openai_chat", "responses": "openai_responses"}
+
+
+def default_provider_factory(route: ProviderRoute) -> Provider:
+    """The simulator for "sim" (without keeping payloads: a server runs for days), else
+    `select_provider` with the route's key and base URL given as its environment."""
+    if route.provider == "sim":
+        api = _SIM_APIS.get(route.api_mode or "", route.api_mode or "openai_responses")
+        return SimProvider(keep_requests=False, openai_api=api)
+    env: dict[str, str] = {}
+    for prefix in ("ANTHROPIC", "OPENAI"):
+        if route.api_key:
+            env[f"{prefix}_API_KEY"] = route.api_key
+        if route.base_url:
+            env[f"{prefix}_BASE_URL"] = route.base_url
+    kind = route.provider
+    if kind == "openai" and route.api_mode == "chat":
+        kind = "openai-chat"
+    spec = (
+        f"openai-compatible:{route.base_url or ''}#{route.model}"
+        if kind == "openai-compatible"
+        else f"{kind}:{route.model}"
+    )
+    return select_provider(spec, env=env).provider
+
+
+class TimedProvider:
+    """A provider whose calls are timed into the current request's tally."""
+
+    __slots__ = ("inner",)
+
+    def __init__(self, inner: Provider) -> None:
+        self.inner = inner
+
+    @property
+    def name(self) -> str:
+        return self.inner.name
+
+    def model_info(self, model: str) -> ModelInfo:
+        return self.inner.model_info(model)
+
+    async def complete(self, request: Request, context: CallContext) -> Completion:
+        return await provider_call(self.inner.complete(request, context))
+
+    async def aclose(self) -> None:
+        close = getattr(self.inner, "aclose", None)
+        if close is not None:
+            await close()

@@ -1,0 +1,85 @@
+"""Running the gateway: from a `GatewayConfig` to an app, and the app on uvicorn.
+
+`serve` blocks (the `stoker serve` command); `serve_in_thread` runs the app on a free
+loopback port in a background thread and yields its base URL, for the benchmark and the
+browser test.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import uvicorn
+from starlette.applications import Starlette
+
+from stoker.gateway.app import create_app
+from stoker.gateway.config import GatewayConfig
+from stoker.gateway.providers import ProviderFactory, default_provider_factory
+from stoker.gateway.service import Gateway
+from stoker.store import open_store
+from stoker.store.base import SqlEventStore
+from stoker.toolkits.workspace import workspace_toolset
+from stoker.tools import ToolRegistry
+
+
+def build_gateway(
+    config: GatewayConfig,
+    *,
+    store: SqlEventStore | None = None,
+    provider_factory: ProviderFactory = default_provider_factory,
+) -> Gateway:
+    """A gateway as `config` describes it (the store from `config.database` unless given)."""
+    registry = None
+    if config.workspace is not None:
+        registry = ToolRegistry([workspace_toolset(config.workspace, writable=False)])
+    return Gateway(
+        store=store if store is not None else open_store(config.database),
+        defaults=config.defaults,
+        api_key=config.api_key,
+        provider_factory=provider_factory,
+        registry=registry,
+        cache_size=config.cache_size,
+        idle_ttl=config.idle_ttl,
+        max_message_chars=config.max_message_chars,
+    )
+
+
+def build_app(config: GatewayConfig, gateway: Gateway, *, close_store: bool = True) -> Starlette:
+    return create_app(
+        gateway,
+        tokens=config.tokens,
+        max_body_bytes=config.max_body_bytes,
+        close_store=close_store,
+    )
+
+
+def serve(config: GatewayConfig, *, log_level: str = "info") -> None:
+    """Run the gateway until interrupted."""
+    app = build_app(config, build_gateway(config))
+    uvicorn.run(app, host=config.host, port=config.port, log_level=log_level)
+
+
+@contextmanager
+def serve_in_thread(
+    app: Starlette, *, host: str = "127.0.0.1", timeout: float = 10.0
+) -> Iterator[str]:
+    """Serve `app` on a free port of `host` in a daemon thread; yields its base URL."""
+    server = uvicorn.Server(
+        uvicorn.Config(app, host=host, port=0, log_level="warning", access_log=False)
+    )
+    thread = threading.Thread(target=server.run, name="stoker-gateway", daemon=True)
+    thread.start()
+    deadline = time.monotonic() + timeout
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            raise RuntimeError("the gateway did not start")
+        time.sleep(0.01)
+    port = server.servers[0].sockets[0].getsockname()[1]
+    try:
+        yield f"http://{host}:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout)

@@ -1,0 +1,242 @@
+"""The gateway as a library: users' sessions, one cached agent each, turns and commands.
+
+The HTTP app is a thin shell over this class. A message takes the session's lock (an
+advisory lock on PostgreSQL, so replicas never run one session twice at once), checks
+ownership and the cross-process count in one read, finds or rebuilds the cached agent,
+runs the turn with that message's callbacks, and clears them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import time
+from collections import Counter
+from collections.abc import Callable, Coroutine, Mapping
+from typing import Any, TypeVar
+
+from stoker.agent.session import Callbacks
+from stoker.clock import Clock
+from stoker.gateway.cache import AgentCache
+from stoker.gateway.commands import Command
+from stoker.gateway.commands import parse as parse_command
+from stoker.gateway.commands import run as run_command
+from stoker.gateway.errors import BadRequest, NotFound, PayloadTooLarge
+from stoker.gateway.pool import KEEP, AgentPool
+from stoker.gateway.providers import (
+    ProviderFactory,
+    default_provider_factory,
+)
+from stoker.gateway.settings import SessionSettings
+from stoker.gateway.sink import Head, read_head
+from stoker.gateway.views import Reply
+from stoker.sessions import SessionView, show_session
+from stoker.store.base import SessionNotFound, SqlEventStore
+from stoker.tools import ToolRegistry
+from stoker.wire.stored import SessionSummary
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+_ID = re.compile(r"^[A-Za-z0-9_-]{16,64}$")
+
+
+class Gateway:
+    """Sessions per user over one store, with an agent pool in front of it."""
+
+    def __init__(
+        self,
+        *,
+        store: SqlEventStore,
+        defaults: SessionSettings | None = None,
+        api_key: str | None = None,
+        provider_factory: ProviderFactory = default_provider_factory,
+        registry: ToolRegistry | None = None,
+        cache_size: int = 128,
+        idle_ttl: float = 3600.0,
+        max_message_chars: int = 100_000,
+        clock: Clock | None = None,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.store = store
+        self.pool = AgentPool(
+            store=store,
+            defaults=defaults,
+            api_key=api_key,
+            provider_factory=provider_factory,
+            registry=registry,
+            cache_size=cache_size,
+            idle_ttl=idle_ttl,
+            clock=clock,
+            monotonic=monotonic,
+        )
+        self.max_message_chars = max_message_chars
+        self._tasks: set[asyncio.Task[Any]] = set()
+
+    @property
+    def agents(self) -> AgentCache:
+        return self.pool.agents
+
+    @property
+    def stats(self) -> Counter[str]:
+        return self.pool.stats
+
+    @property
+    def defaults(self) -> SessionSettings:
+        return self.pool.defaults
+
+    def reconfigure(
+        self, *, defaults: SessionSettings | None = None, api_key: str | None = KEEP
+    ) -> None:
+        """New operator settings (a reloaded config); see `AgentPool.reconfigure`."""
+        self.pool.reconfigure(defaults=defaults, api_key=api_key)
+
+    # -- sessions ------------------------------------------------------------------------
+
+    async def create_session(self, user: str, overrides: Mapping[str, Any] | None = None) -> str:
+        """A new session for `user` (with the per-session `overrides`), stored at once."""
+        return await self.pool.create(user, overrides)
+
+    async def list_sessions(self, user: str, *, limit: int = 50) -> list[SessionSummary]:
+        return await self.store.list_sessions(limit=limit, owner=user, kind="main")
+
+    async def authorize(self, user: str, session_id: str) -> None:
+        """NotFound unless `user` owns the session (missing and foreign look the same)."""
+        if not _ID.match(session_id):
+            raise NotFound(session_id)
+        entry = self.agents.peek(session_id)
+        if entry is not None and entry.user == user:
+            return
+        try:
+            owner = await self.store.owner(session_id)
+        except SessionNotFound:
+            raise NotFound(session_id) from None
+        if owner != user:
+            raise NotFound(session_id)
+
+    async def view(self, user: str, session_id: str) -> SessionView:
+        """History, tokens and cost per turn, from the store (every process's writes)."""
+        await self.authorize(user, session_id)
+        return await show_session(self.store, session_id)
+
+    async def delete(self, user: str, session_id: str) -> None:
+        await self.authorize(user, session_id)
+        async with self.store.session_lock(session_id):
+            self.agents.evict(session_id, "deleted")
+            await self.store.delete(session_id)
+
+    # -- messages ------------------------------------------------------------------------
+
+    async def send(
+        self,
+        user: str,
+        session_id: str,
+        text: str,
+        *,
+        idempotency_key: str | None = None,
+        callbacks: Callbacks | None = None,
+    ) -> Reply:
+        """One message: a turn, or a command when it starts with "/" ("//" escapes)."""
+        if len(text) > self.max_message_chars:
+            raise PayloadTooLarge(
+                f"the message has {len(text)} characters; the limit is {self.max_message_chars}"
+            )
+        if not text.strip():
+            raise BadRequest("the message is empty")
+        command = parse_command(text)
+        if command is None and text.startswith("//"):
+            text = text[1:]
+
+        async def work(head: Head) -> Reply:
+            if command is not None:
+                return await run_command(self, user, session_id, head, command)
+            return await self._turn(user, session_id, head, text, callbacks)
+
+        return await self.locked(user, session_id, work, idempotency_key=idempotency_key)
+
+    async def command(
+        self,
+        user: str,
+        session_id: str,
+        name: str,
+        argument: str = "",
+        *,
+        idempotency_key: str | None = None,
+    ) -> Reply:
+        """A command sent to its endpoint rather than as a message."""
+        command = Command(name=name.lower(), argument=argument.strip())
+
+        async def work(head: Head) -> Reply:
+            return await run_command(self, user, session_id, head, command)
+
+        return await self.locked(user, session_id, work, idempotency_key=idempotency_key)
+
+    async def locked(
+        self,
+        user: str,
+        session_id: str,
+        work: Callable[[Head], Coroutine[Any, Any, Reply]],
+        *,
+        idempotency_key: str | None = None,
+    ) -> Reply:
+        """Run `work` under the session's lock, after the ownership and retry checks."""
+        await self.authorize(user, session_id)
+        async with self.store.session_lock(session_id):
+            try:
+                head = await read_head(self.store, session_id)
+            except SessionNotFound:
+                raise NotFound(session_id) from None
+            if head.owner != user:
+                raise NotFound(session_id)
+            if idempotency_key is not None:
+                saved = await self.store.idempotent_response(session_id, idempotency_key)
+                if saved is not None:
+                    self.stats["replayed"] += 1
+                    return Reply.from_json(saved, replayed=True)
+            reply = await work(head)
+            if idempotency_key is not None:
+                await self.store.remember_response(session_id, idempotency_key, reply.to_json())
+            return reply
+
+    async def _turn(
+        self, user: str, session_id: str, head: Head, text: str, callbacks: Callbacks | None
+    ) -> Reply:
+        entry = await self.pool.acquire(user, session_id, head)
+        session = entry.session
+        note = entry.settings.ephemeral_prompt or None
+        try:
+            result = await session.send(text, note=note, callbacks=callbacks or Callbacks())
+        finally:
+            session.callbacks = Callbacks()  # a finished run's stream consumer is let go
+            self.pool.agents.release(entry)
+        return Reply.of_turn(session_id, result)
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Fail at start, not at the first request, on settings that cannot work (an
+        unknown model or toolset, a provider without its key); and open the store here,
+        so its migration runs once instead of racing the first burst of requests."""
+        defaults = self.pool.defaults
+        self.pool.agent_for(defaults).info  # noqa: B018 - raises ConfigError when unusable
+        if self.pool.registry is not None:
+            self.pool.agent_for(defaults).resolved_tools()
+        await self.store.list_sessions(limit=1)
+
+    def spawn(self, coro: Coroutine[Any, Any, T]) -> asyncio.Task[T]:
+        """Run `coro` to the end even if whoever started it goes away (a closed stream)."""
+        task = asyncio.create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._finished)
+        return task
+
+    def _finished(self, task: asyncio.Task[Any]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.info("a streamed message ended with an error: %s", task.exception())
+
+    async def close(self) -> None:
+        """Wait for messages still running, then close the providers' connections."""
+        if self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self.pool.close()

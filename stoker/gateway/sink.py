@@ -1,0 +1,81 @@
+"""The store as one cached session sees it: owner stamping, own-write counting, the head.
+
+The cross-process check compares the store's event count for a session with the count
+of events *this process* wrote through the session's sink. Counting every own write as
+it is acknowledged is what keeps the check from firing on the agent's own turns (one
+project compared against a count taken when the agent was built, and rebuilt the agent
+after each of its own writes, every turn).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+from stoker.store.base import SessionNotFound, SqlEventStore
+from stoker.wire.events import Event, SessionCreated
+from stoker.wire.stored import StoredSession
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Head:
+    """Who owns a session and how many events its log holds."""
+
+    owner: str | None
+    events: int
+
+
+async def read_head(store: SqlEventStore, session_id: str) -> Head:
+    """One indexed read of the header row and the log's last sequence number.
+
+    Reads through the store's SQL helper: the store has no public call for the last
+    sequence number yet (a `SqlEventStore.head()` would replace this function).
+    """
+    rows = await store._read(  # private: see the docstring
+        "SELECT owner, (SELECT MAX(seq) FROM events WHERE session_id = ?) "
+        "FROM sessions WHERE id = ?",
+        (session_id, session_id),
+    )
+    if not rows:
+        raise SessionNotFound(session_id)
+    owner, last = rows[0]
+    return Head(owner=owner, events=int(last or 0))
+
+
+class SessionSink:
+    """Forwards a session's events to the store, counting the ones for that session.
+
+    It also stamps the gateway's fields (owner, settings) into the session's
+    `SessionCreated` config, and hands a session loaded beforehand to `Session.resume`
+    so a rebuild reads the store once.
+    """
+
+    def __init__(
+        self,
+        store: SqlEventStore,
+        session_id: str,
+        *,
+        written: int,
+        stamp: Mapping[str, Any] | None = None,
+        loaded: StoredSession | None = None,
+    ) -> None:
+        self.store = store
+        self.session_id = session_id
+        self.written = written  # events in the store for this session, as this process knows
+        self._stamp = dict(stamp or {})
+        self._loaded = loaded
+
+    async def emit(self, event: Event) -> None:
+        own = event.session_id == self.session_id
+        if own and isinstance(event, SessionCreated) and self._stamp:
+            event = replace(event, config={**event.config, **self._stamp})
+        await self.store.emit(event)
+        if own:
+            self.written += 1
+
+    async def load(self, session_id: str) -> StoredSession:
+        loaded, self._loaded = self._loaded, None
+        if loaded is not None and loaded.id == session_id:
+            return loaded
+        return await self.store.load(session_id)

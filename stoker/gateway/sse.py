@@ -1,0 +1,68 @@
+"""Server-Sent Events: a turn's callbacks, turned into a stream of events.
+
+The turn runs as a gateway task, not inside the response: a client that disconnects
+mid-stream does not cancel a turn whose user message is already stored (the next
+message would otherwise find half a turn). Events: `text` (a delta), `tool` (a call
+starting or ending), `status`, then `done` with the reply, or `error`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import AsyncIterator, Callable, Coroutine
+from typing import TYPE_CHECKING, Any
+
+from stoker.agent.session import Callbacks
+from stoker.errors import StokerError
+from stoker.gateway.errors import as_gateway_error
+from stoker.gateway.views import Reply
+
+if TYPE_CHECKING:
+    from stoker.gateway.service import Gateway
+    from stoker.tools import ToolProgress
+
+log = logging.getLogger(__name__)
+
+Event = tuple[str, dict[str, Any]]
+HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+
+
+def encode(event: str | None, data: Any) -> bytes:
+    """One SSE frame; `event` None for OpenAI-style frames that carry only data."""
+    body = data if isinstance(data, str) else json.dumps(data, separators=(",", ":"))
+    head = f"event: {event}\n" if event else ""
+    return f"{head}data: {body}\n\n".encode()
+
+
+async def turn_events(
+    gateway: Gateway, start: Callable[[Callbacks], Coroutine[Any, Any, Reply]]
+) -> AsyncIterator[Event]:
+    """Events of the turn `start(callbacks)` runs, ending with `done` or `error`."""
+    queue: asyncio.Queue[Event | None] = asyncio.Queue()
+
+    def tool(p: ToolProgress) -> None:
+        queue.put_nowait(
+            ("tool", {"name": p.name, "id": p.tool_use_id, "phase": p.phase, "error": p.is_error})
+        )
+
+    callbacks = Callbacks(
+        on_text=lambda delta: queue.put_nowait(("text", {"delta": delta})),
+        on_tool=tool,
+        on_status=lambda status: queue.put_nowait(("status", {"status": status})),
+    )
+    task = gateway.spawn(start(callbacks))
+    task.add_done_callback(lambda _: queue.put_nowait(None))
+    while (item := await queue.get()) is not None:
+        yield item
+    try:
+        reply = task.result()
+    except StokerError as exc:
+        yield ("error", as_gateway_error(exc).body())
+        return
+    except Exception:
+        log.exception("a streamed message failed")
+        yield ("error", {"error": {"type": "internal", "message": "internal error"}})
+        return
+    yield ("done", reply.to_dict())

@@ -1,0 +1,131 @@
+"""`stoker serve` configuration: TOML + environment; tokens are only ever held hashed."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import pytest
+
+from stoker.errors import ConfigError
+from stoker.gateway.auth import TokenTable
+from stoker.gateway.config import load_config
+from stoker.gateway.errors import Unauthorized
+from stoker.gateway.providers import ProviderRoute, default_provider_factory
+from stoker.gateway.service import Gateway
+from stoker.gateway.settings import SessionSettings
+from stoker.providers.sim.provider import SimProvider
+from stoker.store.sqlite import SQLiteStore
+
+CONFIG = """
+port = 9000
+database = "gateway.db"
+
+[agent]
+model = "claude-opus-4-6"
+api_key_env = "MY_KEY"
+system_file = "prompt.md"
+reasoning = "high"
+toolsets = ["files"]
+
+[limits]
+max_body_bytes = 4096
+
+[cache]
+size = 16
+idle_ttl_seconds = 60
+
+[[users]]
+id = "alice"
+token = "plain-token-for-alice"
+
+[[users]]
+id = "bob"
+token_sha256 = "%s"
+"""
+
+
+def _write(tmp_path: Path) -> Path:
+    (tmp_path / "prompt.md").write_text("Be brief.")
+    path = tmp_path / "gateway.toml"
+    path.write_text(CONFIG % hashlib.sha256(b"bob-token").hexdigest())
+    return path
+
+
+def test_a_config_file_with_the_environment_on_top(tmp_path: Path) -> None:
+    env = {"MY_KEY": "sk-secret-key-value", "STOKER_GATEWAY_PORT": "9100"}
+    config = load_config(_write(tmp_path), env=env)
+    assert config.port == 9100
+    assert config.database == str(tmp_path / "gateway.db")
+    d = config.defaults
+    assert (d.model, d.system, d.effort, d.toolsets) == (
+        "claude-opus-4-6",
+        "Be brief.",
+        "high",
+        ("files",),
+    )
+    assert (config.max_body_bytes, config.cache_size, config.idle_ttl) == (4096, 16, 60.0)
+    assert config.api_key == "sk-secret-key-value"
+    assert config.tokens.user_for("Bearer plain-token-for-alice") == "alice"
+    assert config.tokens.user_for("Bearer bob-token") == "bob"
+    shown = repr(config)
+    assert "sk-secret" not in shown
+    assert "plain-token" not in shown
+
+
+def test_tokens_are_hashed_when_loaded_and_never_kept(tmp_path: Path) -> None:
+    config = load_config(_write(tmp_path), env={"STOKER_GATEWAY_TOKENS": "carol=carol-token"})
+    held = repr(config.tokens._users)  # everything the table keeps
+    assert "plain-token-for-alice" not in held
+    assert "carol-token" not in held
+    assert hashlib.sha256(b"plain-token-for-alice").hexdigest() in held
+    assert config.tokens.user_for("Bearer carol-token") == "carol"
+
+
+@pytest.mark.parametrize("header", [None, "", "Bearer", "Basic abc", "Bearer wrong-token"])
+def test_a_missing_or_unknown_token_is_unauthorized(header: str | None) -> None:
+    table = TokenTable({hashlib.sha256(b"right").hexdigest(): "alice"})
+    with pytest.raises(Unauthorized) as caught:
+        table.user_for(header)
+    assert "wrong-token" not in str(caught.value)
+
+
+def test_bad_config_says_what_to_fix(tmp_path: Path) -> None:
+    path = tmp_path / "bad.toml"
+    path.write_text('[agent]\nmodle = "x"\n[[users]]\nid = "a"\n')
+    with pytest.raises(ConfigError, match=r"agent\.modle"):
+        load_config(path, env={})
+    path.write_text('[[users]]\nid = "a"\n')
+    with pytest.raises(ConfigError, match="exactly one of token or token_sha256"):
+        load_config(path, env={})
+
+
+def test_the_default_factory_routes_key_and_base_url_to_the_real_providers() -> None:
+    sim = default_provider_factory(ProviderRoute(provider="sim", model="claude-sonnet-4-6"))
+    assert isinstance(sim, SimProvider)
+    assert sim.keep_requests is False  # a server runs for days
+    route = ProviderRoute(
+        provider="anthropic",
+        model="claude-sonnet-4-6",
+        base_url="http://127.0.0.1:9",
+        api_key="sk-ant-test-key",
+    )
+    provider = default_provider_factory(route)
+    assert (provider.name, getattr(provider, "base_url", None)) == ("anthropic", route.base_url)
+    assert "sk-ant-test-key" not in repr(provider) + repr(route)
+    chat = default_provider_factory(
+        ProviderRoute(provider="openai", model="gpt-5.5", api_mode="chat", api_key="sk-test")
+    )
+    assert getattr(chat, "api", None) == "chat"
+    with pytest.raises(ConfigError, match="ANTHROPIC_API_KEY"):
+        default_provider_factory(ProviderRoute(provider="anthropic", model="claude-sonnet-4-6"))
+
+
+async def test_a_gateway_with_unusable_defaults_fails_at_start(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "s.db")
+    try:
+        gateway = Gateway(store=store, defaults=SessionSettings(model="no-such-model"))
+        with pytest.raises(ConfigError, match="unknown model 'no-such-model'"):
+            await gateway.start()
+    finally:
+        await store.close()
