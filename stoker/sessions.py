@@ -68,7 +68,7 @@ async def show_session(store: SqlEventStore, session_id: str) -> SessionView:
         elif type_ == "message_appended":
             message = message_from_dict(data["message"])
             if isinstance(message, UserMessage) and not message.tool_results:
-                turns.append(TurnView(number=len(turns) + 1, user=message.text))
+                turns.append(TurnView(number=len(turns) + 1, user=message.prompt))
             elif isinstance(message, AssistantMessage) and turns:
                 turns[-1].tools += [c.name for c in message.tool_calls]
                 if message.text:

@@ -8,6 +8,9 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from stoker.cli import app
+from stoker.sessions import show_session
+from stoker.store.sqlite import SQLiteStore
+from tests.helpers import make_registry, sim_agent
 
 runner = CliRunner()
 
@@ -71,3 +74,17 @@ def test_run_with_a_session_id_continues_that_stored_session(tmp_path: Path) -> 
     shown = runner.invoke(app, ["sessions", "show", "work", "--db", db])
     assert "1. first question" in shown.output
     assert "2. second question" in shown.output
+
+
+async def test_titles_and_views_show_the_users_words_not_the_notes(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "s.db")
+    try:
+        agent, _ = sim_agent(registry=make_registry())
+        session = agent.session(sink=store)
+        await session.send("what is new?", note="Current time: 10:42")
+        (summary,) = await store.list_sessions()
+        view = await show_session(store, session.id)
+    finally:
+        await store.close()
+    assert summary.title == "what is new?"
+    assert view.turns[0].user == "what is new?"

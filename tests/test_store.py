@@ -309,3 +309,21 @@ async def test_session_lock_serializes_across_store_objects(store: SqlEventStore
 async def _hold(store: SqlEventStore, order: list[str]) -> None:
     async with store.session_lock("s"):
         order.append("second acquired")
+
+
+async def test_concurrent_first_writes_wait_for_the_one_migration(store: SqlEventStore) -> None:
+    fresh = reopen(store)
+    agent, _ = sim_agent(registry=make_registry())
+    try:
+        await asyncio.gather(
+            *(
+                fresh.emit(
+                    SessionCreated(session_id=f"c{i}", prefix=agent.build_prefix(), config={})
+                )
+                for i in range(5)
+            )
+        )
+        assert len(await fresh.list_sessions()) == 5
+        assert await fresh.head("c0") == (None, 1)
+    finally:
+        await fresh.close()

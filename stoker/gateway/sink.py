@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from stoker.store.base import SessionNotFound, SqlEventStore
+from stoker.store.base import SqlEventStore
 from stoker.wire.events import Event, SessionCreated
 from stoker.wire.stored import StoredSession
 
@@ -27,20 +27,9 @@ class Head:
 
 
 async def read_head(store: SqlEventStore, session_id: str) -> Head:
-    """One indexed read of the header row and the log's last sequence number.
-
-    Reads through the store's SQL helper: the store has no public call for the last
-    sequence number yet (a `SqlEventStore.head()` would replace this function).
-    """
-    rows = await store._read(  # private: see the docstring
-        "SELECT owner, (SELECT MAX(seq) FROM events WHERE session_id = ?) "
-        "FROM sessions WHERE id = ?",
-        (session_id, session_id),
-    )
-    if not rows:
-        raise SessionNotFound(session_id)
-    owner, last = rows[0]
-    return Head(owner=owner, events=int(last or 0))
+    """One indexed read of the header row and the log's last sequence number."""
+    owner, last = await store.head(session_id)
+    return Head(owner=owner, events=last)
 
 
 class SessionSink:

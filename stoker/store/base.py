@@ -75,7 +75,7 @@ class SessionStore(Protocol):
 
 
 def _title(message: UserMessage) -> str:
-    return " ".join(message.text.split())[:80]
+    return " ".join(message.prompt.split())[:80]
 
 
 class SqlEventStore:
@@ -88,11 +88,19 @@ class SqlEventStore:
     stats: StoreStats
     _locks: dict[str, asyncio.Lock]
 
-    async def _write(self, ops: Sequence[Op]) -> None:
+    async def _raw_write(self, ops: Sequence[Op]) -> None:
         raise NotImplementedError
 
-    async def _read(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    async def _raw_read(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
         raise NotImplementedError
+
+    async def _write(self, ops: Sequence[Op]) -> None:
+        await self._ensure()
+        await self._raw_write(ops)
+
+    async def _read(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+        await self._ensure()
+        return await self._raw_read(sql, params)
 
     async def close(self) -> None:
         raise NotImplementedError
@@ -118,20 +126,25 @@ class SqlEventStore:
         return ops
 
     _ready: bool
+    _init_lock: asyncio.Lock
 
     async def _ensure(self) -> None:
-        """Migrate once, on first use (opening a store does no I/O)."""
-        if not self._ready:
-            self._ready = True
-            await self._migrate()
+        """Migrate once, on first use (opening a store does no I/O); concurrent first
+        callers wait for the one migration instead of racing ahead of it."""
+        if self._ready:
+            return
+        async with self._init_lock:
+            if not self._ready:
+                await self._migrate()
+                self._ready = True
 
     async def _migrate(self) -> None:
-        await self._write([(VERSION_TABLE, ())])
-        rows = await self._read("SELECT MAX(version) FROM stoker_schema")
+        await self._raw_write([(VERSION_TABLE, ())])
+        rows = await self._raw_read("SELECT MAX(version) FROM stoker_schema")
         current = rows[0][0] or 0
         ops = self._migration_ops(current)
         if ops:
-            await self._write(ops)
+            await self._raw_write(ops)
 
     async def schema_version(self) -> int:
         rows = await self._read("SELECT MAX(version) FROM stoker_schema")
@@ -322,6 +335,18 @@ class SqlEventStore:
             (session_id,),
         )
         return [(int(a), str(b), float(c), str(d)) for a, b, c, d in rows]
+
+    async def head(self, session_id: str) -> tuple[str | None, int]:
+        """(owner, last event number) in one query: how a process notices that another
+        one wrote to a session since it last looked."""
+        rows = await self._read(
+            "SELECT s.owner, (SELECT COALESCE(MAX(seq), 0) FROM events WHERE session_id = s.id) "
+            "FROM sessions s WHERE s.id = ?",
+            (session_id,),
+        )
+        if not rows:
+            raise SessionNotFound(session_id)
+        return rows[0][0], int(rows[0][1])
 
     async def owner(self, session_id: str) -> str | None:
         """Who owns a session (None for sessions made outside the gateway)."""

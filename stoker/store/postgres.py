@@ -37,6 +37,7 @@ class PostgresStore(SqlEventStore):
         self._conn: Any = None
         self._lock = asyncio.Lock()
         self._ready = False
+        self._init_lock = asyncio.Lock()
 
     async def _connection(self) -> Any:
         if self._conn is None:
@@ -58,10 +59,7 @@ class PostgresStore(SqlEventStore):
             self._conn = conn
         return self._conn
 
-    async def _write(self, ops: Sequence[Op]) -> None:
-        if not self._ready:
-            await self._ensure()
-
+    async def _raw_write(self, ops: Sequence[Op]) -> None:
         async def run() -> None:
             async with self._lock:
                 conn = await self._connection()
@@ -73,9 +71,7 @@ class PostgresStore(SqlEventStore):
 
         await asyncio.shield(run())
 
-    async def _read(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-        if not self._ready:
-            await self._ensure()
+    async def _raw_read(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
         async with self._lock:
             conn = await self._connection()
             self.stats.note(sql)

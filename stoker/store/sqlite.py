@@ -29,6 +29,7 @@ class SQLiteStore(SqlEventStore):
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="stoker-sqlite")
         self._conn: sqlite3.Connection | None = None
         self._ready = False
+        self._init_lock = asyncio.Lock()
 
     def _connection(self) -> sqlite3.Connection:
         if self._conn is None:
@@ -50,10 +51,7 @@ class SQLiteStore(SqlEventStore):
         loop = asyncio.get_running_loop()
         return await asyncio.shield(loop.run_in_executor(self._executor, fn))
 
-    async def _write(self, ops: Sequence[Op]) -> None:
-        if not self._ready:
-            await self._ensure()
-
+    async def _raw_write(self, ops: Sequence[Op]) -> None:
         def run() -> None:
             conn = self._connection()
             conn.execute("BEGIN IMMEDIATE")
@@ -68,10 +66,7 @@ class SQLiteStore(SqlEventStore):
 
         await self._call(run)
 
-    async def _read(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-        if not self._ready:
-            await self._ensure()
-
+    async def _raw_read(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
         def run() -> list[tuple[Any, ...]]:
             self.stats.note(sql)
             return self._connection().execute(sql, params).fetchall()

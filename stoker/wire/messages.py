@@ -51,6 +51,11 @@ class UserMessage:
     def text(self) -> str:
         return "\n".join(b.text for b in self.content if isinstance(b, TextBlock))
 
+    @property
+    def prompt(self) -> str:
+        """The user's own words: the first text block (later ones are volatile notes)."""
+        return next((b.text for b in self.content if isinstance(b, TextBlock)), "")
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class AssistantMessage:
