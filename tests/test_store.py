@@ -327,3 +327,15 @@ async def test_concurrent_first_writes_wait_for_the_one_migration(store: SqlEven
         assert await fresh.head("c0") == (None, 1)
     finally:
         await fresh.close()
+
+
+async def test_a_declared_break_survives_a_restart(store: SqlEventStore) -> None:
+    agent, provider, session = await _session_with_history(store)
+    await session.rebase(reason="new system prompt for the next phase", system="Be terse.")
+    # the process stops here, before the next call; another one resumes the session
+    resumed = await Session.resume(session.id, agent, store=store)
+    result = await resumed.send("next phase")
+    assert provider.requests[-len(result.records)]["system"][0]["text"] == "Be terse."
+    assert result.records[0].explanation.kind == "declared"
+    assert result.records[0].declared_break == "new system prompt for the next phase"
+    assert (await store.load(session.id)).pending_break is None

@@ -213,6 +213,8 @@ async def resume(
         state=_restored_state(stored),
         tools=plan.implementations,
     )
+    if stored.pending_break is not None:
+        session.declared = stored.pending_break  # declared before a restart, not yet sent
     if plan.rebase_reason is not None:
         session.declare(plan.prefix, plan.rebase_reason, extra_tools=plan.implementations)
         await session.flush()

@@ -101,7 +101,7 @@ class Session:
         self._history = history
         self._lock = asyncio.Lock()
         self._pending: list[Event] = []
-        self._declared: str | None = None
+        self.declared: str | None = None
         self._tools = tools if tools is not None else self.implementations(prefix)
         self.fanout = FanOut()
         self.toolkits: ToolkitTracker | None = (
@@ -217,10 +217,10 @@ class Session:
             new_from=state.recorded_upto,
             retries=completion.retries,
             facts=completion.facts,
-            declared=self._declared,
+            declared=self.declared,
             ttl_seconds=300.0 if self.agent.cache_policy.message_ttl == "5m" else 3600.0,
         )
-        self._declared = None
+        self.declared = None
         state.last_request = request
         state.last_started = completion.started_at
         state.last_written = record.usage.written
@@ -338,7 +338,7 @@ class Session:
             estimate = paid - (cost_usd(base, info) or 0.0)
         self.prefix = prefix
         self._tools = {**self.implementations(prefix), **(extra_tools or {})}
-        self._declared = reason
+        self.declared = reason
         self.queue(
             PrefixRebased(
                 session_id=self.id,

@@ -200,15 +200,23 @@ class SqlEventStore:
         elif isinstance(event, CacheRecorded):
             ops.append(
                 (
-                    "UPDATE sessions SET last_record = ?, updated_at = ? WHERE id = ?",
+                    "UPDATE sessions SET last_record = ?, pending_break = NULL, updated_at = ? "
+                    "WHERE id = ?",
                     (dumps(event.record.to_dict()), now, sid),
                 )
             )
         elif isinstance(event, PrefixRebased):
             ops.append(
                 (
-                    "UPDATE sessions SET prefix = ?, model = ?, updated_at = ? WHERE id = ?",
-                    (event.prefix.to_json().decode("utf-8"), event.prefix.params.model, now, sid),
+                    "UPDATE sessions SET prefix = ?, model = ?, pending_break = ?, updated_at = ? "
+                    "WHERE id = ?",
+                    (
+                        event.prefix.to_json().decode("utf-8"),
+                        event.prefix.params.model,
+                        event.reason,
+                        now,
+                        sid,
+                    ),
                 )
             )
         elif isinstance(event, ConfigChanged) and config is not None:
@@ -270,13 +278,13 @@ class SqlEventStore:
     async def load(self, session_id: str) -> StoredSession:
         """Header, messages and used tools: three queries, whatever the log's length."""
         rows = await self._read(
-            "SELECT kind, parent_id, root_id, created_at, prefix, config, last_record "
-            "FROM sessions WHERE id = ?",
+            "SELECT kind, parent_id, root_id, created_at, prefix, config, last_record, "
+            "pending_break FROM sessions WHERE id = ?",
             (session_id,),
         )
         if not rows:
             raise SessionNotFound(session_id)
-        kind, parent_id, root_id, created_at, prefix, config, last_record = rows[0]
+        kind, parent_id, root_id, created_at, prefix, config, last_record, pending = rows[0]
         bodies = await self._read(
             "SELECT body FROM events WHERE session_id = ? AND type = 'message_appended' "
             "ORDER BY seq",
@@ -294,6 +302,7 @@ class SqlEventStore:
             messages=tuple(message_from_dict(json.loads(b)["message"]) for (b,) in bodies),
             used_tools=frozenset(name for (name,) in tools),
             last_record=CacheRecord.from_dict(json.loads(last_record)) if last_record else None,
+            pending_break=pending,
         )
 
     async def list_sessions(

@@ -69,6 +69,11 @@ MIGRATIONS: tuple[Migration, ...] = (
             )""",
         ),
     ),
+    Migration(
+        version=3,
+        name="a declared break survives a restart",
+        statements=("ALTER TABLE sessions ADD COLUMN pending_break TEXT",),
+    ),
 )
 
 LATEST = MIGRATIONS[-1].version

@@ -28,6 +28,7 @@ class StoredSession:
     messages: tuple[Message, ...]
     used_tools: frozenset[str]
     last_record: CacheRecord | None = None
+    pending_break: str | None = None  # a declared break no call has carried yet
     root_id: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
 
