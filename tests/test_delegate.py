@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any
 
@@ -127,3 +128,39 @@ async def test_children_probe_their_own_depth() -> None:
     agent, _ = _agent(ProbeInChild(fan=2), max_depth=3)
     result = await agent.session().send("delegate")
     assert result.text == "done: done: depth=1 | done: depth=1"
+
+
+class _Logging:
+    """Wraps a provider and logs when each lineage's calls start and end."""
+
+    def __init__(self, inner: Any, log: list[tuple[str, str]]) -> None:
+        self.inner, self.log = inner, log
+
+    @property
+    def name(self) -> str:
+        return self.inner.name
+
+    def model_info(self, model: str) -> Any:
+        return self.inner.model_info(model)
+
+    async def complete(self, request: Any, context: Any) -> Any:
+        self.log.append(("start", context.lineage))
+        try:
+            return await self.inner.complete(request, context)
+        finally:
+            self.log.append(("end", context.lineage))
+
+
+async def test_parallel_siblings_wait_for_the_first_childs_response() -> None:
+    agent, provider = _agent(DelegatingModel(fan=3), max_depth=1)
+    provider.latency = 0.02
+    log: list[tuple[str, str]] = []
+    agent = dataclasses.replace(agent, provider=_Logging(provider, log))
+    await agent.session().send("delegate three ways")
+    children = [lineage for kind, lineage in log if kind == "start" and ".subagent-" in lineage]
+    first_child = children[0]
+    first_end = log.index(("end", first_child))
+    siblings = [c for c in dict.fromkeys(children) if c != first_child]
+    assert len(siblings) == 2
+    for sibling in siblings:
+        assert log.index(("start", sibling)) > first_end, log
