@@ -28,8 +28,12 @@ def serve(
     except ConfigError as exc:
         console.print(f"[red]error:[/] {exc}")
         raise typer.Exit(1) from exc
-    changes = {"host": host, "port": port, "database": db}
-    settings = dataclasses.replace(settings, **{k: v for k, v in changes.items() if v})
+    if host:
+        settings = dataclasses.replace(settings, host=host)
+    if port:
+        settings = dataclasses.replace(settings, port=port)
+    if db:
+        settings = dataclasses.replace(settings, database=db)
     if not len(settings.tokens):
         console.print(
             "[yellow]no users configured: every request will get 401. Add [[users]] with "

@@ -86,7 +86,7 @@ _SCHEMAS: dict[str, Any] = {
 @cache
 def openapi_document() -> dict[str, Any]:
     reply = _json({"$ref": "#/components/schemas/Reply"})
-    sse = {
+    sse: dict[str, Any] = {
         "description": "A turn as it happens (`Accept: text/event-stream` or `?stream=true`)"
         ": events text, tool, status, then done (a Reply) or error",
         "content": {"text/event-stream": {"schema": {"type": "string"}}},

@@ -18,7 +18,7 @@ import asyncio
 import logging
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 logger = logging.getLogger(__name__)
 
@@ -84,7 +84,7 @@ class Connection(Generic[C]):
             self._stop.set()
 
 
-def _retrieve(future: asyncio.Future[object]) -> None:
+def _retrieve(future: asyncio.Future[Any]) -> None:
     # Nobody may be waiting when an aborted connection fails; the error is reported
     # to whoever gave up on it, so it must not be logged again as "never retrieved".
     if not future.cancelled():

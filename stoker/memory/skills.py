@@ -21,6 +21,7 @@ by its whole text.
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import json
 import logging
@@ -163,7 +164,7 @@ class SkillStore:
             f"{s.name}: {s.description}" if s.description else s.name for s in self.list()
         )
 
-    def read_log(self) -> list[WriteRecord]:
+    def read_log(self) -> builtins.list[WriteRecord]:
         """Every logged write, oldest first."""
         return read_log(self.log_path)
 
