@@ -10,8 +10,6 @@ order. The SDK brings auth, headers and connection handling; its retries are off
 
 from __future__ import annotations
 
-import asyncio
-import json
 from dataclasses import replace
 from typing import Any
 
@@ -19,17 +17,10 @@ import anthropic
 
 from stoker.cache.models import ModelInfo, fallback_info
 from stoker.clock import Clock, SystemClock
-from stoker.errors import ConfigError, ProviderError
+from stoker.errors import ConfigError
+from stoker.providers._sdk import LoopBoundClient, is_auth, mapped_error, send
 from stoker.providers.base import CallContext, Completion
-from stoker.providers.retry import (
-    RetryPolicy,
-    Transient,
-    call_with_retries,
-    error_message,
-    failure,
-    read_stream,
-    sdk_arguments,
-)
+from stoker.providers.retry import RetryPolicy, call_with_retries
 from stoker.wire.dialects import anthropic as dialect
 from stoker.wire.dialects import anthropic_stream
 from stoker.wire.request import Request
@@ -60,8 +51,7 @@ class AnthropicProvider:
         self.clock: Clock = clock or SystemClock()
         self.timeout = timeout
         self.key_env = key_env
-        self._client: anthropic.AsyncAnthropic | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
+        self._client = LoopBoundClient(self._new_client)
 
     def __repr__(self) -> str:
         return f"AnthropicProvider(base_url={self.base_url!r})"
@@ -74,22 +64,15 @@ class AnthropicProvider:
         """Known models from the table; a new one gets Anthropic's usual facts, no price."""
         return fallback_info(model, "anthropic")
 
-    def _sdk(self) -> anthropic.AsyncAnthropic:
-        # A client's connection pool belongs to one event loop; a new loop gets a new client.
-        loop = asyncio.get_running_loop()
-        if self._client is None or self._loop is not loop:
-            options: dict[str, Any] = {"timeout": self.timeout} if self.timeout else {}
-            self._client = anthropic.AsyncAnthropic(
-                api_key=self._api_key, base_url=self.base_url, max_retries=0, **options
-            )
-            self._loop = loop
-        return self._client
+    def _new_client(self) -> anthropic.AsyncAnthropic:
+        options: dict[str, Any] = {"timeout": self.timeout} if self.timeout else {}
+        return anthropic.AsyncAnthropic(
+            api_key=self._api_key, base_url=self.base_url, max_retries=0, **options
+        )
 
     async def aclose(self) -> None:
         """Close the HTTP connections (call it when the provider is no longer needed)."""
-        if self._client is not None:
-            await self._client.close()
-            self._client = None
+        await self._client.aclose()
 
     async def __aenter__(self) -> AnthropicProvider:
         return self
@@ -112,40 +95,26 @@ class AnthropicProvider:
             nonlocal started
             started = self.clock.now()
             try:
-                messages = self._sdk().messages
-                arguments = sdk_arguments(messages.create, payload)
-                if stream:
-                    return await read_stream(
-                        messages.with_streaming_response.create(**arguments),
-                        anthropic_stream.Accumulator(),
-                        on_text=context.on_text,
-                        provider=NAME,
-                    )
-                raw = await messages.with_raw_response.create(**arguments)
-                return json.loads(await raw.read())  # type: ignore[no-any-return]
+                return await send(
+                    self._client.get().messages,
+                    payload,
+                    stream=stream,
+                    accumulator=anthropic_stream.Accumulator(),
+                    on_text=context.on_text,
+                    provider=NAME,
+                )
             except anthropic.APIError as exc:
-                raise self._mapped(exc, model) from (None if _is_auth(exc) else exc)
+                error = mapped_error(
+                    exc,
+                    provider=NAME,
+                    model=model,
+                    key_env=self.key_env,
+                    where=self.base_url or "the Anthropic API",
+                    status_error=anthropic.APIStatusError,
+                    connection_error=anthropic.APIConnectionError,
+                )
+                raise error from (None if is_auth(exc) else exc)
 
         body, retries = await call_with_retries(attempt, policy=self.retry, provider=NAME)
         message, usage = dialect.parse_response(body)
         return Completion(message=message, usage=usage, started_at=started, retries=retries)
-
-    def _mapped(self, exc: anthropic.APIError, model: str) -> Exception:
-        if isinstance(exc, anthropic.APIStatusError):
-            message = exc.api_message or error_message(exc.body, exc.message)
-            return failure(
-                NAME,
-                exc.status_code,
-                message,
-                headers=exc.response.headers,
-                model=model,
-                key_env=self.key_env,
-            )
-        if isinstance(exc, anthropic.APIConnectionError):  # timeouts included
-            where = self.base_url or "the Anthropic API"
-            return Transient(f"could not reach {where}: {exc.message}")
-        return ProviderError(f"{NAME} call failed: {exc.message}", provider=NAME)
-
-
-def _is_auth(exc: Exception) -> bool:
-    return getattr(exc, "status_code", None) in (401, 403)

@@ -12,8 +12,6 @@ anything to them, and what to do when they report nothing.
 
 from __future__ import annotations
 
-import asyncio
-import json
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
@@ -21,17 +19,10 @@ import openai
 
 from stoker.cache.models import ModelInfo, fallback_info
 from stoker.clock import Clock, SystemClock
-from stoker.errors import ConfigError, ProviderError
+from stoker.errors import ConfigError
+from stoker.providers._sdk import LoopBoundClient, is_auth, mapped_error, send
 from stoker.providers.base import CallContext, Completion
-from stoker.providers.retry import (
-    RetryPolicy,
-    Transient,
-    call_with_retries,
-    error_message,
-    failure,
-    read_stream,
-    sdk_arguments,
-)
+from stoker.providers.retry import RetryPolicy, call_with_retries
 from stoker.wire.dialects import (
     openai_chat,
     openai_chat_stream,
@@ -144,8 +135,7 @@ class OpenAIProvider:
         self.clock: Clock = clock or SystemClock()
         self.timeout = timeout
         self.key_env = key_env
-        self._client: openai.AsyncOpenAI | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
+        self._client = LoopBoundClient(self._new_client)
 
     def __repr__(self) -> str:
         return f"OpenAIProvider(name={self._name!r}, api={self.api!r}, base_url={self.base_url!r})"
@@ -161,22 +151,15 @@ class OpenAIProvider:
             info = replace(fallback_info("", "openai"), name=model)
         return info
 
-    def _sdk(self) -> openai.AsyncOpenAI:
-        # A client's connection pool belongs to one event loop; a new loop gets a new client.
-        loop = asyncio.get_running_loop()
-        if self._client is None or self._loop is not loop:
-            options: dict[str, Any] = {"timeout": self.timeout} if self.timeout else {}
-            if self.base_url is not None:
-                options["base_url"] = self.base_url
-            self._client = openai.AsyncOpenAI(api_key=self._api_key, max_retries=0, **options)
-            self._loop = loop
-        return self._client
+    def _new_client(self) -> openai.AsyncOpenAI:
+        options: dict[str, Any] = {"timeout": self.timeout} if self.timeout else {}
+        if self.base_url is not None:
+            options["base_url"] = self.base_url
+        return openai.AsyncOpenAI(api_key=self._api_key, max_retries=0, **options)
 
     async def aclose(self) -> None:
         """Close the HTTP connections (call it when the provider is no longer needed)."""
-        if self._client is not None:
-            await self._client.close()
-            self._client = None
+        await self._client.aclose()
 
     async def __aenter__(self) -> OpenAIProvider:
         return self
@@ -210,22 +193,28 @@ class OpenAIProvider:
         async def attempt() -> dict[str, Any]:
             nonlocal started
             started = self.clock.now()
-            client = self._sdk()
+            client = self._client.get()
             resource: Any = client.chat.completions if self.api == "chat" else client.responses
             try:
-                arguments = sdk_arguments(resource.create, payload)
-                if stream:
-                    return await read_stream(
-                        resource.with_streaming_response.create(**arguments),
-                        accumulator(),
-                        on_text=context.on_text,
-                        provider=self._name,
-                    )
-                raw = await resource.with_raw_response.create(**arguments)
-                return json.loads(raw.content)  # type: ignore[no-any-return]
+                return await send(
+                    resource,
+                    payload,
+                    stream=stream,
+                    accumulator=accumulator(),
+                    on_text=context.on_text,
+                    provider=self._name,
+                )
             except openai.APIError as exc:
-                auth = getattr(exc, "status_code", None) in (401, 403)
-                raise self._mapped(exc, model) from (None if auth else exc)
+                error = mapped_error(
+                    exc,
+                    provider=self._name,
+                    model=model,
+                    key_env=self.key_env,
+                    where=self.base_url or "the OpenAI API",
+                    status_error=openai.APIStatusError,
+                    connection_error=openai.APIConnectionError,
+                )
+                raise error from (None if is_auth(exc) else exc)
 
         body, retries = await call_with_retries(attempt, policy=self.retry, provider=self._name)
         message, usage = module.parse_response(body)
@@ -241,18 +230,3 @@ class OpenAIProvider:
         if any(_path(body, f) is not None for f in self.quirks.read_fields):
             return ()
         return (("unreported", f"{self._name} ({self.quirks.name}): {self.quirks.unreported}"),)
-
-    def _mapped(self, exc: openai.APIError, model: str) -> Exception:
-        if isinstance(exc, openai.APIStatusError):
-            return failure(
-                self._name,
-                exc.status_code,
-                error_message(exc.body, exc.message),
-                headers=exc.response.headers,
-                model=model,
-                key_env=self.key_env,
-            )
-        if isinstance(exc, openai.APIConnectionError):  # timeouts included
-            where = self.base_url or "the OpenAI API"
-            return Transient(f"could not reach {where}: {exc.message}")
-        return ProviderError(f"{self._name} call failed: {exc.message}", provider=self._name)
