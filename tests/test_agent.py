@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from stoker.agent.session import Callbacks, Rebase
+from stoker.agent.lineage import Rebase
+from stoker.agent.session import Callbacks
 from stoker.clock import FrozenClock
 from stoker.providers.sim.model import Call, ScriptedModel
 from stoker.testing import assert_no_undeclared_breaks

@@ -245,7 +245,7 @@ def _check_target(target: object) -> Target:
             f"unknown memory target {target!r}: use 'memory' (MEMORY.md, what you learned) "
             "or 'user' (USER.md, about the user)"
         )
-    return target  # type: ignore[return-value]
+    return target
 
 
 def _check_entry(text: object, what: str) -> str:

@@ -74,7 +74,7 @@ class RetryPolicy:
         """Seconds to wait before retry number `retry` (0-based)."""
         if retry_after is not None:
             return max(retry_after, 0.0)
-        return self.jitter() * min(self.max_delay, self.base_delay * 2**retry)
+        return float(self.jitter() * min(self.max_delay, self.base_delay * 2**retry))
 
 
 def retry_after_seconds(headers: Mapping[str, str], *, now: float | None = None) -> float | None:

@@ -137,7 +137,7 @@ def _hints(fn: Callable[..., Any]) -> dict[str, Any]:
     # function's module. ToolContext resolves even when imported only for type checking.
     globalns = getattr(inspect.unwrap(fn), "__globals__", {})
     localns = ChainMap(globalns, {"ToolContext": ToolContext})
-    return typing.get_type_hints(fn, globalns=globalns, localns=localns, include_extras=True)  # type: ignore[arg-type]
+    return typing.get_type_hints(fn, globalns=globalns, localns=localns, include_extras=True)
 
 
 def context_parameter(fn: Callable[..., Any]) -> str | None:

@@ -124,7 +124,7 @@ def _marker_of(raw: _Raw) -> str | None:
     ttl = marker.get("ttl", "5m") if isinstance(marker, dict) else None
     if ttl not in ("5m", "1h"):
         raise _invalid(f"{raw.path}.cache_control.ttl: Input should be '5m' or '1h'")
-    return ttl
+    return str(ttl)
 
 
 def _strip_thinking(raw: list[_Raw], messages: list[Any]) -> list[_Raw]:

@@ -45,7 +45,7 @@ def memoized(
     if cached is None:
         cached = assistant(message) if isinstance(message, AssistantMessage) else user(message)
         message.wire_memo[dialect] = cached
-    return cached  # type: ignore[no-any-return]
+    return cached
 
 
 def memoized_tools(
@@ -60,7 +60,7 @@ def memoized_tools(
             spec = json.loads(raw)
             cached.append(build(spec["name"], spec.get("description"), spec.get("input_schema")))
         prefix.wire_memo[dialect] = cached
-    return cached  # type: ignore[no-any-return]
+    return cached
 
 
 def tool_bytes(name: str, description: str | None, parameters: Any) -> bytes:
