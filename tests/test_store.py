@@ -339,3 +339,15 @@ async def test_a_declared_break_survives_a_restart(store: SqlEventStore) -> None
     assert result.records[0].explanation.kind == "declared"
     assert result.records[0].declared_break == "new system prompt for the next phase"
     assert (await store.load(session.id)).pending_break is None
+
+
+async def test_a_resumed_session_on_a_fresh_simulator_explains_the_cold_cache(
+    store: SqlEventStore,
+) -> None:
+    _, _, session = await _session_with_history(store)
+    fresh, _ = sim_agent(registry=make_registry())  # a new simulator: its cache is empty
+    resumed = await Session.resume(session.id, fresh, store=store)
+    result = await resumed.send("hello again")
+    explanation = result.records[0].explanation
+    assert (explanation.kind, result.records[0].usage.read) == ("cold", 0)
+    assert "holds no entry for this prefix" in explanation.detail

@@ -23,7 +23,15 @@ from stoker.wire.usage import Usage
 _TIMESTAMP = re.compile(r"\d{1,2}:\d{2}(:\d{2})?|\d{4}-\d{2}-\d{2}|\b\d{10,13}\b")
 _ID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-|\b[0-9a-f]{12,}\b|\b[A-Za-z0-9_-]{20,}\b")
 
-FACT_KINDS = {"expired", "lookback", "below_minimum", "concurrent", "evicted", "no_breakpoints"}
+FACT_KINDS = {
+    "expired",
+    "lookback",
+    "below_minimum",
+    "concurrent",
+    "evicted",
+    "no_breakpoints",
+    "cold",
+}
 
 
 def _first_diff(a: str, b: str) -> int:

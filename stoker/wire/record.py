@@ -23,6 +23,7 @@ ExplanationKind = Literal[
     "below_minimum",  # the prefix is shorter than the model's minimum cacheable length
     "concurrent",  # the entry was written by a request whose response had not started yet
     "evicted",  # nothing moved; the provider dropped the entry early
+    "cold",  # nothing moved, but the provider holds no entry for this prefix at all
     "unexplained",  # read less than expected and no reason was found
 ]
 

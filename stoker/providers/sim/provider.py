@@ -19,10 +19,19 @@ from stoker.providers.sim.engine import SimEngine
 from stoker.wire.dialects import dialect_module
 from stoker.wire.request import Request
 
+COLD = (
+    "the simulator holds no entry for this prefix in this workspace: it was never written "
+    "here (a new simulator process, another API key, another model) or was forgotten"
+)
+
 
 def facts_of(outcome: CacheOutcome) -> tuple[tuple[str, str], ...]:
-    """The accountant's miss facts as (kind, sentence) pairs for the explainer."""
-    return tuple((f.kind, f.describe()) for f in outcome.misses)
+    """The accountant's miss facts as (kind, sentence) pairs for the explainer; a call
+    that read nothing, for no reason the accountant found, was a cold cache."""
+    facts: tuple[tuple[str, str], ...] = tuple((f.kind, f.describe()) for f in outcome.misses)
+    if not facts and outcome.usage.read == 0 and outcome.breakpoints:
+        facts = (("cold", COLD),)
+    return facts
 
 
 @dataclass(slots=True, kw_only=True)
