@@ -10,6 +10,7 @@ The user sees one summary line built from tool results the snapshot did not have
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
 from collections.abc import Callable, Sequence
@@ -21,6 +22,7 @@ from stoker.tools import DispatchPolicy
 from stoker.wire.messages import Message, UserMessage
 
 if TYPE_CHECKING:
+    from stoker.agent.loop import TurnResult
     from stoker.agent.session import Session
 
 logger = logging.getLogger(__name__)
@@ -160,3 +162,32 @@ async def run_review(
     if summary and on_summary is not None:
         on_summary(summary)
     return ReviewOutcome(kind=kind, summary=summary, session_id=fork.id)
+
+
+class BackgroundReviews:
+    """A session's review counters and the review tasks it has not drained yet."""
+
+    def __init__(self) -> None:
+        self.counters = ReviewCounters()
+        self.pending: list[asyncio.Task[ReviewOutcome]] = []
+
+    def after_turn(self, session: Session, result: TurnResult, config: ReviewConfig) -> None:
+        """Count the turn; start the review it makes due, in the background."""
+        kind = self.counters.after_turn(result.iterations, config)
+        if kind is None:
+            return
+        task = asyncio.create_task(
+            run_review(
+                session,
+                kind,
+                config,
+                on_summary=session.callbacks.on_review,
+                on_error=session.callbacks.on_review_error,
+            ),
+            name=f"stoker-review-{session.id}",
+        )
+        self.pending.append(task)
+
+    async def drain(self) -> list[ReviewOutcome]:
+        tasks, self.pending = self.pending, []
+        return list(await asyncio.gather(*tasks)) if tasks else []

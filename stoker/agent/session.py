@@ -19,7 +19,7 @@ from stoker.agent.delegate import FanOut
 from stoker.agent.lineage import INHERIT, Rebase
 from stoker.agent.loop import TurnResult, run_turn
 from stoker.agent.resume import ToolsMode
-from stoker.agent.review import ReviewCounters, ReviewOutcome, run_review
+from stoker.agent.review import BackgroundReviews, ReviewOutcome
 from stoker.agent.state import CacheState
 from stoker.agent.toolkits import ToolkitTracker
 from stoker.cache.keys import lineage_cache_key
@@ -107,8 +107,7 @@ class Session:
         self.toolkits: ToolkitTracker | None = (
             parent.toolkits.child() if parent is not None and parent.toolkits else None
         ) or (ToolkitTracker(agent.integrations) if agent.integrations else None)
-        self.review_counters = ReviewCounters()
-        self.background: list[asyncio.Task[ReviewOutcome]] = []  # reviews not yet drained
+        self.reviews = BackgroundReviews()
         self.on_first_response: Callable[[], object] | None = None
 
     @classmethod
@@ -265,7 +264,8 @@ class Session:
                 self.callbacks = callbacks
             message = await self._user_message(text, note)
             result = await run_turn(self, message)
-            self._maybe_review(result)
+            if self.agent.review is not None and self.kind == "main":
+                self.reviews.after_turn(self, result, self.agent.review)
             return result
 
     async def _user_message(self, text: str | UserMessage, note: str | None) -> UserMessage:
@@ -282,29 +282,9 @@ class Session:
         combined = "\n\n".join(n for n in (note, toolkit_note) if n) or None
         return user_text(text, note=combined)
 
-    def _maybe_review(self, result: TurnResult) -> None:
-        config = self.agent.review
-        if config is None or self.kind != "main":
-            return
-        kind = self.review_counters.after_turn(result.iterations, config)
-        if kind is None:
-            return
-        task = asyncio.create_task(
-            run_review(
-                self,
-                kind,
-                config,
-                on_summary=self.callbacks.on_review,
-                on_error=self.callbacks.on_review_error,
-            ),
-            name=f"stoker-review-{self.id}",
-        )
-        self.background.append(task)
-
     async def drain(self) -> list[ReviewOutcome]:
         """Wait for the background reviews started since the last drain; oldest first."""
-        tasks, self.background = self.background, []
-        return list(await asyncio.gather(*tasks)) if tasks else []
+        return await self.reviews.drain()
 
     async def run(self) -> TurnResult:
         """Send a fork's instruction (see `fork`).
