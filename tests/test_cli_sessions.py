@@ -39,6 +39,7 @@ def test_chat_then_list_show_export_resume_and_remove(tmp_path: Path) -> None:
     assert "1. word count of 'notes.md'" in shown.output
     assert "tools: word_count" in shown.output
     assert "2. thanks" in shown.output
+    assert "· why: hit\n" in shown.output  # turn 2 read what turn 1 wrote
 
     resumed = runner.invoke(
         app,

@@ -72,10 +72,11 @@ def show(session_id: str, db: str = typer.Option(None, help=DB_HELP)) -> None:
     for t in view.turns:
         tools = f" [dim]tools: {', '.join(t.tools)}[/]" if t.tools else ""
         u = t.usage
+        why = ", ".join(r.explanation.kind for r in t.records)
         console.print(
-            f"[bold]{t.number}.[/] {t.user}\n   → {t.answer}{tools}\n"
+            f"[bold]{t.number}.[/] {t.user}\n   → {t.answer.strip()}{tools}\n"
             f"   [dim]read {u.read} · written {u.written} · uncached {u.uncached} · "
-            f"output {u.output} · {cost_text(t.cost_usd)}[/]"
+            f"output {u.output} · {cost_text(t.cost_usd)} · why: {why}[/]"
         )
     for reason in view.rebases:
         console.print(f"[yellow]declared cache break:[/] {reason}")
