@@ -19,7 +19,6 @@ from stoker.cache.planner import CachePolicy
 from stoker.clock import Clock, FrozenClock, SystemClock
 from stoker.errors import (
     AuthenticationError,
-    BudgetExhausted,
     ConfigError,
     InvalidRequest,
     MissingTools,
@@ -74,7 +73,6 @@ __all__ = [
     "AssistantMessage",
     "AuthenticationError",
     "Breakpoint",
-    "BudgetExhausted",
     "CacheParams",
     "CachePolicy",
     "CacheRecord",

@@ -14,7 +14,13 @@ what went wrong and what to do about it.
     │   └── MissingTools         tools used in the stored history have no implementation now
     ├── ToolError                a tool is missing or badly defined (not for a model's bad call)
     │   └── SpawnDepthExceeded   a sub-agent would nest deeper than the configured limit
-    └── BudgetExhausted          a run used its whole iteration budget (raised only on request)
+    ├── StoreError               (stoker.store) the database cannot be used as it is
+    │   └── SessionNotFound
+    ├── MemoryStoreError         (stoker.memory) a refused memory or skill write, for the model
+    └── IntegrationError         (stoker.integrations) a toolkit failed, timed out or is unknown
+
+A turn that uses up its iteration budget is not an error: it ends with
+`TurnResult.exit == "budget_exhausted"`.
 """
 
 from __future__ import annotations
@@ -97,14 +103,3 @@ class SpawnDepthExceeded(ToolError):
         )
         self.depth = depth
         self.limit = limit
-
-
-class BudgetExhausted(StokerError):
-    """A run used all of its iterations before the model gave a final answer."""
-
-    def __init__(self, iterations: int) -> None:
-        super().__init__(
-            f"the run used its whole budget of {iterations} model calls without a final answer; "
-            "raise max_iterations or narrow the task"
-        )
-        self.iterations = iterations
