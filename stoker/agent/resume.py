@@ -36,7 +36,7 @@ class Reconciled:
     rebase_reason: str | None = None
 
 
-def _tools_fingerprint(prefix: Prefix, tools: tuple[Tool, ...]) -> bool:
+def _same_tool_bytes(prefix: Prefix, tools: tuple[Tool, ...]) -> bool:
     return tuple(t.spec_bytes for t in tools) == prefix.tools
 
 
@@ -59,7 +59,7 @@ def reconcile(stored: StoredSession, agent: Agent, *, tools: ToolsMode = "keep")
 
     runtime_tools = agent.resolved_tools()
     by_name = {t.name: t for t in runtime_tools}
-    if _tools_fingerprint(stored.prefix, runtime_tools):  # fast path: nothing else to look at
+    if _same_tool_bytes(stored.prefix, runtime_tools):  # fast path: nothing else to look at
         return Reconciled(prefix=stored.prefix, implementations=by_name)
 
     missing = sorted(stored.used_tools - by_name.keys())

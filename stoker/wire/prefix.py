@@ -73,10 +73,6 @@ class Prefix:
         object.__setattr__(self, "system_fingerprint", _sha(self.system.encode("utf-8")))
         object.__setattr__(self, "fingerprint", _sha(self.to_json()))
 
-    @property
-    def tools_fingerprint(self) -> str:
-        return _sha(b"\n".join(self.tools))
-
     def with_params(self, **changes: Any) -> Prefix:
         """A new prefix with changed params: only for a declared rebase."""
         return replace(self, params=replace(self.params, **changes))
