@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Callable
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Self, TypeVar
 
 from stoker.errors import ProviderError
 from stoker.providers.retry import Transient, error_message, failure, read_stream, sdk_arguments
@@ -35,6 +35,22 @@ class LoopBoundClient(Generic[C]):
         if self._client is not None:
             await self._client.close()  # type: ignore[attr-defined]
             self._client = None
+
+
+class ClosesClient:
+    """`aclose()` and `async with` for a provider holding a `LoopBoundClient` in `_client`."""
+
+    _client: LoopBoundClient[Any]
+
+    async def aclose(self) -> None:
+        """Close the HTTP connections (call it when the provider is no longer needed)."""
+        await self._client.aclose()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
 
 
 async def send(

@@ -18,7 +18,7 @@ import anthropic
 from stoker.cache.models import ModelInfo, fallback_info
 from stoker.clock import Clock, SystemClock
 from stoker.errors import ConfigError
-from stoker.providers._sdk import LoopBoundClient, is_auth, mapped_error, send
+from stoker.providers._sdk import ClosesClient, LoopBoundClient, is_auth, mapped_error, send
 from stoker.providers.base import CallContext, Completion
 from stoker.providers.retry import RetryPolicy, call_with_retries
 from stoker.wire.dialects import anthropic as dialect
@@ -30,7 +30,7 @@ KEY_ENV = "ANTHROPIC_API_KEY"
 LONG_REQUEST_TOKENS = 21_333  # 10 minutes at the SDK's assumed 128k tokens per hour
 
 
-class AnthropicProvider:
+class AnthropicProvider(ClosesClient):
     """Claude models through the Messages API (or any server that speaks it)."""
 
     def __init__(
@@ -69,16 +69,6 @@ class AnthropicProvider:
         return anthropic.AsyncAnthropic(
             api_key=self._api_key, base_url=self.base_url, max_retries=0, **options
         )
-
-    async def aclose(self) -> None:
-        """Close the HTTP connections (call it when the provider is no longer needed)."""
-        await self._client.aclose()
-
-    async def __aenter__(self) -> AnthropicProvider:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
 
     async def complete(self, request: Request, context: CallContext) -> Completion:
         # The SDK refuses a non-streamed call that may run past 10 minutes (max_tokens

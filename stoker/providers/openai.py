@@ -20,7 +20,7 @@ import openai
 from stoker.cache.models import ModelInfo, fallback_info
 from stoker.clock import Clock, SystemClock
 from stoker.errors import ConfigError
-from stoker.providers._sdk import LoopBoundClient, is_auth, mapped_error, send
+from stoker.providers._sdk import ClosesClient, LoopBoundClient, is_auth, mapped_error, send
 from stoker.providers.base import CallContext, Completion
 from stoker.providers.retry import RetryPolicy, call_with_retries
 from stoker.wire.dialects import (
@@ -100,7 +100,7 @@ def _path(body: dict[str, Any], dotted: str) -> Any:
     return value
 
 
-class OpenAIProvider:
+class OpenAIProvider(ClosesClient):
     """OpenAI models, or an OpenAI-compatible server when `base_url` points at one."""
 
     def __init__(
@@ -156,16 +156,6 @@ class OpenAIProvider:
         if self.base_url is not None:
             options["base_url"] = self.base_url
         return openai.AsyncOpenAI(api_key=self._api_key, max_retries=0, **options)
-
-    async def aclose(self) -> None:
-        """Close the HTTP connections (call it when the provider is no longer needed)."""
-        await self._client.aclose()
-
-    async def __aenter__(self) -> OpenAIProvider:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
 
     def _prepared(self, request: Request, stream: bool) -> Request:
         changes: dict[str, Any] = {}
