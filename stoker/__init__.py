@@ -9,10 +9,10 @@ import importlib
 
 from stoker.agent.agent import Agent
 from stoker.agent.delegate import DelegateConfig, delegate_tool
-from stoker.agent.lineage import INHERIT, Rebase
 from stoker.agent.loop import TurnResult
 from stoker.agent.review import ReviewConfig
 from stoker.agent.session import Callbacks, Session
+from stoker.agent.starts import INHERIT, Rebase
 from stoker.agent.toolkits import Integrations
 from stoker.cache.explain import explain
 from stoker.cache.planner import CachePolicy
@@ -25,16 +25,37 @@ from stoker.errors import (
     PrefixError,
     ProviderError,
     ResumeMismatch,
+    SessionNotFound,
     SpawnDepthExceeded,
     StokerError,
+    StoreError,
     ToolError,
     WireError,
 )
+from stoker.integrations.errors import (
+    IntegrationError,
+    IntegrationTimeout,
+    ToolCallFailed,
+    ToolkitUnavailable,
+    UnknownToolkit,
+)
+from stoker.memory.errors import (
+    AmbiguousEntry,
+    BudgetExceeded,
+    EntryNotFound,
+    InvalidEntry,
+    InvalidSkill,
+    MemoryStoreError,
+    SkillExists,
+    SkillNotFound,
+)
 from stoker.providers.base import CallContext, Completion, Provider
+from stoker.providers.retry import RetryableError
 from stoker.providers.sim.model import RuleModel, ScriptedModel
 from stoker.providers.sim.provider import SimProvider
 from stoker.store import SessionStore, open_store
 from stoker.tools import DispatchPolicy, Tool, ToolContext, ToolRegistry, Toolset, tool
+from stoker.tools._schema import ArgumentError
 from stoker.wire.blocks import (
     ImageBlock,
     RedactedThinkingBlock,
@@ -51,11 +72,19 @@ from stoker.wire.record import CacheRecord, Explanation
 from stoker.wire.request import Breakpoint, Request
 from stoker.wire.usage import Usage
 
-# Optional parts load on first use: the provider SDKs take a second to import.
+# Optional parts load on first use: the provider SDKs and the gateway's web stack take a
+# second to import.
 _LAZY = {
     "AnthropicProvider": "stoker.providers.anthropic",
     "OpenAIProvider": "stoker.providers.openai",
     "select_provider": "stoker.providers.select",
+    "BadRequest": "stoker.gateway.errors",
+    "Conflict": "stoker.gateway.errors",
+    "GatewayError": "stoker.gateway.errors",
+    "NotFound": "stoker.gateway.errors",
+    "PayloadTooLarge": "stoker.gateway.errors",
+    "Unauthorized": "stoker.gateway.errors",
+    "UpstreamError": "stoker.gateway.errors",
 }
 
 
@@ -69,10 +98,14 @@ def __getattr__(name: str) -> object:
 __all__ = [
     "INHERIT",
     "Agent",
+    "AmbiguousEntry",
     "AnthropicProvider",
+    "ArgumentError",
     "AssistantMessage",
     "AuthenticationError",
+    "BadRequest",
     "Breakpoint",
+    "BudgetExceeded",
     "CacheParams",
     "CachePolicy",
     "CacheRecord",
@@ -81,15 +114,25 @@ __all__ = [
     "Clock",
     "Completion",
     "ConfigError",
+    "Conflict",
     "DelegateConfig",
     "DispatchPolicy",
+    "EntryNotFound",
     "Explanation",
     "FrozenClock",
+    "GatewayError",
     "ImageBlock",
+    "IntegrationError",
+    "IntegrationTimeout",
     "Integrations",
+    "InvalidEntry",
     "InvalidRequest",
+    "InvalidSkill",
+    "MemoryStoreError",
     "MissingTools",
+    "NotFound",
     "OpenAIProvider",
+    "PayloadTooLarge",
     "Prefix",
     "PrefixError",
     "Provider",
@@ -98,25 +141,35 @@ __all__ = [
     "RedactedThinkingBlock",
     "Request",
     "ResumeMismatch",
+    "RetryableError",
     "ReviewConfig",
     "RuleModel",
     "ScriptedModel",
     "Session",
+    "SessionNotFound",
     "SessionStore",
     "SimProvider",
+    "SkillExists",
+    "SkillNotFound",
     "SpawnDepthExceeded",
     "StokerError",
+    "StoreError",
     "SystemClock",
     "TextBlock",
     "ThinkingBlock",
     "Tool",
+    "ToolCallFailed",
     "ToolContext",
     "ToolError",
     "ToolRegistry",
     "ToolResultBlock",
     "ToolUseBlock",
+    "ToolkitUnavailable",
     "Toolset",
     "TurnResult",
+    "Unauthorized",
+    "UnknownToolkit",
+    "UpstreamError",
     "Usage",
     "UserMessage",
     "WireError",

@@ -67,7 +67,7 @@ SEED_FILES = {
 class DemoRow:
     """One provider call of the demo."""
 
-    lineage: str  # "main" or the fork's label
+    label: str  # "main" or the review it comes from
     turn: int
     record: CacheRecord
 
@@ -164,14 +164,14 @@ async def run_demo(workdir: Path | None = None, *, clock: Clock | None = None) -
     for name, text in SEED_FILES.items():
         (workdir / name).write_text(text, encoding="utf-8")
     sink = MemorySink()
-    session = demo_agent(workdir, workdir / ".stoker", clock=clock).session(sink=sink)
+    session = demo_agent(workdir, workdir / ".stoker", clock=clock).session(store=sink)
     rows: list[DemoRow] = []
     reviews: list[ReviewCheck] = []
     answers: list[str] = []
     for turn, text in enumerate(TURNS, 1):
         result = await session.send(text)
         answers.append(result.text)
-        rows += [DemoRow(lineage="main", turn=turn, record=r) for r in result.records]
+        rows += [DemoRow(label="main", turn=turn, record=r) for r in result.records]
         parent_last = session.records[-1].usage
         for outcome in await session.drain():
             records = [
@@ -179,8 +179,8 @@ async def run_demo(workdir: Path | None = None, *, clock: Clock | None = None) -
                 for e in sink.events
                 if isinstance(e, CacheRecorded) and e.session_id == outcome.session_id
             ]
-            label = f"{outcome.kind} review"
-            rows += [DemoRow(lineage=label, turn=turn, record=r) for r in records]
+            label = f"{outcome.topic} review"
+            rows += [DemoRow(label=label, turn=turn, record=r) for r in records]
             reviews.append(
                 ReviewCheck(
                     label=label,

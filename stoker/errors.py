@@ -14,8 +14,8 @@ what went wrong and what to do about it.
     │   └── MissingTools         tools used in the stored history have no implementation now
     ├── ToolError                a tool is missing or badly defined (not for a model's bad call)
     │   └── SpawnDepthExceeded   a sub-agent would nest deeper than the configured limit
-    ├── StoreError               (stoker.store) the database cannot be used as it is
-    │   └── SessionNotFound
+    ├── StoreError               the session database cannot be used as it is
+    │   └── SessionNotFound      no session with that id in the store
     ├── MemoryStoreError         (stoker.memory) a refused memory or skill write, for the model
     └── IntegrationError         (stoker.integrations) a toolkit failed, timed out or is unknown
 
@@ -103,3 +103,18 @@ class SpawnDepthExceeded(ToolError):
         )
         self.depth = depth
         self.limit = limit
+
+
+class StoreError(StokerError):
+    """The database cannot be used as it is (newer schema, unreachable server, ...)."""
+
+
+class SessionNotFound(StoreError):
+    """No session with this id in the store."""
+
+    def __init__(self, session_id: str) -> None:
+        super().__init__(
+            f"no session {session_id!r} in this store; `stoker sessions list` shows the ones "
+            "there are (check STOKER_DB / STOKER_DATABASE_URL if you expected another store)"
+        )
+        self.session_id = session_id

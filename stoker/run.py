@@ -6,11 +6,9 @@ from pathlib import Path
 
 from stoker.agent.agent import Agent
 from stoker.agent.loop import TurnResult
-from stoker.agent.session import Session
 from stoker.providers.select import DEFAULT as DEFAULT_PROVIDER
 from stoker.providers.select import select_provider
-from stoker.store import SessionNotFound, open_store
-from stoker.store.base import SqlEventStore
+from stoker.store import open_store
 from stoker.toolkits.workspace import WORKSPACE_SYSTEM, workspace_toolset
 from stoker.tools import ToolRegistry
 
@@ -26,16 +24,8 @@ def default_agent(*, model: str, workdir: Path, provider: str = DEFAULT_PROVIDER
         model=choice.model or model,
         registry=registry,
         system=WORKSPACE_SYSTEM,
-        kind="stoker-cli",
+        name="stoker-cli",
     )
-
-
-async def open_or_resume(agent: Agent, session_id: str, store: SqlEventStore) -> Session:
-    """The stored session `session_id` resumed by `agent`, or a new one with that id."""
-    try:
-        return await Session.resume(session_id, agent, store=store)
-    except SessionNotFound:
-        return agent.session(session_id=session_id, sink=store)
 
 
 async def run_once(
@@ -48,17 +38,9 @@ async def run_once(
     db: str | None = None,
 ) -> TurnResult:
     """One turn; with `session_id`, in that stored session (created if it is new)."""
-    agent = default_agent(model=model, workdir=workdir, provider=provider)
-    store = open_store(db) if session_id else None
-    try:
-        if store is not None and session_id is not None:
-            session = await open_or_resume(agent, session_id, store)
-        else:
-            session = agent.session()
-        return await session.send(prompt)
-    finally:
-        close = getattr(agent.provider, "aclose", None)
-        if close is not None:  # real providers hold HTTP connections
-            await close()
-        if store is not None:
-            await store.close()
+    async with default_agent(model=model, workdir=workdir, provider=provider) as agent:
+        if session_id is None:
+            return await agent.session().send(prompt)
+        async with open_store(db) as store:
+            session = await agent.open(store, session_id)
+            return await session.send(prompt)

@@ -38,7 +38,7 @@ class TurnView:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SessionView:
     id: str
-    kind: str
+    role: str
     model: str
     turns: tuple[TurnView, ...]
     rebases: tuple[str, ...]
@@ -57,11 +57,11 @@ async def show_session(store: SqlEventStore, session_id: str) -> SessionView:
     turns: list[TurnView] = []
     rebases: list[str] = []
     model = ""
-    kind = "main"
+    role = "main"
     for _, type_, _, body in await store.events(session_id):
         data = json.loads(body)
         if type_ == "session_created":
-            kind = data["kind"]
+            role = data.get("role", data.get("kind", "main"))
             model = json.loads(data["prefix"])["params"]["model"]
         elif type_ == "prefix_rebased":
             rebases.append(data["reason"])
@@ -76,7 +76,7 @@ async def show_session(store: SqlEventStore, session_id: str) -> SessionView:
         elif type_ == "cache_recorded" and turns:
             turns[-1].records.append(CacheRecord.from_dict(data))
     return SessionView(
-        id=session_id, kind=kind, model=model, turns=tuple(turns), rebases=tuple(rebases)
+        id=session_id, role=role, model=model, turns=tuple(turns), rebases=tuple(rebases)
     )
 
 

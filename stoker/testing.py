@@ -28,7 +28,7 @@ def assert_no_undeclared_breaks(records: Iterable[CacheRecord]) -> None:
     """Fail, naming each one, if any call's prefix diverged without a declared reason."""
     breaks = [r for r in records if r.explanation.is_break and not r.declared_break]
     if breaks:
-        lines = "\n".join(f"  {r.lineage} call {r.seq}: {r.explanation}" for r in breaks)
+        lines = "\n".join(f"  {r.session_id} call {r.seq}: {r.explanation}" for r in breaks)
         raise AssertionError(
             f"{len(breaks)} undeclared cache break(s):\n{lines}\n"
             "Fix the code that moved the prefix, or declare the break with session.rebase(...) "

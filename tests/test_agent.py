@@ -3,18 +3,23 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 
-from stoker.agent.lineage import Rebase
 from stoker.agent.session import Callbacks
+from stoker.agent.starts import Rebase
+from stoker.cache.record import build_record, notify
 from stoker.clock import FrozenClock
 from stoker.providers.sim.model import Call, ScriptedModel
 from stoker.testing import assert_no_undeclared_breaks
 from stoker.tools import DispatchPolicy
 from stoker.wire.blocks import TextBlock, ToolUseBlock
-from stoker.wire.messages import AssistantMessage, UserMessage
+from stoker.wire.fingerprint import EMPTY_CHAIN
+from stoker.wire.messages import AssistantMessage, UserMessage, user_text
 from stoker.wire.record import CacheRecord
+from stoker.wire.request import Request
+from stoker.wire.usage import Usage
 from tests.helpers import make_registry, sim_agent
 
 
@@ -43,7 +48,7 @@ async def test_every_call_after_the_first_reads_at_least_90_percent() -> None:
     ratios = [r.usage.hit_ratio for r in session.records]
     assert ratios[0] == 0.0
     assert min(ratios[1:]) >= 0.9, ratios
-    assert all(r.explanation.kind == "hit" for r in session.records[1:])
+    assert all(r.explanation.verdict == "hit" for r in session.records[1:])
 
 
 @pytest.mark.parametrize(
@@ -61,12 +66,8 @@ async def test_fork_sends_parent_tools_and_system_byte_identical(
     await session.send("read_file 'plan.md'")
     parent_last = provider.requests[-1]
     parent_usage = session.records[-1].usage
-    fork = session.fork(
-        instruction="Review: anything to remember?",
-        policy=DispatchPolicy(allowed=frozenset({"memory_add"})),
-        kind="review",
-    )
-    result = await fork.run()
+    fork = session.fork(policy=DispatchPolicy(allowed=frozenset({"memory_add"})), role="review")
+    result = await fork.send("Review: anything to remember?")
     fork_first = provider.requests[len(provider.requests) - len(result.records)]
     assert _sent(fork_first) == _sent(parent_last)
     assert {k: v for k, v in fork_first.items() if k not in ("messages", "tools", "system")} == {
@@ -83,10 +84,8 @@ async def test_fork_cannot_call_a_tool_outside_its_policy() -> None:
     agent, _ = sim_agent(model=model, registry=make_registry(calls))
     session = agent.session()
     await session.send("hello")
-    fork = session.fork(
-        instruction="review", policy=DispatchPolicy(allowed=frozenset({"memory_add"}))
-    )
-    result = await fork.run()
+    fork = session.fork(policy=DispatchPolicy(allowed=frozenset({"memory_add"})))
+    result = await fork.send("review")
     assert calls == []
     denial = fork.history[-2]
     assert isinstance(denial, UserMessage)
@@ -97,13 +96,16 @@ async def test_fork_cannot_call_a_tool_outside_its_policy() -> None:
 
 
 async def test_fork_never_widens_the_parent_policy() -> None:
-    agent, _ = sim_agent(registry=make_registry())
-    session = agent.session()
-    session.policy = DispatchPolicy(allowed=frozenset({"read_file"}))
-    fork = session.fork(
-        instruction="x", policy=DispatchPolicy(allowed=frozenset({"read_file", "run_shell"}))
-    )
-    assert fork.policy.allowed == frozenset({"read_file"})
+    calls: list[str] = []
+    model = ScriptedModel([Call(name="run_shell", arguments={"text": "ls"}), "refused"])
+    agent, _ = sim_agent(model=model, registry=make_registry(calls))
+    narrow = agent.session().fork(policy=DispatchPolicy(allowed=frozenset({"read_file"})))
+    wider = narrow.fork(policy=DispatchPolicy(allowed=frozenset({"read_file", "run_shell"})))
+    await wider.send("list the files")
+    assert calls == []
+    denial = wider.history[-2]
+    assert isinstance(denial, UserMessage)
+    assert denial.tool_results[0].content.startswith("tool run_shell is not allowed")
 
 
 async def test_fork_leaves_the_parent_history_untouched() -> None:
@@ -111,9 +113,9 @@ async def test_fork_leaves_the_parent_history_untouched() -> None:
     session = agent.session()
     await session.send("hello")
     before = session.history
-    await session.fork(instruction="summarise").run()
+    await session.fork().send("summarise")
     assert session.history == before
-    assert session.prefix is session.fork(instruction="again").prefix
+    assert session.prefix is session.fork().prefix
 
 
 async def test_fork_with_rebase_records_a_declared_break() -> None:
@@ -121,13 +123,12 @@ async def test_fork_with_rebase_records_a_declared_break() -> None:
     session = agent.session()
     await session.send("hello")
     fork = session.fork(
-        instruction="cheap review",
-        rebase=Rebase(reason="review on a smaller system prompt", system="Be brief."),
+        rebase=Rebase(reason="review on a smaller system prompt", system="Be brief.")
     )
-    result = await fork.run()
+    result = await fork.send("cheap review")
     assert fork.prefix.system == "Be brief."
     assert session.prefix.system != "Be brief."
-    assert result.records[0].explanation.kind == "declared"
+    assert result.records[0].explanation.verdict == "declared"
     assert result.records[0].declared_break == "review on a smaller system prompt"
     assert provider.requests[-1]["system"][0]["text"] == "Be brief."
 
@@ -158,7 +159,7 @@ async def test_thinking_blocks_are_replayed_verbatim() -> None:
     }
     assert len(stored.signature) == 64
     assert provider.requests[1]["thinking"] == {"type": "enabled", "budget_tokens": 2048}
-    assert session.records[-1].explanation.kind == "hit"
+    assert session.records[-1].explanation.verdict == "hit"
 
 
 async def test_callbacks_are_swapped_between_turns() -> None:
@@ -203,21 +204,46 @@ async def test_volatile_note_goes_into_the_user_message_not_the_prefix() -> None
     await session.send("again", note="Current time: 14:14:02")
     assert "14:13" not in session.prefix.system
     assert provider.requests[-1]["messages"][0]["content"][1]["text"] == "Current time: 14:13:20"
-    assert session.records[-1].explanation.kind == "hit"
+    assert session.records[-1].explanation.verdict == "hit"
 
 
 @pytest.mark.breaks_cache(reason="proves the suite-wide check sees an undeclared break")
 async def test_an_undeclared_prefix_change_is_caught(
     recorded_calls: list[CacheRecord],
 ) -> None:
+    # A session cannot move its prefix without rebase(); a buggy caller building its own
+    # requests can, and the records of those calls are what the check looks at.
     agent, _ = sim_agent(registry=make_registry())
-    session = agent.session()
-    await session.send("hello")
-    session.prefix = session.prefix.with_params(tool_choice="any")  # bypassing rebase()
-    await session.send("again")
-    assert session.records[-1].explanation.slot == "params.tool_choice"
+    before = Request(prefix=agent.build_prefix(), messages=(user_text("hello"),))
+    after = replace(before, prefix=before.prefix.with_params(tool_choice="any"))
+    record = build_record(
+        session_id="s",
+        seq=1,
+        role="main",
+        provider="sim",
+        info=agent.info,
+        request=after,
+        previous=before,
+        previous_started_at=0.0,
+        started_at=1.0,
+        usage=Usage(written_5m=3000),
+        history=EMPTY_CHAIN,
+        new_from=0,
+    )
+    notify(record)
+    assert record.explanation.slot == "params.tool_choice"
     with pytest.raises(AssertionError, match="1 undeclared cache break"):
         assert_no_undeclared_breaks(recorded_calls)
+
+
+def test_a_session_has_no_settable_state() -> None:
+    agent, _ = sim_agent(registry=make_registry())
+    session = agent.session()
+    for name in ("prefix", "history", "agent", "id", "records"):
+        with pytest.raises(AttributeError):
+            setattr(session, name, None)
+    with pytest.raises(AttributeError):
+        session.policy = None  # type: ignore[attr-defined]
 
 
 async def test_history_is_immutable_values() -> None:

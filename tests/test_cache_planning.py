@@ -67,6 +67,6 @@ async def test_a_session_turn_with_25_blocks_reads_the_previous_write() -> None:
     await session.send("three")
     last = session.records[-1]
     assert len(last.breakpoints) == 3
-    assert last.explanation.kind == "hit"
+    assert last.explanation.verdict == "hit"
     previous = session.records[-2].usage
     assert last.usage.read == previous.read + previous.written

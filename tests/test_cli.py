@@ -17,8 +17,8 @@ runner = CliRunner()
 
 async def test_demo_meets_its_promises(tmp_path: Path) -> None:
     report = await run_demo(tmp_path, clock=FrozenClock())
-    main = [r.record for r in report.rows if r.lineage == "main"]
-    assert len({r.turn for r in report.rows if r.lineage == "main"}) == len(TURNS) == 6
+    main = [r.record for r in report.rows if r.label == "main"]
+    assert len({r.turn for r in report.rows if r.label == "main"}) == len(TURNS) == 6
     assert main[0].usage.read == 0
     assert all(r.record.usage.hit_ratio >= 0.9 for r in report.rows[1:])
     assert [(r.label, r.after_turn, r.summary) for r in report.reviews] == [

@@ -81,7 +81,7 @@ async def test_titles_and_views_show_the_users_words_not_the_notes(tmp_path: Pat
     store = SQLiteStore(tmp_path / "s.db")
     try:
         agent, _ = sim_agent(registry=make_registry())
-        session = agent.session(sink=store)
+        session = agent.session(store=store)
         await session.send("what is new?", note="Current time: 10:42")
         (summary,) = await store.list_sessions()
         view = await show_session(store, session.id)

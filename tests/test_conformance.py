@@ -20,10 +20,11 @@ import httpx
 import pytest
 
 from stoker import Agent, CachePolicy, Callbacks
+from stoker.cache.models import ModelInfo
 from stoker.clock import FrozenClock
 from stoker.errors import AuthenticationError, InvalidRequest, ProviderError
 from stoker.providers.anthropic import AnthropicProvider
-from stoker.providers.base import CallContext
+from stoker.providers.base import CallContext, Completion
 from stoker.providers.openai import QUIRKS, OpenAIProvider
 from stoker.providers.retry import RetryPolicy
 from stoker.providers.sim.server import ServedSim, SimServer, create_app, serve_in_background
@@ -131,22 +132,38 @@ async def test_multi_turn_with_tools_sends_exactly_the_rendered_payload(
     provider: Adapter, kind: str, sim: SimServer, key: str
 ) -> None:
     calls: list[str] = []
-    session = agent_for(provider, kind, calls).session()
+    sent: list[Request] = []
+    recording = _Recording(provider, sent)
+    session = replace(agent_for(provider, kind, calls), provider=recording).session()
     first = await session.send("read_file 'plan.md'")
     second = await session.send("list_files please")
     assert calls == ["read_file", "list_files"]
     assert first.text == "Done. Tool results: read_file ok: plan.md"
     records = [*first.records, *second.records]
-    assert [r.explanation.kind for r in records] == ["first", "hit", "hit", "hit"]
+    assert [r.explanation.verdict for r in records] == ["first", "hit", "hit", "hit"]
     assert all(r.usage.read > 1024 for r in records[1:])
     assert {(r.provider, r.retries) for r in records} == {(provider.name, 0)}
     call = session.history[1]
     assert isinstance(call, AssistantMessage)
     assert isinstance(call.content[-1], ToolUseBlock)
     module = dialect_module("anthropic" if kind == "anthropic" else provider_dialect(provider))
-    assert session.state.last_request is not None
-    rendered = module.render_request(session.state.last_request)
+    rendered = module.render_request(sent[-1])
     assert _top_level(sim.sent_by(key)[-1]) == _top_level(rendered)
+
+
+class _Recording:
+    """The adapter, keeping every `Request` Stoker hands it."""
+
+    def __init__(self, inner: Adapter, sent: list[Request]) -> None:
+        self.inner, self.sent = inner, sent
+        self.name = inner.name
+
+    def model_info(self, model: str) -> ModelInfo:
+        return self.inner.model_info(model)
+
+    async def complete(self, request: Request, context: CallContext) -> Completion:
+        self.sent.append(request)
+        return await self.inner.complete(request, context)
 
 
 def provider_dialect(provider: Adapter) -> str:
@@ -179,14 +196,14 @@ async def test_a_fork_first_request_reads_the_parents_whole_prefix(
     session = agent_for(provider, kind).session()
     await session.send("read_file 'plan.md'")
     parent = session.records[-1].usage
-    fork = session.fork(instruction="Anything worth remembering?", kind="review")
-    result = await fork.run()
+    fork = session.fork(role="review")
+    result = await fork.send("Anything worth remembering?")
     info = provider.model_info(MODELS[kind])
     whole = parent.read + parent.written
     if info.regime == "L":  # implicit caching reads whole grid steps only
         whole = parent.input_total - (parent.input_total - info.min_cacheable) % info.interval
     assert result.records[0].usage.read == whole
-    assert result.records[0].explanation.kind == "hit"
+    assert result.records[0].explanation.verdict == "hit"
     sent = sim.sent_by(key)
     fork_first = sent[-len(result.records)]
     if kind == "anthropic":
@@ -205,7 +222,7 @@ def _request(model: str, *messages: Message) -> Request:
 
 async def test_an_unknown_model_fails_at_once_naming_it(provider: Adapter, sleeps: Sleeps) -> None:
     with pytest.raises(ProviderError) as caught:
-        await provider.complete(_request("model-that-does-not-exist"), CallContext(lineage="t"))
+        await provider.complete(_request("model-that-does-not-exist"), CallContext(session_id="t"))
     assert caught.value.status == 404
     assert "'model-that-does-not-exist'" in str(caught.value)
     assert sleeps.waits == []
@@ -222,7 +239,7 @@ async def test_a_rejected_request_fails_at_once(
         UserMessage(content=(TextBlock(text="well?"),)),
     )
     with pytest.raises(InvalidRequest) as caught:
-        await provider.complete(request, CallContext(lineage="t"))
+        await provider.complete(request, CallContext(session_id="t"))
     assert caught.value.status == 400
     assert "toolu_unanswered" in str(caught.value)
     assert sleeps.waits == []
@@ -323,7 +340,7 @@ async def test_anthropic_thinking_is_replayed_verbatim_and_writes_split_by_ttl(
     first, second = result.records
     assert first.usage.written_1h > 1024  # tools + system, written for an hour
     assert first.usage.written_5m > 0  # the rolling breakpoint on the conversation
-    assert second.explanation.kind == "hit"
+    assert second.explanation.verdict == "hit"
     sent = sim.sent_by(key)[-1]["messages"]
     replayed = [b for m in sent for b in m["content"] if b["type"] == "thinking"]
     assert [(b["thinking"], b["signature"]) for b in replayed] == [

@@ -10,7 +10,6 @@ import sys
 import time
 from pathlib import Path
 
-from stoker.agent.session import Session
 from stoker.store.base import SqlEventStore
 from tests.helpers import sim_agent
 from tests.scripts.crash_mid_turn import SYSTEM, make_tool
@@ -50,7 +49,7 @@ async def test_sigkill_mid_turn_loses_no_acknowledged_event_and_resumes(
     assert stored == acked  # nothing acknowledged was lost, nothing half-written appeared
 
     agent, provider = sim_agent(tools=[make_tool(None)], system=SYSTEM)
-    resumed = await Session.resume("crashed", agent, store=store)
+    resumed = await agent.open(store, "crashed", create=False)
     interrupted = resumed.history[-1].tool_results[0]
     assert interrupted.is_error
     assert interrupted.content.startswith("interrupted: the process stopped")

@@ -6,12 +6,13 @@ import dataclasses
 import json
 from typing import Any
 
-from stoker.agent.context import spawn_depth
-from stoker.agent.delegate import DelegateConfig, delegate_tool
+from stoker.agent.delegate import DelegateConfig, delegate_tool, spawn_depth
 from stoker.providers.sim.model import tool_call
 from stoker.tools import tool
 from stoker.wire.blocks import Block, TextBlock
+from stoker.wire.events import CacheRecorded, MemorySink
 from stoker.wire.messages import UserMessage
+from stoker.wire.record import CacheRecord
 from stoker.wire.request import Request
 from tests.helpers import make_registry, sim_agent
 
@@ -61,7 +62,8 @@ def _sent(payload: dict[str, Any]) -> tuple[str, str]:
 
 async def test_child_first_request_sends_parent_tools_and_system_and_reads_them() -> None:
     agent, provider = _agent(DelegatingModel(), max_depth=1)
-    session = agent.session()
+    sink = MemorySink()
+    session = agent.session(store=sink)
     await session.send("warm up")
     parent_last = provider.requests[-1]
     parent_usage = session.records[-1].usage
@@ -69,25 +71,24 @@ async def test_child_first_request_sends_parent_tools_and_system_and_reads_them(
     child_first = provider.requests[2]
     assert "You are a sub-agent" in child_first["messages"][-1]["content"][-1]["text"]
     assert _sent(child_first) == _sent(parent_last)
-    child_records = [r for r in _recorded(session) if r.kind == "subagent"]
+    child_records = [r for r in _recorded(sink) if r.role == "subagent"]
     assert child_records[0].usage.read >= parent_usage.read + parent_usage.written
 
 
-def _recorded(session):  # type: ignore[no-untyped-def]
-    return session.sink.events and [
-        e.record for e in session.sink.events if e.type == "cache_recorded"
-    ]
+def _recorded(sink: MemorySink) -> list[CacheRecord]:
+    return [e.record for e in sink.events if isinstance(e, CacheRecorded)]
 
 
 async def test_three_parallel_children_all_read_the_parents_prefix() -> None:
     agent, _ = _agent(DelegatingModel(fan=3), max_depth=1)
-    session = agent.session()
+    sink = MemorySink()
+    session = agent.session(store=sink)
     await session.send("warm up")
     parent_usage = session.records[-1].usage
     result = await session.send("delegate three ways")
-    children = [r for r in _recorded(session) if r.kind == "subagent"]
+    children = [r for r in _recorded(sink) if r.role == "subagent"]
     assert len(children) == 6  # each child: a refused delegation, then its answer
-    firsts = {r.lineage: r for r in reversed(children)}
+    firsts = {r.session_id: r for r in reversed(children)}
     assert len(firsts) == 3
     assert all(r.usage.read >= parent_usage.read + parent_usage.written for r in firsts.values())
     assert result.text.startswith("done: done: ")
@@ -96,11 +97,12 @@ async def test_three_parallel_children_all_read_the_parents_prefix() -> None:
 
 async def test_depth_three_succeeds_and_depth_four_fails_before_any_provider_call() -> None:
     agent, provider = _agent(DelegatingModel(), max_depth=3)
-    session = agent.session()
+    sink = MemorySink()
+    session = agent.session(store=sink)
     result = await session.send("delegate")
     # root, depth 1, 2, 3: two calls each; the refused depth-4 child made none
     assert len(provider.requests) == 8
-    lineages = {r.lineage for r in _recorded(session)}
+    lineages = {r.session_id for r in _recorded(sink)}
     assert len(lineages) == 4
     assert "cannot start a sub-agent at depth 4: the limit is 3" in result.text
 
@@ -109,7 +111,8 @@ async def test_depth_is_restored_after_a_child_raises_and_concurrent_children_se
     None
 ):
     agent, _ = _agent(DelegatingModel(fan=2, fail_children=True), max_depth=3)
-    session = agent.session()
+    sink = MemorySink()
+    session = agent.session(store=sink)
     result = await session.send("delegate")
     assert result.text.count("failed: RuntimeError: the child's model broke") == 2
     assert spawn_depth() == 0
@@ -144,11 +147,11 @@ class _Logging:
         return self.inner.model_info(model)
 
     async def complete(self, request: Any, context: Any) -> Any:
-        self.log.append(("start", context.lineage))
+        self.log.append(("start", context.session_id))
         try:
             return await self.inner.complete(request, context)
         finally:
-            self.log.append(("end", context.lineage))
+            self.log.append(("end", context.session_id))
 
 
 async def test_parallel_siblings_wait_for_the_first_childs_response() -> None:

@@ -47,7 +47,7 @@ def test_tool_description_change_names_the_key_path() -> None:
     tools[3] = _tool("d", "Path to read, relative to the root.")
     found = first_divergence(_req(), _req(dataclasses.replace(PREFIX, tools=tuple(tools))))
     assert found is not None
-    assert (found.kind, found.slot, found.classification) == (
+    assert (found.verdict, found.slot, found.classification) == (
         "diverged",
         "tools[3].input_schema.properties.path.description",
         "changed",
@@ -101,7 +101,7 @@ def test_classify_text_kinds() -> None:
 
 def test_no_change_and_no_read_after_a_long_gap_is_expiry() -> None:
     exp = explain(_req(), _req(), usage=Usage(written_5m=100), gap_seconds=400)
-    assert exp.kind == "expired"
+    assert exp.verdict == "expired"
     assert "400 s" in exp.detail
 
 
@@ -112,25 +112,25 @@ def test_provider_facts_explain_a_miss_when_nothing_moved() -> None:
         usage=Usage(written_5m=100),
         facts=(("lookback", "entry 25 positions back"),),
     )
-    assert (exp.kind, exp.detail) == ("lookback", "entry 25 positions back")
+    assert (exp.verdict, exp.detail) == ("lookback", "entry 25 positions back")
 
 
 def test_declared_break_wins() -> None:
     exp = explain(
-        _req(), _req(PREFIX.with_params(model="x")), usage=Usage(), declared="model switch"
+        _req(), _req(PREFIX.with_params(model="x")), usage=Usage(), declared_break="model switch"
     )
-    assert (exp.kind, exp.detail, exp.is_break) == ("declared", "model switch", False)
+    assert (exp.verdict, exp.detail, exp.is_break) == ("declared", "model switch", False)
 
 
 def test_a_first_call_below_the_minimum_says_so() -> None:
     facts = (("below_minimum", "the 380-token prefix is shorter than the minimum"),)
     exp = explain(None, _req(), usage=Usage(uncached=380), facts=facts)
-    assert (exp.kind, exp.detail) == ("below_minimum", facts[0][1])
+    assert (exp.verdict, exp.detail) == ("below_minimum", facts[0][1])
 
 
 def test_provider_facts_come_before_the_nothing_written_rule() -> None:
     facts = (("below_minimum", "too short"),)
     exp = explain(_req(), _req(), usage=Usage(uncached=400), facts=facts, previous_written=0)
-    assert exp.kind == "below_minimum"
+    assert exp.verdict == "below_minimum"
     plain = explain(_req(), _req(), usage=Usage(written_5m=400), previous_written=0)
-    assert plain.kind == "first"
+    assert plain.verdict == "first"

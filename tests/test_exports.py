@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import pkgutil
 
 import stoker
 
@@ -42,4 +43,18 @@ def test_public_modules_are_fully_exported() -> None:
                 continue
             if obj.__module__ == name and attr not in stoker.__all__:
                 missing.append(f"{name}.{attr}")
+    assert missing == []
+
+
+def test_every_exception_class_is_importable_from_stoker() -> None:
+    missing = []
+    for info in pkgutil.walk_packages(stoker.__path__, "stoker."):
+        if info.name == "stoker.__main__":
+            continue
+        module = importlib.import_module(info.name)
+        for attr, obj in vars(module).items():
+            is_error = inspect.isclass(obj) and issubclass(obj, BaseException)
+            ours = is_error and obj.__module__ == info.name and not attr.startswith("_")
+            if ours and (attr not in stoker.__all__ or getattr(stoker, attr) is not obj):
+                missing.append(f"{info.name}.{attr}")
     assert missing == []

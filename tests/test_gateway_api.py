@@ -78,7 +78,7 @@ async def test_sessions_are_created_listed_read_and_deleted(store: SqlEventStore
         listed = (await c.get("/v1/sessions", headers=auth("alice"))).json()["sessions"]
         assert [(s["id"], s["messages"]) for s in listed] == [(sid, 4)]
         usage = (await c.get(f"/v1/sessions/{sid}/usage", headers=auth("alice"))).json()
-        assert [q["explanation"]["kind"] for q in usage["requests"]] == ["first", "hit"]
+        assert [q["explanation"]["verdict"] for q in usage["requests"]] == ["first", "hit"]
         assert usage["usage"]["read"] == sum(q["usage"]["read"] for q in usage["requests"])
         assert usage["cost_usd"] > 0
         assert (await c.delete(f"/v1/sessions/{sid}", headers=auth("alice"))).status_code == 204

@@ -137,7 +137,8 @@ def test_the_dashboard_charts_a_new_request_as_it_happens(browser: WebDriver) ->
         bars = _until(
             lambda: browser.run(
                 "return Array.from(document.querySelectorAll('#chart [data-request]'))"
-                ".map(g => [g.dataset.request, g.dataset.kind, g.querySelectorAll('rect').length])"
+                ".map(g => [g.dataset.request, g.dataset.verdict,"
+                " g.querySelectorAll('rect').length])"
             ),
             "a bar for the new request",
         )

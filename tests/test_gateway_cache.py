@@ -19,7 +19,9 @@ class Clock:
 
 def entry(sid: str) -> CachedAgent:
     fake: Any = SimpleNamespace(id=sid)
-    return CachedAgent(session=fake, sink=fake, user="u", signature="s", settings=SessionSettings())
+    return CachedAgent(
+        session=fake, agent=fake, sink=fake, user="u", signature="s", settings=SessionSettings()
+    )
 
 
 def test_the_least_recently_used_idle_agent_goes_first() -> None:

@@ -24,7 +24,7 @@ async def test_session_commands_evict_the_cached_agent(store: SqlEventStore, com
         assert gw.agents.peek(sid) is not entry
         record = answer.requests[0]
         assert record["model"] == "claude-sonnet-4-5"
-        assert record["explanation"]["kind"] == "declared"
+        assert record["explanation"]["verdict"] == "declared"
         view = await gw.view("alice", sid)
         assert [t.user for t in view.turns] == ["hello", "on the new model"]
         return
@@ -67,7 +67,7 @@ async def test_compress_evicts_and_the_next_message_resumes_and_reads_the_cache(
     assert "no compaction" in reply.text
     assert sid not in gw.agents
     answer = await gw.send("alice", sid, "again")
-    assert answer.requests[0]["explanation"]["kind"] == "hit"
+    assert answer.requests[0]["explanation"]["verdict"] == "hit"
 
 
 async def test_usage_command_reports_every_request(store: SqlEventStore) -> None:
@@ -76,7 +76,7 @@ async def test_usage_command_reports_every_request(store: SqlEventStore) -> None
     await gw.send("alice", sid, "read_file 'a.md'")
     reply = await gw.send("alice", sid, "/usage")
     assert reply.data is not None
-    assert [r["explanation"]["kind"] for r in reply.data["requests"]] == ["first", "hit"]
+    assert [r["explanation"]["verdict"] for r in reply.data["requests"]] == ["first", "hit"]
     assert reply.text.startswith("2 requests, $")
 
 

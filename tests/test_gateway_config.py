@@ -75,7 +75,7 @@ def test_a_config_file_with_the_environment_on_top(tmp_path: Path) -> None:
 
 def test_tokens_are_hashed_when_loaded_and_never_kept(tmp_path: Path) -> None:
     config = load_config(_write(tmp_path), env={"STOKER_GATEWAY_TOKENS": "carol=carol-token"})
-    held = repr(config.tokens._users)  # everything the table keeps
+    held = repr(config.tokens._users)  # noqa: SLF001 - everything the table keeps
     assert "plain-token-for-alice" not in held
     assert "carol-token" not in held
     assert hashlib.sha256(b"plain-token-for-alice").hexdigest() in held

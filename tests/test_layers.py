@@ -1,8 +1,8 @@
 """Dependencies point one way: a lower layer never imports a higher one, and no cycles.
 
-Walks each module's module-level imports with `ast` (imports under `if TYPE_CHECKING:`
-are not runtime edges and are skipped; imports inside functions are the edges' own
-business — the CLI uses them to start fast).
+Walks each module's module-level imports with `ast`. Imports under `if TYPE_CHECKING:`
+count as edges too: hiding a cycle from the interpreter does not hide it from a reader.
+Imports inside functions are the edges' own business (the CLI uses them to start fast).
 """
 
 from __future__ import annotations
@@ -50,14 +50,7 @@ def _module_name(path: Path) -> str:
     return ".".join(parts)
 
 
-def _is_type_checking(node: ast.If) -> bool:
-    test = node.test
-    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
-    )
-
-
-def _runtime_imports(tree: ast.Module, module: str, is_package: bool) -> set[str]:
+def _imports(tree: ast.Module, module: str, is_package: bool) -> set[str]:
     found: set[str] = set()
 
     def visit(body: list[ast.stmt]) -> None:
@@ -73,7 +66,7 @@ def _runtime_imports(tree: ast.Module, module: str, is_package: bool) -> set[str
                     name = node.module or ""
                 found.add(name)
                 found.update(f"{name}.{a.name}" for a in node.names)
-            elif isinstance(node, ast.If) and not _is_type_checking(node):
+            elif isinstance(node, ast.If):
                 visit(node.body)
                 visit(node.orelse)
             elif isinstance(node, ast.Try):
@@ -88,7 +81,7 @@ def _graph() -> dict[str, set[str]]:
     graph: dict[str, set[str]] = {}
     for name, path in modules.items():
         tree = ast.parse(path.read_text(encoding="utf-8"))
-        imports = _runtime_imports(tree, name, path.name == "__init__.py")
+        imports = _imports(tree, name, path.name == "__init__.py")
         graph[name] = {i for i in imports if i in modules and i != name}
     return graph
 
@@ -132,7 +125,16 @@ def test_no_import_cycles() -> None:
 
 def test_the_walker_sees_an_upward_edge() -> None:
     tree = ast.parse("from stoker.agent.agent import Agent\nimport stoker.cli")
-    assert _runtime_imports(tree, "stoker.wire.prefix", False) >= {
+    assert _imports(tree, "stoker.wire.prefix", False) >= {
         "stoker.agent.agent",
         "stoker.cli",
     }
+
+
+def test_the_walker_counts_type_only_imports() -> None:
+    tree = ast.parse(
+        "from typing import TYPE_CHECKING\n"
+        "if TYPE_CHECKING:\n"
+        "    from stoker.agent.session import Session\n"
+    )
+    assert "stoker.agent.session" in _imports(tree, "stoker.agent.loop", False)

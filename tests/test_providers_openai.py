@@ -78,7 +78,7 @@ async def test_vllm_without_cached_tokens_reads_zero_and_says_how_to_see_them(
     async with OpenAIProvider(
         api_key="EMPTY", api="chat", base_url=served.openai_url, quirks=QUIRKS["vllm"]
     ) as provider:
-        completion = await provider.complete(_request(model), CallContext(lineage="t"))
+        completion = await provider.complete(_request(model), CallContext(session_id="t"))
     assert completion.usage == Usage(uncached=3000, output=2)
     (fact,) = completion.facts
     assert fact[0] == "unreported"
@@ -93,7 +93,7 @@ async def test_llama_cpp_reuse_is_read_from_timings(
     async with OpenAIProvider(
         api_key="EMPTY", api="chat", base_url=served.openai_url, quirks=QUIRKS["llama.cpp"]
     ) as provider:
-        completion = await provider.complete(_request("llama"), CallContext(lineage="t"))
+        completion = await provider.complete(_request("llama"), CallContext(session_id="t"))
     assert completion.usage == Usage(uncached=120, read=2880, output=2)
     assert completion.facts == ()
 
@@ -105,10 +105,10 @@ async def test_cache_key_and_retention_are_sent_where_they_mean_something(
     async with OpenAIProvider(
         api_key="k", api="chat", base_url=served.openai_url, cache_retention="24h"
     ) as provider:
-        await provider.complete(_request("llama"), CallContext(lineage="t"))
+        await provider.complete(_request("llama"), CallContext(session_id="t"))
         assert received[-1]["prompt_cache_key"] == "stoker-lineage"
         assert received[-1]["prompt_cache_retention"] == "24h"
         # a retention the request states itself wins over the adapter's default
         request = _request("llama", cache_retention="in_memory")
-        await provider.complete(request, CallContext(lineage="t"))
+        await provider.complete(request, CallContext(session_id="t"))
         assert received[-1]["prompt_cache_retention"] == "in_memory"

@@ -8,8 +8,8 @@ import pytest
 
 from stoker.errors import AuthenticationError, InvalidRequest, ProviderError
 from stoker.providers.retry import (
+    RetryableError,
     RetryPolicy,
-    Transient,
     call_with_retries,
     failure,
     retry_after_seconds,
@@ -55,7 +55,7 @@ def test_overload_rate_limits_and_server_errors_are_retried(status: int) -> None
     found = failure(
         "anthropic", status, "busy", headers={"retry-after": "1"}, model="m", key_env="K"
     )
-    assert isinstance(found, Transient)
+    assert isinstance(found, RetryableError)
     assert (found.status, found.retry_after) == (status, 1.0)
 
 
@@ -77,7 +77,9 @@ def test_client_errors_fail_at_once_with_what_to_fix() -> None:
 
 async def test_retries_until_success_and_counts_them() -> None:
     sleeps = Sleeps()
-    attempts = iter([Transient("529", status=529), Transient("429", retry_after=2.0), "ok"])
+    attempts = iter(
+        [RetryableError("529", status=529), RetryableError("429", retry_after=2.0), "ok"]
+    )
 
     async def attempt() -> str:
         outcome = next(attempts)
@@ -94,7 +96,7 @@ async def test_gives_up_after_max_retries_naming_the_attempts() -> None:
     sleeps = Sleeps()
 
     async def attempt() -> str:
-        raise Transient("HTTP 529: overloaded", status=529)
+        raise RetryableError("HTTP 529: overloaded", status=529)
 
     with pytest.raises(ProviderError) as caught:
         await call_with_retries(
@@ -109,7 +111,7 @@ async def test_a_retry_after_longer_than_the_policy_allows_fails_at_once() -> No
     sleeps = Sleeps()
 
     async def attempt() -> str:
-        raise Transient("HTTP 429", status=429, retry_after=600.0)
+        raise RetryableError("HTTP 429", status=429, retry_after=600.0)
 
     with pytest.raises(ProviderError, match="asked to retry after 600 s"):
         await call_with_retries(attempt, policy=RetryPolicy(sleep=sleeps), provider="p")
@@ -131,7 +133,7 @@ async def test_other_errors_are_not_retried(caplog: pytest.LogCaptureFixture) ->
 
 
 async def test_each_retry_is_logged(caplog: pytest.LogCaptureFixture) -> None:
-    attempts = iter([Transient("HTTP 503: down", status=503), "ok"])
+    attempts = iter([RetryableError("HTTP 503: down", status=503), "ok"])
 
     async def attempt() -> str:
         outcome = next(attempts)

@@ -19,10 +19,11 @@ ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "tests/scripts/resume_across_processes.py"
 
 
-async def _child(*args: str) -> str:
+async def run_script(script: Path, *args: str) -> str:
+    """Run a test script in a fresh Python process; its standard output."""
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
-        str(SCRIPT),
+        str(script),
         *args,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
@@ -42,9 +43,9 @@ async def test_resume_after_process_exit_sends_identical_prefix_and_reads_it(
     key, sid = f"sk-sim-{uuid.uuid4().hex}", f"s-{uuid.uuid4().hex[:8]}"
     with serve_in_background(create_app()) as served:
         sim = served.app.state.sim
-        await _child("create", where, schema or "-", served.url, key, sid)
+        await run_script(SCRIPT, "create", where, schema or "-", served.url, key, sid)
         before = sim.sent_by(key)
-        out = await _child("resume", where, schema or "-", served.url, key, sid)
+        out = await run_script(SCRIPT, "resume", where, schema or "-", served.url, key, sid)
         after = sim.sent_by(key)[len(before) :]
     resumed = json.loads(out)
     last, first = before[-1], after[0]

@@ -12,6 +12,7 @@ from stoker.agent.session import Callbacks
 from stoker.providers.sim.model import RuleModel, tool_call
 from stoker.tools import Toolset, tool
 from stoker.wire.blocks import Block, TextBlock, ToolResultBlock
+from stoker.wire.events import MemorySink
 from stoker.wire.messages import UserMessage, user_text
 from stoker.wire.request import Request
 from tests.helpers import make_registry, sim_agent
@@ -82,7 +83,8 @@ async def test_review_first_request_matches_the_parents_last_byte_for_byte(
     toolsets: tuple[str, ...] | None, thinking: int | None
 ) -> None:
     agent, provider = _agent(toolsets=toolsets, thinking_budget=thinking)
-    session = agent.session()
+    sink = MemorySink()
+    session = agent.session(store=sink)
     await session.send("hello there")
     parent_last, parent_usage = provider.requests[-1], session.records[-1].usage
     (outcome,) = await session.drain()
@@ -96,9 +98,7 @@ async def test_review_first_request_matches_the_parents_last_byte_for_byte(
         for m in parent_last["messages"]
     ]
     review_records = [
-        e.record
-        for e in session.sink.events
-        if e.type == "cache_recorded" and e.record.kind == "review"
+        e.record for e in sink.events if e.type == "cache_recorded" and e.record.role == "review"
     ]
     assert review_records[0].usage.read == parent_usage.read + parent_usage.written
     assert outcome.summary == "Memory updated"
@@ -111,15 +111,14 @@ async def test_review_asking_for_a_shell_gets_a_denial_and_the_tool_never_runs()
     agent, _ = sim_agent(
         model=ReviewingModel("shell"), registry=registry, review=ReviewConfig(memory_every=1)
     )
-    session = agent.session()
+    sink = MemorySink()
+    session = agent.session(store=sink)
     await session.send("hello")
     (outcome,) = await session.drain()
     assert calls == []
     assert outcome.summary == ""
     review_events = [
-        e
-        for e in session.sink.events
-        if e.type == "message_appended" and ".review-" in e.session_id
+        e for e in sink.events if e.type == "message_appended" and ".review-" in e.session_id
     ]
     denial = review_events[-2].message.tool_results[0]
     assert denial.is_error
@@ -129,7 +128,8 @@ async def test_review_asking_for_a_shell_gets_a_denial_and_the_tool_never_runs()
 async def test_a_failing_review_leaves_the_main_session_usable_and_reports_it() -> None:
     errors: list[BaseException] = []
     agent, _ = _agent("raise")
-    session = agent.session()
+    sink = MemorySink()
+    session = agent.session(store=sink)
     before = await session.send("hello", callbacks=Callbacks(on_review_error=errors.append))
     (outcome,) = await session.drain()
     assert isinstance(outcome.error, RuntimeError)
@@ -142,7 +142,8 @@ async def test_a_failing_review_leaves_the_main_session_usable_and_reports_it() 
 async def test_review_writes_nothing_to_the_main_history_and_reports_one_line() -> None:
     lines: list[str] = []
     agent, _ = _agent()
-    session = agent.session()
+    sink = MemorySink()
+    session = agent.session(store=sink)
     await session.send("hello", callbacks=Callbacks(on_review=lines.append))
     await session.drain()
     assert len(session.history) == 2
@@ -188,14 +189,13 @@ def test_counters_decide_which_review_is_due() -> None:
 
 async def test_review_on_a_cheaper_model_is_a_declared_break() -> None:
     agent, provider = _agent(review=ReviewConfig(memory_every=1, model="claude-haiku-4-5"))
-    session = agent.session()
+    sink = MemorySink()
+    session = agent.session(store=sink)
     await session.send("hello")
     await session.drain()
     review = [
-        e.record
-        for e in session.sink.events
-        if e.type == "cache_recorded" and e.record.kind == "review"
+        e.record for e in sink.events if e.type == "cache_recorded" and e.record.role == "review"
     ]
-    assert review[0].explanation.kind == "declared"
+    assert review[0].explanation.verdict == "declared"
     assert "another cache namespace" in (review[0].declared_break or "")
     assert provider.requests[-1]["model"] == "claude-haiku-4-5"

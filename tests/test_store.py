@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+from dataclasses import replace
 
 import pytest
 
-from stoker.agent.session import Session
 from stoker.errors import MissingTools, ResumeMismatch
 from stoker.providers.sim.model import Call, RuleModel, ScriptedModel
 from stoker.store.base import SessionNotFound, SqlEventStore, StoreError
@@ -38,7 +38,7 @@ async def _session_with_history(store: SqlEventStore, **agent_kwargs):  # type: 
         [Call(name="read_file", arguments={"text": "a.md"}), "read it", "ok"], then=RuleModel()
     )
     agent, provider = sim_agent(model=model, registry=make_registry(), **agent_kwargs)
-    session = agent.session(sink=store)
+    session = agent.session(store=store)
     await session.send("read a.md")
     await session.send("thanks")
     return agent, provider, session
@@ -51,7 +51,7 @@ async def test_events_round_trip_exactly(store: SqlEventStore) -> None:
     assert stored.prefix.to_json() == session.prefix.to_json()
     assert stored.used_tools == frozenset({"read_file"})
     assert stored.last_record == session.records[-1]
-    assert stored.config["agent_kind"] == agent.kind
+    assert stored.config["agent_name"] == agent.name
     seqs = [seq for seq, *_ in await store.events(session.id)]
     assert seqs == list(range(1, len(seqs) + 1))
 
@@ -66,7 +66,7 @@ async def test_resume_in_a_new_store_object_sends_identical_prefix_and_reads_it(
     try:
         # A fresh agent object built the same way (same provider: its cache outlives us).
         runtime = type(agent)(**{f: getattr(agent, f) for f in agent.__dataclass_fields__})
-        resumed = await Session.resume(session.id, runtime, store=again)
+        resumed = await runtime.open(again, session.id, create=False)
         result = await resumed.send("one more")
     finally:
         await again.close()
@@ -74,7 +74,7 @@ async def test_resume_in_a_new_store_object_sends_identical_prefix_and_reads_it(
     assert json.dumps(first["tools"]) == json.dumps(last_sent["tools"])
     assert first["system"] == last_sent["system"]
     assert result.records[0].usage.read == previous.read + previous.written
-    assert result.records[0].explanation.kind == "hit"
+    assert result.records[0].explanation.verdict == "hit"
 
 
 async def test_adding_a_tool_on_resume_is_allowed_and_does_not_change_tools(
@@ -83,12 +83,10 @@ async def test_adding_a_tool_on_resume_is_allowed_and_does_not_change_tools(
     agent, provider, session = await _session_with_history(store)
     before = provider.requests[-1]["tools"]
     wider, _ = sim_agent(registry=make_registry(), tools=[extra_tool])
-    resumed = await Session.resume(session.id, wider, store=store)
+    resumed = await wider.open(store, session.id, create=False)
     assert resumed.prefix == session.prefix
-    assert "extra_tool" not in resumed.tools
-    resumed.agent = type(wider)(
-        **{**{f: getattr(wider, f) for f in wider.__dataclass_fields__}, "provider": agent.provider}
-    )
+    assert "extra_tool" not in resumed.prefix.tool_names
+    await resumed.adopt(replace(wider, provider=agent.provider))  # the sim holding the cache
     await resumed.send("hello")
     assert provider.requests[-1]["tools"] == before
 
@@ -97,13 +95,13 @@ async def test_removing_an_unused_tool_on_resume_is_allowed(store: SqlEventStore
     _, _, session = await _session_with_history(store)
     narrower, _ = sim_agent(registry=make_registry(), disabled_toolsets=("shell",))
     with pytest.raises(ResumeMismatch, match="disabled_toolsets"):
-        await Session.resume(session.id, narrower, store=store)
+        await narrower.open(store, session.id, create=False)
     registry = make_registry()
     registry.unregister("shell")
     same_config, _ = sim_agent(registry=registry)
-    resumed = await Session.resume(session.id, same_config, store=store)
+    resumed = await same_config.open(store, session.id, create=False)
     assert resumed.prefix == session.prefix
-    assert "run_shell" not in resumed.tools
+    assert "run_shell" in resumed.prefix.tool_names  # still sent: removing it would break
 
 
 async def test_removing_a_used_tool_fails_listing_it(store: SqlEventStore) -> None:
@@ -112,7 +110,7 @@ async def test_removing_a_used_tool_fails_listing_it(store: SqlEventStore) -> No
     registry.unregister("files")
     agent, _ = sim_agent(registry=registry)
     with pytest.raises(MissingTools, match="read_file") as info:
-        await Session.resume(session.id, agent, store=store)
+        await agent.open(store, session.id, create=False)
     assert info.value.names == ["read_file"]
 
 
@@ -120,7 +118,7 @@ async def test_changed_model_fails_listing_old_and_new(store: SqlEventStore) -> 
     _, _, session = await _session_with_history(store)
     agent, _ = sim_agent(registry=make_registry(), llm="claude-opus-4-6", effort="high")
     with pytest.raises(ResumeMismatch) as info:
-        await Session.resume(session.id, agent, store=store)
+        await agent.open(store, session.id, create=False)
     assert info.value.diffs == [
         ("model", "claude-sonnet-4-6", "claude-opus-4-6"),
         ("effort", None, "high"),
@@ -134,7 +132,7 @@ async def test_tools_reconcile_records_a_rebase_event_with_its_reason(store: Sql
     wider = type(wider)(
         **{**{f: getattr(wider, f) for f in wider.__dataclass_fields__}, "provider": agent.provider}
     )
-    resumed = await Session.resume(session.id, wider, store=store, tools="reconcile")
+    resumed = await wider.open(store, session.id, create=False, tools="reconcile")
     assert "extra_tool" in resumed.prefix.tool_names
     rebased = [
         json.loads(body)
@@ -145,7 +143,7 @@ async def test_tools_reconcile_records_a_rebase_event_with_its_reason(store: Sql
     assert rebased[0]["reason"] == "tools reconciled on resume: added ['extra_tool'], removed []"
     assert rebased[0]["estimated_rewrite_tokens"] > 1000
     result = await resumed.send("hello")
-    assert result.records[0].explanation.kind == "declared"
+    assert result.records[0].explanation.verdict == "declared"
     assert "extra_tool" in [t["name"] for t in provider.requests[-1]["tools"]]
     assert (await store.load(session.id)).prefix == resumed.prefix
 
@@ -155,7 +153,7 @@ async def test_rebase_is_the_only_way_to_change_the_prefix(store: SqlEventStore)
     await session.rebase(reason="switch model for a hard task", model="claude-opus-4-6")
     result = await session.send("hard question")
     assert provider.requests[-1]["model"] == "claude-opus-4-6"
-    assert (result.records[0].explanation.kind, result.records[0].declared_break) == (
+    assert (result.records[0].explanation.verdict, result.records[0].declared_break) == (
         "declared",
         "switch model for a hard task",
     )
@@ -171,7 +169,7 @@ async def test_branch_shares_history_and_reads_the_parents_cache(store: SqlEvent
     assert branch.history[:4] == session.history[:4]
     assert result.records[0].usage.read > 1000
     stored = await store.load(branch.id)
-    assert (stored.kind, stored.parent_id, len(stored.messages)) == ("branch", session.id, 6)
+    assert (stored.role, stored.parent_id, len(stored.messages)) == ("branch", session.id, 6)
 
 
 async def test_resume_of_a_10000_event_session_does_not_read_the_log_for_tools(
@@ -197,7 +195,7 @@ async def test_resume_of_a_10000_event_session_does_not_read_the_log_for_tools(
         await store.emit_many(events)
         spy = reopen(store, trace=True)
         try:
-            resumed = await Session.resume(sid, agent, store=spy)
+            resumed = await agent.open(spy, sid, create=False)
             counts.append(spy.stats.queries)
             reads = [s for s in spy.stats.statements if "FROM events" in s]
         finally:
@@ -214,13 +212,13 @@ async def test_resume_of_a_10000_event_session_does_not_read_the_log_for_tools(
 async def test_unknown_session_is_a_clear_error(store: SqlEventStore) -> None:
     agent, _ = sim_agent(registry=make_registry())
     with pytest.raises(SessionNotFound, match="stoker sessions list"):
-        await Session.resume("nope", agent, store=store)
+        await agent.open(store, "nope", create=False)
 
 
 async def test_list_and_delete_include_child_lineages(store: SqlEventStore) -> None:
     _, _, session = await _session_with_history(store)
-    fork = session.fork(instruction="review")
-    await fork.run()
+    fork = session.fork()
+    await fork.send("review")
     listed = {s.id: s for s in await store.list_sessions()}
     assert set(listed) == {session.id, fork.id}
     assert listed[session.id].title == "read a.md"
@@ -234,7 +232,7 @@ async def test_schema_version_is_recorded_and_a_newer_database_is_refused(
     store: SqlEventStore,
 ) -> None:
     assert await store.schema_version() == LATEST
-    await store._write(
+    await store._write(  # noqa: SLF001 - plants a newer schema version
         [
             (
                 "INSERT INTO stoker_schema (version, name, applied_at) VALUES (?, ?, ?)",
@@ -266,7 +264,7 @@ async def test_toolset_registry_change_keeps_stored_bytes(store: SqlEventStore) 
     registry = make_registry()
     registry.register(Toolset(name="extra", tools=[extra_tool]))
     agent, _ = sim_agent(registry=registry)
-    resumed = await Session.resume(session.id, agent, store=store)
+    resumed = await agent.open(store, session.id, create=False)
     assert resumed.prefix.tools == session.prefix.tools
 
 
@@ -333,12 +331,12 @@ async def test_a_declared_break_survives_a_restart(store: SqlEventStore) -> None
     agent, provider, session = await _session_with_history(store)
     await session.rebase(reason="new system prompt for the next phase", system="Be terse.")
     # the process stops here, before the next call; another one resumes the session
-    resumed = await Session.resume(session.id, agent, store=store)
+    resumed = await agent.open(store, session.id, create=False)
     result = await resumed.send("next phase")
     assert provider.requests[-len(result.records)]["system"][0]["text"] == "Be terse."
-    assert result.records[0].explanation.kind == "declared"
+    assert result.records[0].explanation.verdict == "declared"
     assert result.records[0].declared_break == "new system prompt for the next phase"
-    assert (await store.load(session.id)).pending_break is None
+    assert (await store.load(session.id)).declared_break is None
 
 
 async def test_a_resumed_session_on_a_fresh_simulator_explains_the_cold_cache(
@@ -346,8 +344,8 @@ async def test_a_resumed_session_on_a_fresh_simulator_explains_the_cold_cache(
 ) -> None:
     _, _, session = await _session_with_history(store)
     fresh, _ = sim_agent(registry=make_registry())  # a new simulator: its cache is empty
-    resumed = await Session.resume(session.id, fresh, store=store)
+    resumed = await fresh.open(store, session.id, create=False)
     result = await resumed.send("hello again")
     explanation = result.records[0].explanation
-    assert (explanation.kind, result.records[0].usage.read) == ("cold", 0)
+    assert (explanation.verdict, result.records[0].usage.read) == ("cold", 0)
     assert "holds no entry for this prefix" in explanation.detail

@@ -2,6 +2,10 @@
 
 It holds no conversation state. `agent.session()` freezes a `Prefix` from this
 configuration once; every turn, fork and resume of that session sends it verbatim.
+
+    agent = Agent("anthropic:claude-sonnet-4-6", tools=[...], system="...")
+    session = agent.session()                      # in memory
+    session = await agent.open(store, "my-id")     # stored: resumed, or created
 """
 
 from __future__ import annotations
@@ -9,20 +13,26 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from types import TracebackType
+from typing import Any, Literal
 
+from stoker.agent.resume import ToolsMode
 from stoker.agent.review import ReviewConfig
 from stoker.agent.session import Session
+from stoker.agent.starts import new_start
 from stoker.agent.system_prompt import DEFAULT_SYSTEM, build_system_prompt
 from stoker.agent.toolkits import Integrations, use_toolkit_tool
 from stoker.cache.models import ModelInfo
 from stoker.cache.planner import CachePolicy
 from stoker.clock import Clock, SystemClock
-from stoker.errors import ToolError
+from stoker.errors import ConfigError, ToolError
 from stoker.providers.base import Provider
+from stoker.providers.select import select_provider
 from stoker.tools import Tool, ToolRegistry
 from stoker.wire.events import EventSink
+from stoker.wire.messages import Message
 from stoker.wire.prefix import CacheParams, Prefix
+from stoker.wire.stored import SessionSource
 
 
 def _sha(text: str) -> str:
@@ -31,10 +41,15 @@ def _sha(text: str) -> str:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Agent:
-    """What an agent is, not what it has said. Immutable: derive variants with `replace`."""
+    """What an agent is, not what it has said. Immutable: derive variants with `replace`.
 
-    provider: Provider = field(compare=False)
-    model: str
+    `model` is "PROVIDER:MODEL" ("anthropic:claude-sonnet-4-6", "openai:gpt-5.6",
+    "sim:claude-sonnet-4-6"; see `stoker.providers.select`), or a bare model name when
+    `provider` is given. `async with agent:` closes the provider's connections at the end.
+    """
+
+    model: str = field(kw_only=False)
+    provider: Provider = field(default=None, compare=False)  # type: ignore[assignment]
     tools: Sequence[Tool] = ()
     registry: ToolRegistry | None = field(default=None, compare=False)
     toolsets: tuple[str, ...] | None = None  # enabled toolsets of the registry; None = all
@@ -51,8 +66,40 @@ class Agent:
     review: ReviewConfig | None = None
     integrations: Integrations | None = field(default=None, compare=False)
     clock: Clock = field(default_factory=SystemClock, compare=False)
-    kind: str = "agent"
+    name: str = "agent"  # what kind of agent this is; a session resumes only with its own
     platform: str = "library"  # where the agent runs ("cli", "gateway", ...), for provenance
+
+    def __post_init__(self) -> None:
+        if self.provider is not None:
+            return
+        if ":" not in self.model:
+            raise ConfigError(
+                f"Agent({self.model!r}) does not say which provider serves the model: write "
+                f"'anthropic:{self.model}', 'openai:{self.model}' or 'sim:{self.model}' (the "
+                "simulator), or pass provider=..."
+            )
+        choice = select_provider(self.model, clock=self.clock)
+        if not choice.model:
+            raise ConfigError(f"{self.model!r} names no model; write PROVIDER:MODEL")
+        object.__setattr__(self, "provider", choice.provider)
+        object.__setattr__(self, "model", choice.model)
+
+    async def aclose(self) -> None:
+        """Close the provider's connections (the simulator has none)."""
+        close = getattr(self.provider, "aclose", None)
+        if close is not None:
+            await close()
+
+    async def __aenter__(self) -> Agent:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
 
     @property
     def info(self) -> ModelInfo:
@@ -95,7 +142,7 @@ class Agent:
         compare). Credentials and callbacks are never part of it.
         """
         return {
-            "agent_kind": self.kind,
+            "agent_name": self.name,
             "provider": self.provider.name,
             "model": self.model,
             "system_sha": _sha(self.system),
@@ -108,7 +155,50 @@ class Agent:
             "disabled_toolsets": list(self.disabled_toolsets),
         }
 
-    def session(self, *, session_id: str | None = None, sink: EventSink | None = None) -> Session:
-        """A new conversation with a prefix frozen now."""
+    def session(
+        self,
+        *,
+        session_id: str | None = None,
+        store: EventSink | None = None,
+        history: Sequence[Message] = (),
+    ) -> Session:
+        """A new conversation with a prefix frozen now (stored in `store` from its first
+        turn on, when given; `open` stores it at once). `history` starts it from an
+        earlier conversation, sent as given."""
         self.info  # noqa: B018 - fail here, not at the first call, on an unknown model
-        return Session.create(self, session_id=session_id, sink=sink)
+        start = new_start(
+            prefix=self.build_prefix(),
+            config=self.config_snapshot(),
+            now=self.clock.now(),
+            session_id=session_id,
+            history=history,
+        )
+        return Session(start, agent=self, store=store)
+
+    async def open(
+        self,
+        store: SessionSource,
+        session_id: str | None = None,
+        *,
+        create: bool = True,
+        tools: ToolsMode = "keep",
+        interrupted: Literal["record", "rerun"] = "record",
+    ) -> Session:
+        """The stored session `session_id`, resumed, or a new one stored at once (under
+        that id; a fresh one when None). `create=False` raises `SessionNotFound` instead.
+
+        A resumed session sends its stored prefix byte for byte. `tools="reconcile"` takes
+        this agent's tools as a declared break; `interrupted="rerun"` runs tool calls the
+        stored session left unanswered again before the next turn instead of recording
+        them as interrupted.
+        """
+        self.info  # noqa: B018
+        return await Session.open(
+            self,
+            store,
+            session_id,
+            create=create,
+            tools=tools,
+            interrupted=interrupted,
+            prefix=self.build_prefix(),
+        )

@@ -12,18 +12,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Awaitable, Callable, Iterator
+from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
-from stoker.agent.context import at_depth, running_session, spawn_depth
+from stoker.agent.loop import TurnResult
 from stoker.errors import SpawnDepthExceeded, ToolError
 from stoker.tools import Tool, ToolContext, tool
-
-if TYPE_CHECKING:
-    from stoker.agent.session import Session
-
-if TYPE_CHECKING:
-    pass
 
 MAX_SPAWN_DEPTH = 3
 
@@ -56,39 +51,78 @@ class FanOut:
             await asyncio.wait_for(self.started[turn_mark].wait(), limit)
 
 
-def _task_message(goal: str, toolkit: str, parent: Session) -> str:
+SubAgentRun = Callable[[str, int, Callable[[], object] | None], Awaitable[TurnResult]]
+"""Fork a sub-agent, send it the task and return its turn: (task, max_iterations,
+called once its first response has begun)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Delegator:
+    """What a session running tool calls offers to the `delegate` tool."""
+
+    history_length: Callable[[], int]
+    fanout: FanOut
+    subagent: SubAgentRun
+    toolkit_brief: Callable[[str], str] | None  # None: no toolkits are connected
+
+
+_running: ContextVar[Delegator | None] = ContextVar("stoker_running_session", default=None)
+_depth: ContextVar[int] = ContextVar("stoker_spawn_depth", default=0)
+
+
+@contextlib.contextmanager
+def running(delegator: Delegator) -> Iterator[None]:
+    """Tool calls made inside the block belong to the session `delegator` speaks for.
+    Tasks copy context variables, so concurrent sub-agents each see their own."""
+    token = _running.set(delegator)
+    try:
+        yield
+    finally:
+        _running.reset(token)
+
+
+def spawn_depth() -> int:
+    """0 in a root turn; n inside a sub-agent n levels down."""
+    return _depth.get()
+
+
+@contextlib.contextmanager
+def _at_depth(depth: int) -> Iterator[None]:
+    token = _depth.set(depth)
+    try:
+        yield
+    finally:
+        _depth.reset(token)
+
+
+def _task_message(goal: str, toolkit: str, parent: Delegator) -> str:
     using = ""
     if toolkit:
-        if parent.toolkits is None:
+        if parent.toolkit_brief is None:
             raise ToolError("no toolkits are connected to this agent; leave toolkit empty")
-        using = f"\nUse the toolkit {toolkit!r} for it. {parent.toolkits.brief(toolkit)}"
+        using = f"\nUse the toolkit {toolkit!r} for it. {parent.toolkit_brief(toolkit)}"
     return (
         f"You are a sub-agent. Do this task and reply with only the result, briefly:\n{goal}{using}"
     )
 
 
 async def run_delegate(goal: str, toolkit: str, config: DelegateConfig) -> str:
-    parent = running_session()
+    parent = _running.get()
     if parent is None:
         raise ToolError("delegate can only run inside a session's turn")
     depth = spawn_depth() + 1
     if depth > config.max_depth:
         raise SpawnDepthExceeded(depth, config.max_depth)
-    instruction = _task_message(goal, toolkit, parent)
-    with at_depth(depth):
-        mark = len(parent.history)
+    task = _task_message(goal, toolkit, parent)
+    with _at_depth(depth):
+        mark = parent.history_length()
         first = parent.fanout.claim(mark)
         if first is None:
             await parent.fanout.wait(mark, config.first_response_timeout)
-        child = parent.fork(
-            instruction=instruction,
-            kind="subagent",
-            max_iterations=config.max_iterations,
-        )
-        if first is not None:
-            child.on_first_response = first.set
         try:
-            result = await child.run()
+            result = await parent.subagent(
+                task, config.max_iterations, first.set if first is not None else None
+            )
         finally:
             if first is not None:
                 first.set()

@@ -2,23 +2,22 @@
 
 It reads in one sitting on purpose. Exits are values (`answered`, `budget_exhausted`);
 a tool the policy denies, or arguments the model got wrong, come back to the model as
-tool_result errors and never end the turn.
+tool_result errors and never end the turn. The loop knows a session only as `TurnSteps`,
+the few things a turn may do to it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
-from stoker.agent.context import running
 from stoker.cache.pricing import total_cost
-from stoker.tools import run_tool_calls
-from stoker.wire.messages import UserMessage, tool_results
+from stoker.providers.base import Completion
+from stoker.wire.blocks import ToolResultBlock, ToolUseBlock
+from stoker.wire.messages import Message, UserMessage, tool_results
 from stoker.wire.record import CacheRecord
 from stoker.wire.usage import Usage
-
-if TYPE_CHECKING:
-    from stoker.agent.session import Session
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -39,39 +38,34 @@ class TurnResult:
         return total_cost(r.cost_usd for r in self.records)
 
 
-def _status(session: Session, text: str) -> None:
-    if session.callbacks.on_status is not None:
-        session.callbacks.on_status(text)
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TurnSteps:
+    """What a turn may do to its session, handed to the loop by the session itself."""
+
+    append: Callable[[Message], Awaitable[None]]
+    call_model: Callable[[], Awaitable[tuple[Completion, CacheRecord]]]
+    run_tools: Callable[[Sequence[ToolUseBlock]], Awaitable[list[ToolResultBlock]]]
+    status: Callable[[str], object]
+    max_iterations: int
 
 
-async def run_turn(session: Session, message: UserMessage) -> TurnResult:
+async def run_turn(steps: TurnSteps, message: UserMessage) -> TurnResult:
     """Append `message` and loop until the model answers without calling tools."""
-    await session.append(message)
+    await steps.append(message)
     records: list[CacheRecord] = []
-    for iteration in range(1, session.max_iterations + 1):
-        _status(session, f"model call {iteration}")
-        completion, record = await session.call_model()
+    for iteration in range(1, steps.max_iterations + 1):
+        steps.status(f"model call {iteration}")
+        completion, record = await steps.call_model()
         records.append(record)
         reply = completion.message
-        await session.append(reply)
+        await steps.append(reply)
         calls = reply.tool_calls
         if not calls:
             return TurnResult(
                 text=reply.text, exit="answered", iterations=iteration, records=tuple(records)
             )
-        _status(session, "running " + ", ".join(c.name for c in calls))
-        with running(session):
-            results = await run_tool_calls(
-                calls,
-                session.tools,
-                context_factory=lambda call: session.tool_context(call.id),
-                policy=session.policy,
-                on_progress=session.callbacks.on_tool,
-            )
-        await session.append(tool_results(results))
+        steps.status("running " + ", ".join(c.name for c in calls))
+        await steps.append(tool_results(await steps.run_tools(calls)))
     return TurnResult(
-        text="",
-        exit="budget_exhausted",
-        iterations=session.max_iterations,
-        records=tuple(records),
+        text="", exit="budget_exhausted", iterations=steps.max_iterations, records=tuple(records)
     )

@@ -10,73 +10,74 @@ shapes the prefix is compared strictly and every difference is reported at once.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import Any, Literal
 
 from stoker.errors import MissingTools, ResumeMismatch
 from stoker.tools import Tool
-from stoker.wire.prefix import Prefix
 from stoker.wire.stored import StoredSession
-
-if TYPE_CHECKING:
-    from stoker.agent.agent import Agent
 
 ToolsMode = Literal["keep", "reconcile"]
 
 # Snapshot fields compared strictly (params are compared on the stored prefix itself,
 # which reflects every declared rebase).
-_COMPARED_CONFIG = ("agent_kind", "system_sha", "sections_sha", "toolsets", "disabled_toolsets")
+_COMPARED_CONFIG = ("agent_name", "system_sha", "sections_sha", "toolsets", "disabled_toolsets")
 _COMPARED_PARAMS = ("model", "thinking_budget", "effort", "tool_choice", "parallel_tool_calls")
+_RENAMED = {"agent_name": "agent_kind"}  # config keys written under an older name
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Reconciled:
-    prefix: Prefix
+    """What a resumed session may run, and the declared break that reconciling takes."""
+
     implementations: dict[str, Tool]
-    rebase_reason: str | None = None
+    declared_break: str | None = None
 
 
-def _same_tool_bytes(prefix: Prefix, tools: tuple[Tool, ...]) -> bool:
-    return tuple(t.spec_bytes for t in tools) == prefix.tools
+def _stored(config: Mapping[str, Any], name: str) -> object:
+    if name in config:
+        return config[name]
+    old = _RENAMED.get(name)
+    return config.get(old) if old is not None else None
 
 
-def reconcile(stored: StoredSession, agent: Agent, *, tools: ToolsMode = "keep") -> Reconciled:
-    """What a resumed session sends and may run, or an error listing every mismatch."""
-    runtime = agent.config_snapshot()
+def reconcile(
+    stored: StoredSession,
+    *,
+    config: Mapping[str, Any],
+    tools: Sequence[Tool],
+    mode: ToolsMode = "keep",
+) -> Reconciled:
+    """What a resumed session may run, or an error listing every mismatch.
+
+    `config` is the runtime agent's config snapshot and `tools` its resolved tools.
+    """
     diffs: list[tuple[str, object, object]] = [
-        (name, stored.config.get(name), runtime[name])
+        (name, _stored(stored.config, name), config[name])
         for name in _COMPARED_CONFIG
-        if stored.config.get(name) != runtime[name]
+        if _stored(stored.config, name) != config[name]
     ]
     stored_params = stored.prefix.params.to_dict()
     diffs += [
-        (name, stored_params[name], runtime[name])
+        (name, stored_params[name], config[name])
         for name in _COMPARED_PARAMS
-        if stored_params[name] != runtime[name]
+        if stored_params[name] != config[name]
     ]
     if diffs:
         raise ResumeMismatch(stored.id, diffs)
 
-    runtime_tools = agent.resolved_tools()
-    by_name = {t.name: t for t in runtime_tools}
-    if _same_tool_bytes(stored.prefix, runtime_tools):  # fast path: nothing else to look at
-        return Reconciled(prefix=stored.prefix, implementations=by_name)
+    by_name = {t.name: t for t in tools}
+    if tuple(t.spec_bytes for t in tools) == stored.prefix.tools:  # fast path
+        return Reconciled(implementations=by_name)
 
     missing = sorted(stored.used_tools - by_name.keys())
     if missing:
         raise MissingTools(stored.id, missing)
-    if tools == "keep":
+    if mode == "keep":
         advertised = set(stored.prefix.tool_names)
-        return Reconciled(
-            prefix=stored.prefix,
-            implementations={n: t for n, t in by_name.items() if n in advertised},
-        )
+        return Reconciled(implementations={n: t for n, t in by_name.items() if n in advertised})
     added = sorted(by_name.keys() - set(stored.prefix.tool_names))
     removed = sorted(set(stored.prefix.tool_names) - by_name.keys())
-    new_prefix = Prefix(
-        params=stored.prefix.params,
-        tools=tuple(t.spec_bytes for t in runtime_tools),
-        system=stored.prefix.system,
-    )
     reason = f"tools reconciled on resume: added {added}, removed {removed}"
-    return Reconciled(prefix=new_prefix, implementations=by_name, rebase_reason=reason)
+    return Reconciled(implementations=by_name, declared_break=reason)

@@ -2,7 +2,8 @@
 
 The review is `session.fork(...)`, so its requests carry exactly the parent's prefix
 (tools, system, params including thinking/effort) and history: it reads the parent's
-cache instead of rewriting it at write prices (cache-breakers row 8). Its policy allows
+cache instead of rewriting it at write prices (a review fork that sends fewer tools
+than its parent reads nothing and rewrites everything, every review). Its policy allows
 only the memory and skill tools and denies risky approvals; it writes nothing to the
 parent's history; its failures are logged and reported, never raised into the turn.
 The user sees one summary line built from tool results the snapshot did not have.
@@ -15,23 +16,56 @@ import logging
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal
+from typing import Literal, Protocol
 
-from stoker.agent.lineage import Rebase
+from stoker.agent.loop import TurnResult
+from stoker.agent.starts import Inherit, Rebase
 from stoker.tools import DispatchPolicy
 from stoker.wire.messages import Message, UserMessage
-
-if TYPE_CHECKING:
-    from stoker.agent.loop import TurnResult
-    from stoker.agent.session import Session
+from stoker.wire.prefix import Prefix
 
 logger = logging.getLogger(__name__)
 
-ReviewKind = Literal["memory", "skills", "both"]
+ReviewTopic = Literal["memory", "skills", "both"]
+
+
+class ReviewFork(Protocol):
+    """A review's fork, as the review uses it."""
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def history(self) -> tuple[Message, ...]: ...
+
+    async def send(self, text: str) -> TurnResult: ...
+
+
+class Reviewable(Protocol):
+    """The session a review looks back over (a `Session`)."""
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def prefix(self) -> Prefix: ...
+
+    @property
+    def history(self) -> tuple[Message, ...]: ...
+
+    def fork(
+        self,
+        *,
+        policy: DispatchPolicy | Inherit = ...,
+        role: str = ...,
+        max_iterations: int | Inherit | None = ...,
+        rebase: Rebase | None = ...,
+    ) -> ReviewFork: ...
+
 
 REVIEW_TOOLS = frozenset({"memory", "skill_view", "skill_manage"})
 
-PROMPTS: dict[ReviewKind, str] = {
+PROMPTS: dict[ReviewTopic, str] = {
     "memory": (
         "Background review (the user does not see this). Look back over the conversation: "
         "did you learn something durable about the user or the work that a future "
@@ -74,7 +108,7 @@ class ReviewCounters:
     user_turns: int = 0
     tool_iterations: int = 0
 
-    def after_turn(self, iterations: int, config: ReviewConfig) -> ReviewKind | None:
+    def after_turn(self, iterations: int, config: ReviewConfig) -> ReviewTopic | None:
         """Count a finished turn; return which review is due, resetting its counter."""
         self.user_turns += 1
         self.tool_iterations += max(iterations - 1, 0)
@@ -91,7 +125,7 @@ class ReviewCounters:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ReviewOutcome:
-    kind: ReviewKind
+    topic: ReviewTopic
     summary: str
     session_id: str
     error: BaseException | None = field(default=None, compare=False)
@@ -127,8 +161,8 @@ def summarize(snapshot: Sequence[Message], history: Sequence[Message]) -> str:
 
 
 async def run_review(
-    session: Session,
-    kind: ReviewKind,
+    session: Reviewable,
+    topic: ReviewTopic,
     config: ReviewConfig,
     *,
     on_summary: Callable[[str], object] | None = None,
@@ -143,25 +177,24 @@ async def run_review(
             model=config.model,
         )
     fork = session.fork(
-        instruction=PROMPTS[kind],
         policy=DispatchPolicy(
             allowed=config.allowed_tools, deny_risky=True, reason="background review"
         ),
-        kind="review",
+        role="review",
         max_iterations=config.max_iterations,
         rebase=rebase,
     )
     try:
-        await fork.run()
+        await fork.send(PROMPTS[topic])
     except Exception as exc:
-        logger.warning("background %s review of %s failed: %r", kind, session.id, exc)
+        logger.warning("background %s review of %s failed: %r", topic, session.id, exc)
         if on_error is not None:
             on_error(exc)
-        return ReviewOutcome(kind=kind, summary="", session_id=fork.id, error=exc)
+        return ReviewOutcome(topic=topic, summary="", session_id=fork.id, error=exc)
     summary = summarize(snapshot, fork.history)
     if summary and on_summary is not None:
         on_summary(summary)
-    return ReviewOutcome(kind=kind, summary=summary, session_id=fork.id)
+    return ReviewOutcome(topic=topic, summary=summary, session_id=fork.id)
 
 
 class BackgroundReviews:
@@ -171,19 +204,21 @@ class BackgroundReviews:
         self.counters = ReviewCounters()
         self.pending: list[asyncio.Task[ReviewOutcome]] = []
 
-    def after_turn(self, session: Session, result: TurnResult, config: ReviewConfig) -> None:
+    def after_turn(
+        self,
+        session: Reviewable,
+        result: TurnResult,
+        config: ReviewConfig,
+        *,
+        on_summary: Callable[[str], object] | None = None,
+        on_error: Callable[[BaseException], object] | None = None,
+    ) -> None:
         """Count the turn; start the review it makes due, in the background."""
-        kind = self.counters.after_turn(result.iterations, config)
-        if kind is None:
+        topic = self.counters.after_turn(result.iterations, config)
+        if topic is None:
             return
         task = asyncio.create_task(
-            run_review(
-                session,
-                kind,
-                config,
-                on_summary=session.callbacks.on_review,
-                on_error=session.callbacks.on_review_error,
-            ),
+            run_review(session, topic, config, on_summary=on_summary, on_error=on_error),
             name=f"stoker-review-{session.id}",
         )
         self.pending.append(task)

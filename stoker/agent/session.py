@@ -1,34 +1,45 @@
 """A live conversation: the frozen prefix, the append-only history, and its cache records.
 
-A `Session` owns what the agent has said; the `Agent` only says what it is. Forks and
-branches copy the prefix object and a snapshot of the history (see `lineage.py`), so
-what they send is the parent's bytes plus their own messages, by construction. The
-prefix changes only through `rebase`, which records the break as declared.
+A `Session` owns what the agent has said; the agent only says what it is. A session is
+built from a `SessionStart` (see `starts.py`: new, fork, branch, resume), and it is the
+only thing that changes itself: the loop, the review and the delegate tool get small
+values of functions from it, never the object. The prefix changes only through `rebase`,
+which records the change as a declared break.
 """
 
 from __future__ import annotations
 
 import asyncio
-import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal, Protocol
 
-from stoker.agent import lineage
-from stoker.agent.delegate import FanOut
-from stoker.agent.lineage import INHERIT, Rebase
-from stoker.agent.loop import TurnResult, run_turn
+from stoker.agent.delegate import Delegator, FanOut, running
+from stoker.agent.loop import TurnResult, TurnSteps, run_turn
 from stoker.agent.resume import ToolsMode
-from stoker.agent.review import BackgroundReviews, ReviewOutcome
-from stoker.agent.state import CacheState
-from stoker.agent.toolkits import ToolkitTracker
+from stoker.agent.review import BackgroundReviews, ReviewConfig, ReviewOutcome
+from stoker.agent.starts import (
+    INHERIT,
+    Inherit,
+    Rebase,
+    SessionStart,
+    Snapshot,
+    branch_start,
+    declared,
+    fork_start,
+    new_start,
+    resume_start,
+)
+from stoker.agent.toolkits import Integrations, ToolkitTracker
 from stoker.cache.keys import lineage_cache_key
-from stoker.cache.planner import plan
+from stoker.cache.planner import CachePolicy, plan
 from stoker.cache.pricing import cost_usd, total_cost
 from stoker.cache.record import build_record, notify
-from stoker.providers.base import CallContext, Completion
-from stoker.tools import DispatchPolicy, Tool, ToolContext
-from stoker.wire.blocks import TextBlock, ToolResultBlock
+from stoker.clock import Clock
+from stoker.errors import ConfigError, PrefixError, SessionNotFound
+from stoker.providers.base import CallContext, Completion, Provider
+from stoker.tools import DispatchPolicy, Tool, ToolContext, ToolProgress, run_tool_calls
+from stoker.wire.blocks import TextBlock, ToolResultBlock, ToolUseBlock
 from stoker.wire.events import (
     CacheRecorded,
     ConfigChanged,
@@ -36,214 +47,201 @@ from stoker.wire.events import (
     EventSink,
     MemorySink,
     MessageAppended,
-    PrefixRebased,
-    SessionCreated,
 )
 from stoker.wire.fingerprint import EMPTY_CHAIN, chain_step
-from stoker.wire.messages import AssistantMessage, Message, UserMessage, user_text
+from stoker.wire.messages import Message, UserMessage, tool_results, user_text
 from stoker.wire.prefix import Prefix
 from stoker.wire.record import CacheRecord
 from stoker.wire.request import Request
 from stoker.wire.stored import SessionSource
 from stoker.wire.usage import Usage
 
-if TYPE_CHECKING:
-    from stoker.agent.agent import Agent
-    from stoker.tools import ToolProgress
+DELEGATED = "(handed to a sub-agent; its answer goes to the conversation that asked)"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Callbacks:
-    """Per-run hooks, swappable between turns without rebuilding anything."""
+    """Hooks for one `send`: they end with it, so a finished run's consumer is let go."""
 
     on_text: Callable[[str], object] | None = None
     on_tool: Callable[[ToolProgress], object] | None = None
     on_status: Callable[[str], object] | None = None
+    on_record: Callable[[CacheRecord], object] | None = None  # after each provider call
     on_review: Callable[[str], object] | None = None  # one summary line per review
     on_review_error: Callable[[BaseException], object] | None = None
 
 
-DELEGATED = "(handed to a sub-agent; its answer goes to the conversation that asked)"
+class SessionAgent(Protocol):
+    """What a session needs of its agent. `Agent` implements it; the session knows the
+    agent only through this, so `agent.py` may build sessions without an import cycle."""
+
+    @property
+    def provider(self) -> Provider: ...
+    @property
+    def clock(self) -> Clock: ...
+    @property
+    def cache_policy(self) -> CachePolicy: ...
+    @property
+    def max_tokens(self) -> int: ...
+    @property
+    def max_iterations(self) -> int: ...
+    @property
+    def review(self) -> ReviewConfig | None: ...
+    @property
+    def integrations(self) -> Integrations | None: ...
+    @property
+    def platform(self) -> str: ...
+    def resolved_tools(self) -> tuple[Tool, ...]: ...
+    def config_snapshot(self) -> dict[str, Any]: ...
 
 
 class Session:
-    """One conversation lineage. Create with `agent.session()`; fork with `fork()`."""
+    """One conversation. Create with `agent.session()` or `await agent.open(store, id)`.
+
+    Public surface (everything else is private):
+      id, role, parent_id, agent, prefix, history, records, usage, cost_usd
+      send(text), fork(), branch(), rebase(reason=...), adopt(agent), drain()
+      Session.open(agent, store, id)   (what `agent.open` calls)
+    """
+
+    __slots__ = (
+        "_agent",
+        "_declared_break",
+        "_fanout",
+        "_history",
+        "_id",
+        "_lock",
+        "_max_iterations",
+        "_parent_id",
+        "_pending",
+        "_policy",
+        "_prefix",
+        "_records",
+        "_rerun",
+        "_reviews",
+        "_role",
+        "_root_id",
+        "_state",
+        "_store",
+        "_toolkits",
+        "_tools",
+        "_unanswered",
+    )
 
     def __init__(
-        self,
-        *,
-        agent: Agent,
-        session_id: str,
-        prefix: Prefix,
-        history: list[Message],
-        sink: EventSink,
-        kind: str = "main",
-        parent: Session | None = None,
-        root_id: str | None = None,
-        policy: DispatchPolicy | None = None,
-        max_iterations: int | None = None,
-        state: CacheState | None = None,
-        tools: dict[str, Tool] | None = None,
+        self, start: SessionStart, *, agent: SessionAgent, store: EventSink | None = None
     ) -> None:
-        self.agent = agent
-        self.id = session_id
-        self.prefix = prefix
-        self.kind = kind
-        self.parent = parent
-        self.root_id: str = root_id or (parent.root_id if parent else session_id)
-        self.policy = policy or DispatchPolicy()
-        self.max_iterations = max_iterations or agent.max_iterations
-        self.callbacks = Callbacks()
-        self.records: list[CacheRecord] = []
-        self.sink = sink
-        self.state = state or CacheState()
-        self.instruction: str | None = None  # a fork's pending first message (see run())
-        self._history = history
+        self._agent = agent
+        self._id = start.session_id
+        self._role = start.role
+        self._parent_id = start.parent_id
+        self._root_id = start.root_id
+        self._prefix = start.prefix
+        self._history = list(start.history)
+        self._records: list[CacheRecord] = []
+        self._store: EventSink = store if store is not None else MemorySink()
+        self._state = start.state
+        self._policy = start.policy
+        self._max_iterations = start.max_iterations
+        self._tools = {**self._advertised(start.prefix), **start.extra_tools}
         self._lock = asyncio.Lock()
-        self._pending: list[Event] = []
-        self.declared: str | None = None
-        self._tools = tools if tools is not None else self.implementations(prefix)
-        self.fanout = FanOut()
-        self.toolkits: ToolkitTracker | None = (
-            parent.toolkits.child() if parent is not None and parent.toolkits else None
-        ) or (ToolkitTracker(agent.integrations) if agent.integrations else None)
-        self.reviews = BackgroundReviews()
-        self.on_first_response: Callable[[], object] | None = None
+        self._pending: list[Event] = list(start.events)
+        self._declared_break = start.declared_break
+        self._unanswered = start.unanswered
+        self._rerun = start.rerun
+        self._fanout = FanOut()
+        self._reviews = BackgroundReviews()
+        integrations = agent.integrations
+        self._toolkits = (
+            ToolkitTracker(integrations, announced=start.announced) if integrations else None
+        )
 
     @classmethod
-    def create(cls, agent: Agent, *, session_id: str | None, sink: EventSink | None) -> Session:
-        session = cls(
-            agent=agent,
-            session_id=session_id or uuid.uuid4().hex,
-            prefix=agent.build_prefix(),
-            history=[],
-            sink=sink or MemorySink(),
-        )
-        session.queue(
-            SessionCreated(
-                session_id=session.id,
-                prefix=session.prefix,
-                config={**agent.config_snapshot(), "root_id": session.root_id},
-                created_at=agent.clock.now(),
+    async def open(
+        cls,
+        agent: SessionAgent,
+        store: SessionSource,
+        session_id: str | None = None,
+        *,
+        create: bool = True,
+        tools: ToolsMode = "keep",
+        interrupted: Literal["record", "rerun"] = "record",
+        prefix: Prefix | None = None,
+    ) -> Session:
+        """The stored session `session_id` continued by `agent`, or (when `create`) a new
+        one stored at once under that id (a fresh id when None). See `starts.resume_start`
+        for what a resume sends and refuses. `prefix` is the new session's, when it is new.
+        """
+        start: SessionStart | None = None
+        if session_id is not None:
+            try:
+                stored = await store.load(session_id)
+            except SessionNotFound:
+                if not create:
+                    raise
+            else:
+                start = resume_start(
+                    stored,
+                    config=agent.config_snapshot(),
+                    tools=agent.resolved_tools(),
+                    mode=tools,
+                    rerun=interrupted == "rerun",
+                    cost=lambda usage: cost_usd(
+                        usage, agent.provider.model_info(stored.prefix.params.model)
+                    ),
+                )
+        if start is None:
+            if prefix is None:
+                raise ConfigError("a new session needs its prefix (agent.open passes it)")
+            start = new_start(
+                prefix=prefix,
+                config=agent.config_snapshot(),
+                now=agent.clock.now(),
+                session_id=session_id,
             )
-        )
+        session = cls(start, agent=agent, store=store)
+        await session._flush()  # stored now: creation, a resume's rebase or answers
         return session
 
-    def implementations(self, prefix: Prefix) -> dict[str, Tool]:
-        """Runtime tools that `prefix` advertises (an unadvertised tool is unknown)."""
-        advertised = set(prefix.tool_names)
-        return {t.name: t for t in self.agent.resolved_tools() if t.name in advertised}
+    # -- what a session is ----------------------------------------------------------------
 
-    # -- state --------------------------------------------------------------------------
+    @property
+    def id(self) -> str:
+        return self._id
+
+    @property
+    def role(self) -> str:
+        """ "main", or how it was made: "fork", "review", "subagent", "branch"."""
+        return self._role
+
+    @property
+    def parent_id(self) -> str | None:
+        return self._parent_id
+
+    @property
+    def agent(self) -> SessionAgent:
+        return self._agent
+
+    @property
+    def prefix(self) -> Prefix:
+        return self._prefix
 
     @property
     def history(self) -> tuple[Message, ...]:
         return tuple(self._history)
 
     @property
+    def records(self) -> tuple[CacheRecord, ...]:
+        """One per provider call this object made, oldest first."""
+        return tuple(self._records)
+
+    @property
     def usage(self) -> Usage:
-        return Usage.total(r.usage for r in self.records)
+        return Usage.total(r.usage for r in self._records)
 
     @property
     def cost_usd(self) -> float | None:
-        return total_cost(r.cost_usd for r in self.records)
-
-    @property
-    def tools(self) -> dict[str, Tool]:
-        return self._tools
-
-    def queue(self, event: Event) -> None:
-        """Hold an event until the next emit (constructors cannot await)."""
-        self._pending.append(event)
-
-    async def flush(self) -> None:
-        pending, self._pending = self._pending, []
-        for e in pending:
-            await self.sink.emit(e)
-
-    async def emit(self, event: Event) -> None:
-        self._pending.append(event)
-        await self.flush()
-
-    async def append(self, message: Message) -> None:
-        """Append to history; acknowledged once the sink has it."""
-        self._history.append(message)
-        chain = self.state.chain
-        chain.append(chain_step(chain[-1] if chain else EMPTY_CHAIN, message))
-        await self.emit(
-            MessageAppended(session_id=self.id, index=len(self._history) - 1, message=message)
-        )
-
-    # -- one provider call ----------------------------------------------------------------
-
-    def build_request(self, *, stream: bool = False) -> Request:
-        info = self.agent.provider.model_info(self.prefix.params.model)
-        p = plan(info, self._history, previous=self.state.rolling, policy=self.agent.cache_policy)
-        return Request(
-            prefix=self.prefix,
-            messages=tuple(self._history),
-            max_tokens=self.agent.max_tokens,
-            breakpoints=p.breakpoints,
-            cache_key=lineage_cache_key(self.root_id) if info.provider == "openai" else None,
-            stream=stream,
-            render_memo=self.state.render_memo,
-        )
-
-    async def call_model(self) -> tuple[Completion, CacheRecord]:
-        """One provider call on the current history, recorded and explained."""
-        request = self.build_request(stream=self.callbacks.on_text is not None)
-        info = self.agent.provider.model_info(self.prefix.params.model)
-        completion = await self.agent.provider.complete(
-            request, CallContext(lineage=self.id, on_text=self.callbacks.on_text)
-        )
-        if self.on_first_response is not None:
-            self.on_first_response()
-            self.on_first_response = None
-        state = self.state
-        record = build_record(
-            lineage=self.id,
-            seq=len(self.records),
-            kind=self.kind,
-            provider=self.agent.provider.name,
-            info=info,
-            request=request,
-            previous=state.last_request,
-            previous_started_at=state.last_started,
-            previous_written=state.last_written,
-            started_at=completion.started_at,
-            usage=completion.usage,
-            history=state.chain[-1] if state.chain else EMPTY_CHAIN,
-            new_from=state.recorded_upto,
-            retries=completion.retries,
-            facts=completion.facts,
-            declared=self.declared,
-            ttl_seconds=300.0 if self.agent.cache_policy.message_ttl == "5m" else 3600.0,
-        )
-        self.declared = None
-        state.last_request = request
-        state.last_started = completion.started_at
-        state.last_written = record.usage.written
-        state.last_input_tokens = record.usage.input_total
-        state.recorded_upto = len(request.messages)
-        if request.breakpoints and (at := request.breakpoints[-1].message) is not None:
-            state.rolling = (at, request.breakpoints[-1].block)
-        self.records.append(record)
-        notify(record)
-        await self.emit(CacheRecorded(session_id=self.id, record=record))
-        return completion, record
-
-    def tool_context(self, tool_use_id: str) -> ToolContext:
-        return ToolContext(
-            session_id=self.id,
-            tool_use_id=tool_use_id,
-            metadata={
-                "origin": "background_review" if self.kind == "review" else "foreground",
-                "execution_context": self.kind,
-                "parent_session_id": self.parent.id if self.parent else None,
-                "platform": self.agent.platform,
-                "kind": self.kind,
-            },
-        )
+        return total_cost(r.cost_usd for r in self._records)
 
     # -- turns ------------------------------------------------------------------------------
 
@@ -259,136 +257,282 @@ class Session:
         `note` is volatile context (time, recalled memory) sent after the text in this
         message and stored exactly as sent; it never touches the prefix.
         """
+        hooks = callbacks or Callbacks()
         async with self._lock:
-            if callbacks is not None:
-                self.callbacks = callbacks
-            message = await self._user_message(text, note)
-            result = await run_turn(self, message)
-            if self.agent.review is not None and self.kind == "main":
-                self.reviews.after_turn(self, result, self.agent.review)
+            message = await self._user_message(text, note, hooks)
+            steps = TurnSteps(
+                append=self._append,
+                call_model=lambda: self._call_model(hooks),
+                run_tools=lambda calls: self._run_tools(calls, hooks),
+                status=lambda line: hooks.on_status(line) if hooks.on_status else None,
+                max_iterations=self._max_iterations or self._agent.max_iterations,
+            )
+            result = await run_turn(steps, message)
+            review = self._agent.review
+            if review is not None and self._role == "main":
+                self._reviews.after_turn(
+                    self,
+                    result,
+                    review,
+                    on_summary=hooks.on_review,
+                    on_error=hooks.on_review_error,
+                )
             return result
-
-    async def _user_message(self, text: str | UserMessage, note: str | None) -> UserMessage:
-        """The message as sent: text, then the caller's note, then any toolkit change."""
-        toolkit_note = ""
-        if self.toolkits is not None:
-            toolkit_note = await self.toolkits.turn_note(self.id)
-            if toolkit_note:
-                fingerprint = self.toolkits.announced.fingerprint
-                self.queue(ConfigChanged(session_id=self.id, changes={"toolkit_view": fingerprint}))
-        if isinstance(text, UserMessage):
-            extra = [TextBlock(text=n) for n in (note, toolkit_note) if n]
-            return UserMessage(content=(*text.content, *extra)) if extra else text
-        combined = "\n\n".join(n for n in (note, toolkit_note) if n) or None
-        return user_text(text, note=combined)
 
     async def drain(self) -> list[ReviewOutcome]:
         """Wait for the background reviews started since the last drain; oldest first."""
-        return await self.reviews.drain()
+        return await self._reviews.drain()
 
-    async def run(self) -> TurnResult:
-        """Send a fork's instruction (see `fork`).
+    # -- new sessions from this one ----------------------------------------------------------
 
-        A fork made while its parent waits on tool calls (a sub-agent started by one of
-        them) answers those calls with a placeholder first: providers reject a tool_use
-        without a result, and the parent's history before them stays byte-identical.
+    def fork(
+        self,
+        *,
+        policy: DispatchPolicy | Inherit = INHERIT,
+        role: str = "fork",
+        max_iterations: int | Inherit | None = INHERIT,
+        rebase: Rebase | None = None,
+        store: EventSink | None = None,
+    ) -> Session:
+        """A child that sends exactly this session's prefix and history; `await
+        child.send(text)` continues it without touching this session.
+
+        `policy` narrows what the child may call (never what it sends). The child cannot
+        send other tools or another system prompt unless `rebase` declares the break.
+        `max_iterations=None` gives the child the agent's budget.
         """
-        if self.instruction is None:
-            raise RuntimeError("run() sends a fork's instruction; use send() on a main session")
-        instruction, self.instruction = self.instruction, None
-        last = self._history[-1] if self._history else None
-        pending = last.tool_calls if isinstance(last, AssistantMessage) else ()
-        if not pending:
-            return await self.send(instruction)
-        placeholders = tuple(ToolResultBlock(tool_use_id=c.id, content=DELEGATED) for c in pending)
-        return await self.send(UserMessage(content=(*placeholders, TextBlock(text=instruction))))
-
-    # -- deliberate prefix changes -------------------------------------------------------------
-
-    def declare(
-        self, prefix: Prefix, reason: str, *, extra_tools: dict[str, Tool] | None = None
-    ) -> None:
-        """Switch to `prefix` as a declared break: the next record carries `reason`."""
-        info = self.agent.provider.model_info(prefix.params.model)
-        tokens = self.state.last_input_tokens
-        extra = Usage(written_5m=tokens) if tokens else Usage()
-        base = Usage(read=tokens) if tokens else Usage()
-        estimate = None
-        if tokens and (paid := cost_usd(extra, info)) is not None:
-            estimate = paid - (cost_usd(base, info) or 0.0)
-        self.prefix = prefix
-        self._tools = {**self.implementations(prefix), **(extra_tools or {})}
-        self.declared = reason
-        self.queue(
-            PrefixRebased(
-                session_id=self.id,
-                prefix=prefix,
-                reason=reason,
-                estimated_rewrite_tokens=tokens,
-                estimated_cost_usd=estimate,
-            )
+        start = fork_start(
+            self._snapshot(),
+            role=role,
+            policy=policy,
+            max_iterations=(
+                self._max_iterations if isinstance(max_iterations, Inherit) else max_iterations
+            ),
+            rebase=rebase,
+            cost=self._cost,
         )
+        return Session(start, agent=self._agent, store=store or self._store)
+
+    def branch(self, *, at: int | None = None, store: EventSink | None = None) -> Session:
+        """A new session sharing this one's prefix and first `at` messages."""
+        start = branch_start(self._snapshot(), at=at)
+        return Session(start, agent=self._agent, store=store or self._store)
+
+    def _snapshot(self) -> Snapshot:
+        return Snapshot(
+            session_id=self._id,
+            root_id=self._root_id,
+            prefix=self._prefix,
+            history=tuple(self._history),
+            policy=self._policy,
+            state=self._state.copy(),
+            config=self._agent.config_snapshot(),
+            announced=self._toolkits.announced if self._toolkits else None,
+            now=self._agent.clock.now(),
+        )
+
+    # -- deliberate changes ----------------------------------------------------------------
 
     async def rebase(
         self,
         *,
         reason: str,
-        tools: list[Tool] | tuple[Tool, ...] | None = None,
+        tools: Sequence[Tool] | None = None,
         system: str | None = None,
         model: str | None = None,
+        effort: str | Inherit | None = INHERIT,
+        thinking_budget: int | Inherit | None = INHERIT,
     ) -> None:
-        """The only way to change a session's prefix; the next call is a declared break."""
-        prefix = lineage.rebased_prefix(self.prefix, tools=tools, system=system, model=model)
-        self.declare(prefix, reason, extra_tools={t.name: t for t in tools or ()})
-        changes: dict[str, Any] = {"rebased": reason}
-        if model is not None:
-            changes["model"] = model
-        self.queue(ConfigChanged(session_id=self.id, changes=changes))
-        await self.flush()
+        """The only way to change a session's prefix; the next call is a declared break.
 
-    # -- new lineages ---------------------------------------------------------------------------
-
-    def fork(
-        self,
-        *,
-        instruction: str,
-        policy: DispatchPolicy | None = INHERIT,
-        kind: str = "fork",
-        max_iterations: int | None = None,
-        rebase: Rebase | None = None,
-        sink: EventSink | None = None,
-    ) -> Session:
-        """A child that sends exactly this session's prefix and history, plus `instruction`.
-
-        `policy` narrows what the child may call (never what it sends). The child cannot
-        send other tools or another system prompt unless `rebase` declares the break.
-        Run it with `await child.run()`.
+        `tools`, `system` and `model` replace what is sent when given; `effort` and
+        `thinking_budget` too, where `None` clears them.
         """
-        return lineage.fork(
-            self,
-            instruction=instruction,
-            policy=policy,
-            kind=kind,
-            max_iterations=max_iterations,
-            rebase=rebase,
-            sink=sink,
+        change = Rebase(
+            reason=reason,
+            tools=tuple(tools) if tools is not None else None,
+            system=system,
+            model=model,
+            effort=effort,
+            thinking_budget=thinking_budget,
+        )
+        async with self._lock:
+            prefix, event = declared(
+                self._prefix, change, session_id=self._id, state=self._state, cost=self._cost
+            )
+            self._prefix = prefix
+            self._tools = {**self._advertised(prefix), **{t.name: t for t in tools or ()}}
+            self._declared_break = reason
+            self._pending.append(event)
+            changes: dict[str, Any] = {"rebased": reason, **change.params()}
+            await self._emit(ConfigChanged(session_id=self._id, changes=changes))
+
+    async def adopt(self, agent: SessionAgent, *, config: Mapping[str, Any] | None = None) -> None:
+        """Continue with `agent` from the next call: a new route (provider, base URL, key),
+        new callbacks or limits, never a new prefix. Its cache-keying settings must equal
+        the prefix's (rebase first to change them). `config` adds entries to the stored
+        configuration, which then describes `agent`, so a later resume compares with it.
+        """
+        wanted = agent.config_snapshot()
+        moved = [
+            f"{name}: session sends {value!r}, the agent has {wanted.get(name)!r}"
+            for name, value in self._prefix.params.to_dict().items()
+            if name in wanted and wanted[name] != value
+        ]
+        if moved:
+            raise PrefixError(
+                f"session {self._id!r} cannot adopt an agent that would send another prefix: "
+                + "; ".join(moved)
+                + ". Call session.rebase(reason=...) with the change first."
+            )
+        async with self._lock:
+            self._agent = agent
+            self._tools = {**self._tools, **self._advertised(self._prefix)}
+            changes = {**wanted, **(config or {})}
+            await self._emit(ConfigChanged(session_id=self._id, changes=changes))
+
+    # -- one turn's steps (handed to the loop as `TurnSteps`) --------------------------------
+
+    async def _emit(self, event: Event) -> None:
+        self._pending.append(event)
+        await self._flush()
+
+    async def _flush(self) -> None:
+        pending, self._pending = self._pending, []
+        for e in pending:
+            await self._store.emit(e)
+
+    async def _append(self, message: Message) -> None:
+        """Append to history; acknowledged once the store has it."""
+        self._history.append(message)
+        chain = self._state.chain
+        chain.append(chain_step(chain[-1] if chain else EMPTY_CHAIN, message))
+        index = len(self._history) - 1
+        await self._emit(MessageAppended(session_id=self._id, index=index, message=message))
+
+    async def _user_message(
+        self, text: str | UserMessage, note: str | None, hooks: Callbacks
+    ) -> UserMessage:
+        """The message as sent: answers to calls left waiting, the text, the caller's
+        note, then any toolkit change."""
+        answers: tuple[ToolResultBlock, ...] = ()
+        if self._unanswered:
+            calls, self._unanswered = self._unanswered, ()
+            if self._rerun:  # a resumed session asked to run interrupted calls again
+                await self._append(tool_results(await self._run_tools(calls, hooks)))
+            else:  # a fork made while its parent waits on these calls (a sub-agent)
+                answers = tuple(ToolResultBlock(tool_use_id=c.id, content=DELEGATED) for c in calls)
+        toolkit_note = ""
+        if self._toolkits is not None:
+            toolkit_note = await self._toolkits.turn_note(self._id)
+            if toolkit_note:
+                view = self._toolkits.announced.fingerprint
+                self._pending.append(
+                    ConfigChanged(session_id=self._id, changes={"toolkit_view": view})
+                )
+        if isinstance(text, UserMessage):
+            extra = [TextBlock(text=n) for n in (note, toolkit_note) if n]
+            content = (*answers, *text.content, *extra)
+            return UserMessage(content=content) if content != text.content else text
+        combined = "\n\n".join(n for n in (note, toolkit_note) if n) or None
+        message = user_text(text, note=combined)
+        return UserMessage(content=(*answers, *message.content)) if answers else message
+
+    def _request(self, *, stream: bool) -> Request:
+        info = self._agent.provider.model_info(self._prefix.params.model)
+        p = plan(info, self._history, previous=self._state.rolling, policy=self._agent.cache_policy)
+        return Request(
+            prefix=self._prefix,
+            messages=tuple(self._history),
+            max_tokens=self._agent.max_tokens,
+            breakpoints=p.breakpoints,
+            cache_key=lineage_cache_key(self._root_id) if info.provider == "openai" else None,
+            stream=stream,
+            render_memo=self._state.render_memo,
         )
 
-    def branch(self, *, at: int | None = None, sink: EventSink | None = None) -> Session:
-        """A new session sharing this one's prefix and first `at` messages."""
-        return lineage.branch(self, at=at, sink=sink)
-
-    @classmethod
-    async def resume(
-        cls,
-        session_id: str,
-        agent: Agent,
-        *,
-        store: SessionSource,
-        tools: ToolsMode = "keep",
-        interrupted: Literal["record", "rerun"] = "record",
-    ) -> Session:
-        """Continue a stored session; see `stoker.agent.resume` for the rules."""
-        return await lineage.resume(
-            cls, session_id, agent, store=store, tools=tools, interrupted=interrupted
+    async def _call_model(self, hooks: Callbacks) -> tuple[Completion, CacheRecord]:
+        """One provider call on the current history, recorded and explained."""
+        provider = self._agent.provider
+        request = self._request(stream=hooks.on_text is not None)
+        completion = await provider.complete(
+            request, CallContext(session_id=self._id, on_text=hooks.on_text)
         )
+        state = self._state
+        record = build_record(
+            session_id=self._id,
+            seq=len(self._records),
+            role=self._role,
+            provider=provider.name,
+            info=provider.model_info(self._prefix.params.model),
+            request=request,
+            previous=state.last_request,
+            previous_started_at=state.last_started,
+            previous_written=state.last_written,
+            started_at=completion.started_at,
+            usage=completion.usage,
+            history=state.chain[-1] if state.chain else EMPTY_CHAIN,
+            new_from=state.recorded_upto,
+            retries=completion.retries,
+            facts=completion.facts,
+            declared_break=self._declared_break,
+            ttl_seconds=300.0 if self._agent.cache_policy.message_ttl == "5m" else 3600.0,
+        )
+        self._declared_break = None
+        state.after_call(request, record)
+        self._records.append(record)
+        notify(record)
+        if hooks.on_record is not None:
+            hooks.on_record(record)
+        await self._emit(CacheRecorded(session_id=self._id, record=record))
+        return completion, record
+
+    async def _run_tools(
+        self, calls: Sequence[ToolUseBlock], hooks: Callbacks
+    ) -> list[ToolResultBlock]:
+        with running(self._delegator()):
+            return await run_tool_calls(
+                calls,
+                self._tools,
+                context_factory=lambda call: self._tool_context(call.id),
+                policy=self._policy,
+                on_progress=hooks.on_tool,
+            )
+
+    def _tool_context(self, tool_use_id: str) -> ToolContext:
+        return ToolContext(
+            session_id=self._id,
+            tool_use_id=tool_use_id,
+            metadata={
+                "origin": "background_review" if self._role == "review" else "foreground",
+                "execution_context": self._role,
+                "parent_session_id": self._parent_id,
+                "platform": self._agent.platform,
+                "role": self._role,
+            },
+        )
+
+    def _delegator(self) -> Delegator:
+        async def subagent(
+            task: str, max_iterations: int, first_response: Callable[[], object] | None
+        ) -> TurnResult:
+            child = self.fork(role="subagent", max_iterations=max_iterations)
+            on_record = (lambda _record: first_response()) if first_response else None
+            return await child.send(task, callbacks=Callbacks(on_record=on_record))
+
+        return Delegator(
+            history_length=lambda: len(self._history),
+            fanout=self._fanout,
+            subagent=subagent,
+            toolkit_brief=self._toolkits.brief if self._toolkits else None,
+        )
+
+    # -- helpers ------------------------------------------------------------------------------
+
+    def _advertised(self, prefix: Prefix) -> dict[str, Tool]:
+        """Runtime tools that `prefix` advertises (an unadvertised tool is unknown)."""
+        names = set(prefix.tool_names)
+        return {t.name: t for t in self._agent.resolved_tools() if t.name in names}
+
+    def _cost(self, usage: Usage) -> float | None:
+        return cost_usd(usage, self._agent.provider.model_info(self._prefix.params.model))

@@ -21,7 +21,7 @@ from stoker.agent.agent import Agent
 from stoker.providers.sim.engine import SimEngine, SimResult
 from stoker.providers.sim.provider import SimProvider
 from stoker.wire.blocks import TextBlock
-from stoker.wire.messages import AssistantMessage, UserMessage
+from stoker.wire.messages import AssistantMessage, Message, UserMessage
 
 HISTORY_SIZES = (10, 100, 1000)
 
@@ -54,10 +54,11 @@ async def _measure(history: int, turns: int) -> OverheadRow:
     agent = Agent(
         provider=SimProvider(engine=engine, keep_requests=False), model="claude-sonnet-4-6"
     )
-    session = agent.session()
-    for i in range(history // 2):  # seed history without provider calls
-        await session.append(UserMessage(content=(TextBlock(text=f"question {i}"),)))
-        await session.append(AssistantMessage(content=(TextBlock(text=f"answer {i}"),)))
+    seeded: list[Message] = []
+    for i in range(history // 2):  # history without provider calls
+        seeded.append(UserMessage(content=(TextBlock(text=f"question {i}"),)))
+        seeded.append(AssistantMessage(content=(TextBlock(text=f"answer {i}"),)))
+    session = agent.session(history=seeded)
     await session.send("warm up")
     samples: list[float] = []
     for i in range(turns):

@@ -3,7 +3,7 @@
 Each session is written in bulk with the shape of a real tool-using conversation (per
 turn: user message, tool call, cache record, tool results, answer, cache record); each
 measurement opens a fresh store object (a new process would) and calls
-`Session.resume`, which reads the header, the messages and the used-tools index,
+`agent.open`, which reads the header, the messages and the used-tools index,
 reconciles, and rebuilds the planner state.
 """
 
@@ -21,7 +21,6 @@ from pathlib import Path
 from rich.table import Table
 
 from stoker.agent.agent import Agent
-from stoker.agent.session import Session
 from stoker.providers.sim.provider import SimProvider
 from stoker.store.base import SqlEventStore
 from stoker.store.postgres import PostgresStore
@@ -59,9 +58,9 @@ class ResumeRow:
 
 def _record(sid: str, seq: int, count: int) -> CacheRecord:
     return CacheRecord(
-        lineage=sid,
+        session_id=sid,
         seq=seq,
-        kind="main",
+        role="main",
         provider="sim",
         model="claude-sonnet-4-6",
         started_at=float(seq),
@@ -135,7 +134,7 @@ async def _measure(backend: str, opener: Callable[[], SqlEventStore], runs: int)
         for _ in range(runs):
             store = opener()
             start = time.perf_counter()
-            session = await Session.resume(sid, agent, store=store)
+            session = await agent.open(store, sid, create=False)
             samples.append((time.perf_counter() - start) * 1000)
             messages = len(session.history)
             await store.close()

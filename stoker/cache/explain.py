@@ -23,7 +23,7 @@ from stoker.wire.usage import Usage
 _TIMESTAMP = re.compile(r"\d{1,2}:\d{2}(:\d{2})?|\d{4}-\d{2}-\d{2}|\b\d{10,13}\b")
 _ID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-|\b[0-9a-f]{12,}\b|\b[A-Za-z0-9_-]{20,}\b")
 
-FACT_KINDS = {
+FACT_CAUSES = {
     "expired",
     "lookback",
     "below_minimum",
@@ -87,7 +87,7 @@ def _diff_params(prev: Request, cur: Request) -> Explanation | None:
     for key in a:
         if a[key] != b[key]:
             return Explanation(
-                kind="diverged",
+                verdict="diverged",
                 slot=f"params.{key}",
                 classification="parameter change",
                 detail=f"{key} changed from {a[key]!r} to {b[key]!r}",
@@ -102,7 +102,7 @@ def _diff_tools(prev: Request, cur: Request) -> Explanation | None:
     old_names, new_names = prev.prefix.tool_names, cur.prefix.tool_names
     if sorted(old) == sorted(new):
         return Explanation(
-            kind="diverged",
+            verdict="diverged",
             slot="tools",
             classification="reorder",
             detail=f"same tools in another order: {list(old_names)} -> {list(new_names)}",
@@ -113,14 +113,14 @@ def _diff_tools(prev: Request, cur: Request) -> Explanation | None:
                 gone = sorted(set(old_names) - set(new_names))
                 came = sorted(set(new_names) - set(old_names))
                 return Explanation(
-                    kind="diverged",
+                    verdict="diverged",
                     slot=f"tools[{i}]",
                     classification="added/removed",
                     detail=f"tools added {came}, removed {gone}",
                 )
             path, cls = _walk(json.loads(a), json.loads(b), f"tools[{i}]")
             return Explanation(
-                kind="diverged",
+                verdict="diverged",
                 slot=path,
                 offset=_first_diff(a.decode("utf-8"), b.decode("utf-8")),
                 classification=cls,
@@ -129,7 +129,7 @@ def _diff_tools(prev: Request, cur: Request) -> Explanation | None:
     came = sorted(set(new_names) - set(old_names))
     gone = sorted(set(old_names) - set(new_names))
     return Explanation(
-        kind="diverged",
+        verdict="diverged",
         slot=f"tools[{min(len(old), len(new))}]",
         classification="added/removed",
         detail=f"tools added {came}, removed {gone}",
@@ -142,7 +142,7 @@ def _diff_system(prev: Request, cur: Request) -> Explanation | None:
         return None
     i = _first_diff(a, b)
     return Explanation(
-        kind="diverged",
+        verdict="diverged",
         slot="system[0]",
         offset=len(a[:i].encode("utf-8")),
         classification=classify_text(a, b),
@@ -158,7 +158,7 @@ def _diff_messages(prev: Request, cur: Request) -> Explanation | None:
     for j, a in enumerate(old):
         if j >= len(new):
             return Explanation(
-                kind="diverged",
+                verdict="diverged",
                 slot=f"messages[{j}]",
                 classification="removed",
                 detail=f"history shrank from {len(old)} to {len(new)} messages",
@@ -168,7 +168,7 @@ def _diff_messages(prev: Request, cur: Request) -> Explanation | None:
             continue
         if a.role != b.role:
             return Explanation(
-                kind="diverged",
+                verdict="diverged",
                 slot=f"messages[{j}]",
                 classification="changed",
                 detail=f"role {a.role} became {b.role}",
@@ -177,13 +177,13 @@ def _diff_messages(prev: Request, cur: Request) -> Explanation | None:
             if x != y:
                 path, cls = _walk(block_to_dict(x), block_to_dict(y), f"messages[{j}].content[{k}]")
                 return Explanation(
-                    kind="diverged",
+                    verdict="diverged",
                     slot=path,
                     classification=cls,
                     detail=f"an earlier {a.role} message was edited instead of appended to",
                 )
         return Explanation(
-            kind="diverged",
+            verdict="diverged",
             slot=f"messages[{j}].content[{min(len(a.content), len(b.content))}]",
             classification="added/removed",
             detail=f"an earlier {a.role} message gained or lost blocks",
@@ -207,40 +207,40 @@ def explain(
     usage: Usage,
     facts: Sequence[tuple[str, str]] = (),
     gap_seconds: float | None = None,
-    declared: str | None = None,
+    declared_break: str | None = None,
     ttl_seconds: float = 300.0,
     previous_written: int | None = None,
 ) -> Explanation:
-    """Why `current` read what it read. `facts` are (kind, detail) pairs from the provider."""
-    if declared:
-        return Explanation(kind="declared", detail=declared)
+    """Why `current` read what it read. `facts` are (cause, detail) pairs from the provider."""
+    if declared_break:
+        return Explanation(verdict="declared", detail=declared_break)
     if previous is None:
-        for kind, detail in facts:
-            if kind in ("below_minimum", "no_breakpoints"):
-                return Explanation(kind="below_minimum", detail=detail)
+        for cause, detail in facts:
+            if cause in ("below_minimum", "no_breakpoints"):
+                return Explanation(verdict="below_minimum", detail=detail)
         if usage.read:
-            return Explanation(kind="hit", detail=f"read {usage.read} tokens on a first call")
-        return Explanation(kind="first", detail="first call of this lineage")
+            return Explanation(verdict="hit", detail=f"read {usage.read} tokens on a first call")
+        return Explanation(verdict="first", detail="first call of this session")
     diverged = first_divergence(previous, current)
     if diverged is not None:
         return diverged
-    for kind, detail in facts:
-        if kind in FACT_KINDS and (usage.read == 0 or kind in ("lookback", "below_minimum")):
+    for cause, detail in facts:
+        if cause in FACT_CAUSES and (usage.read == 0 or cause in ("lookback", "below_minimum")):
             # "no breakpoints" is reported as below-minimum's sibling: nothing could be cached
-            shown = "below_minimum" if kind == "no_breakpoints" else kind
-            return Explanation(kind=shown, detail=detail)  # type: ignore[arg-type]
+            shown = "below_minimum" if cause == "no_breakpoints" else cause
+            return Explanation(verdict=shown, detail=detail)  # type: ignore[arg-type]
     if previous_written == 0 and usage.read == 0:
         return Explanation(
-            kind="first",
+            verdict="first",
             detail="the previous call wrote nothing to the cache (below the minimum or no "
             "breakpoint), so there was nothing to read yet",
         )
     if usage.read > 0:
-        return Explanation(kind="hit", detail=f"read {usage.read} of {usage.input_total} tokens")
+        return Explanation(verdict="hit", detail=f"read {usage.read} of {usage.input_total} tokens")
     if gap_seconds is not None and gap_seconds > ttl_seconds:
         return Explanation(
-            kind="expired",
+            verdict="expired",
             detail=f"{gap_seconds:.0f} s since the previous call, "
             f"longer than the {ttl_seconds:.0f} s TTL",
         )
-    return Explanation(kind="unexplained", detail="nothing moved and no cache was read")
+    return Explanation(verdict="unexplained", detail="nothing moved and no cache was read")

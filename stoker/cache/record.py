@@ -17,9 +17,9 @@ from stoker.wire.usage import Usage
 
 def build_record(
     *,
-    lineage: str,
+    session_id: str,
     seq: int,
-    kind: str,
+    role: str,
     provider: str,
     info: ModelInfo,
     request: Request,
@@ -32,15 +32,15 @@ def build_record(
     new_from: int,
     retries: int = 0,
     facts: tuple[tuple[str, str], ...] = (),
-    declared: str | None = None,
+    declared_break: str | None = None,
     ttl_seconds: float = 300.0,
 ) -> CacheRecord:
-    """The record of a call, with its explanation against the lineage's previous request."""
+    """The record of a call, with its explanation against the session's previous request."""
     gap = None if previous_started_at is None else started_at - previous_started_at
     return CacheRecord(
-        lineage=lineage,
+        session_id=session_id,
         seq=seq,
-        kind=kind,
+        role=role,
         provider=provider,
         model=request.prefix.params.model,
         started_at=started_at,
@@ -49,14 +49,14 @@ def build_record(
         usage=usage,
         cost_usd=cost_usd(usage, info),
         retries=retries,
-        declared_break=declared,
+        declared_break=declared_break,
         explanation=explain(
             previous,
             request,
             usage=usage,
             facts=facts,
             gap_seconds=gap,
-            declared=declared,
+            declared_break=declared_break,
             ttl_seconds=ttl_seconds,
             previous_written=previous_written,
         ),

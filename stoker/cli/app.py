@@ -40,7 +40,7 @@ console = _probe if _probe.is_terminal else Console(width=120)
 def demo() -> None:
     """Run a six-turn tool-using session with background reviews on the simulator."""
     report = asyncio.run(run_demo())
-    rows = [(r.lineage, str(r.turn) if r.turn else "-", r.record) for r in report.rows]
+    rows = [(r.label, str(r.turn) if r.turn else "-", r.record) for r in report.rows]
     console.print(
         records_table(rows, title="Stoker demo: every provider call and its cache effect")
     )

@@ -39,6 +39,6 @@ def records_table(rows: Iterable[tuple[str, str, CacheRecord]], *, title: str) -
             str(u.read),
             f"{u.hit_ratio:.1%}",
             cost_text(r.cost_usd),
-            r.explanation.kind,
+            r.explanation.verdict,
         )
     return table

@@ -12,7 +12,6 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from stoker.agent.session import Session
 from stoker.cli.render import cost_text, records_table
 from stoker.errors import StokerError
 from stoker.run import default_agent
@@ -57,10 +56,10 @@ def list_(db: str = typer.Option(None, help=DB_HELP), limit: int = typer.Option(
     """The most recently updated sessions."""
     rows = _with_store(db, lambda s: s.list_sessions(limit=limit))
     table = Table(title="sessions", title_justify="left")
-    for col in ("id", "kind", "model", "messages", "updated", "title"):
+    for col in ("id", "role", "model", "messages", "updated", "title"):
         table.add_column(col)
     for r in rows:
-        table.add_row(r.id, r.kind, r.model, str(r.message_count), _when(r.updated_at), r.title)
+        table.add_row(r.id, r.role, r.model, str(r.message_count), _when(r.updated_at), r.title)
     console.print(table)
 
 
@@ -68,11 +67,11 @@ def list_(db: str = typer.Option(None, help=DB_HELP), limit: int = typer.Option(
 def show(session_id: str, db: str = typer.Option(None, help=DB_HELP)) -> None:
     """History, tokens and cost per turn."""
     view = _with_store(db, lambda s: show_session(s, session_id))
-    console.print(f"[bold]{view.id}[/] ({view.kind}, {view.model})")
+    console.print(f"[bold]{view.id}[/] ({view.role}, {view.model})")
     for t in view.turns:
         tools = f" [dim]tools: {', '.join(t.tools)}[/]" if t.tools else ""
         u = t.usage
-        why = ", ".join(r.explanation.kind for r in t.records)
+        why = ", ".join(r.explanation.verdict for r in t.records)
         console.print(
             f"[bold]{t.number}.[/] {t.user}\n   → {t.answer.strip()}{tools}\n"
             f"   [dim]read {u.read} · written {u.written} · uncached {u.uncached} · "
@@ -116,10 +115,7 @@ def chat(
 
     async def run(store: SqlEventStore) -> None:
         agent = default_agent(model=model, workdir=Path(workdir), provider=provider)
-        if resume:
-            session = await Session.resume(resume, agent, store=store)
-        else:
-            session = agent.session(sink=store)
+        session = await agent.open(store, resume, create=resume is None)
         console.print(f"[dim]session {session.id} — /exit to leave[/]")
         while True:
             try:

@@ -3,8 +3,8 @@
 A rebuild resumes the stored session with an agent configured as the session was stored
 (so the strict resume rules pass and the stored prefix is what gets sent), then applies
 what changed since: a model, toolsets, system prompt or reasoning change becomes one
-declared cache break (`Session.rebase` / `Session.declare`); a new route (provider, base
-URL, key) or ephemeral prompt moves nothing in the prefix and needs no break.
+declared cache break (`Session.rebase`); a new route (provider, base URL, key) or
+ephemeral prompt moves nothing in the prefix, and `Session.adopt` takes the new agent.
 """
 
 from __future__ import annotations
@@ -15,17 +15,17 @@ from typing import Any
 
 from stoker.agent.agent import Agent
 from stoker.agent.session import Session
+from stoker.agent.starts import INHERIT
 from stoker.agent.system_prompt import build_system_prompt
 from stoker.clock import Clock
 from stoker.errors import ConfigError
 from stoker.gateway.settings import SessionSettings
 from stoker.providers.base import Provider
 from stoker.tools import ToolRegistry
-from stoker.wire.events import ConfigChanged
 from stoker.wire.stored import StoredSession
 
 GATEWAY_KEY = "gateway"  # the session config entry holding the gateway's settings
-AGENT_KIND = "gateway"
+AGENT_NAME = "gateway"
 
 
 def build_agent(
@@ -47,7 +47,7 @@ def build_agent(
         thinking_budget=settings.thinking_budget,
         max_tokens=settings.max_tokens,
         clock=clock,
-        kind=AGENT_KIND,
+        name=AGENT_NAME,
     )
 
 
@@ -109,56 +109,45 @@ async def apply_changes(
     agent: Agent,
     overrides: Mapping[str, Any],
 ) -> None:
-    """Move a resumed `session` from `built` to `wanted`, declaring any prefix change."""
+    """Move a resumed `session` from `built` to `wanted`: one declared break for whatever
+    moves the prefix, then the new agent (whose config the store then describes, or the
+    next resume would refuse it)."""
     if built == wanted:
         return
     changes = _describe(built, wanted)
     if changes:
-        reason = "gateway settings changed: " + "; ".join(changes)
-        if wanted.reasoning != built.reasoning:
-            prefix = session.prefix.with_params(
-                effort=wanted.effort, thinking_budget=wanted.thinking_budget
-            )
-            session.declare(prefix, reason)
-        tools = None
-        if (wanted.toolsets, wanted.disabled_toolsets) != (built.toolsets, built.disabled_toolsets):
-            tools = agent.resolved_tools()
-        system = None
-        if wanted.system != built.system:
-            system = build_system_prompt(wanted.system, clock=agent.clock)
-        model = wanted.model if wanted.model != built.model else None
-        if tools is not None or system is not None or model is not None:
-            await session.rebase(reason=reason, tools=tools, system=system, model=model)
-    session.agent = agent
-    # The stored config must describe the new agent, or the next resume would refuse it.
-    await session.emit(
-        ConfigChanged(
-            session_id=session.id,
-            changes={**agent.config_snapshot(), GATEWAY_KEY: gateway_block(wanted, overrides)},
+        toolsets_changed = (wanted.toolsets, wanted.disabled_toolsets) != (
+            built.toolsets,
+            built.disabled_toolsets,
         )
-    )
+        reasoning_changed = wanted.reasoning != built.reasoning
+        await session.rebase(
+            reason="gateway settings changed: " + "; ".join(changes),
+            tools=agent.resolved_tools() if toolsets_changed else None,
+            system=(
+                build_system_prompt(wanted.system, clock=agent.clock)
+                if wanted.system != built.system
+                else None
+            ),
+            model=wanted.model if wanted.model != built.model else None,
+            effort=wanted.effort if reasoning_changed else INHERIT,
+            thinking_budget=wanted.thinking_budget if reasoning_changed else INHERIT,
+        )
+    await session.adopt(agent, config={GATEWAY_KEY: gateway_block(wanted, overrides)})
 
 
 async def apply_reasoning(
-    session: Session, *, settings: SessionSettings, overrides: Mapping[str, Any]
-) -> None:
+    session: Session, agent: Agent, *, settings: SessionSettings, overrides: Mapping[str, Any]
+) -> Agent:
     """Change effort/thinking on a live session: same instance, same tools and system
-    objects, one declared break (the messages are salted with the reasoning settings)."""
+    objects, one declared break (the messages are salted with the reasoning settings).
+    Returns the agent the session continues with."""
     old = (session.prefix.params.effort, session.prefix.params.thinking_budget)
-    prefix = session.prefix.with_params(
-        effort=settings.effort, thinking_budget=settings.thinking_budget
+    await session.rebase(
+        reason=describe_reasoning(old, settings.reasoning) + ", applied in place",
+        effort=settings.effort,
+        thinking_budget=settings.thinking_budget,
     )
-    session.declare(prefix, describe_reasoning(old, settings.reasoning) + ", applied in place")
-    session.agent = replace(
-        session.agent, effort=settings.effort, thinking_budget=settings.thinking_budget
-    )
-    await session.emit(
-        ConfigChanged(
-            session_id=session.id,
-            changes={
-                "effort": settings.effort,
-                "thinking_budget": settings.thinking_budget,
-                GATEWAY_KEY: gateway_block(settings, overrides),
-            },
-        )
-    )
+    adopted = replace(agent, effort=settings.effort, thinking_budget=settings.thinking_budget)
+    await session.adopt(adopted, config={GATEWAY_KEY: gateway_block(settings, overrides)})
+    return adopted

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from stoker.gateway.settings import SessionSettings
 
 if TYPE_CHECKING:
+    from stoker.agent.agent import Agent
     from stoker.agent.session import Session
     from stoker.gateway.sink import SessionSink
 
@@ -30,6 +31,7 @@ class CachedAgent:
     """A live session and what it was built from (bookkeeping, so mutable)."""
 
     session: Session
+    agent: Agent  # what the session continues with (its last `adopt`)
     sink: SessionSink  # counts this process's own writes for the cross-process check
     user: str
     signature: str

@@ -17,11 +17,10 @@ from stoker.gateway.errors import BadRequest
 from stoker.gateway.settings import keeps_namespace, parse_reasoning
 from stoker.gateway.views import Reply, usage_view
 from stoker.sessions import show_session
-from stoker.wire.events import ConfigChanged
 
 if TYPE_CHECKING:
     from stoker.gateway.cache import CachedAgent
-    from stoker.gateway.service import Gateway
+    from stoker.gateway.pool import AgentPool
     from stoker.gateway.sink import Head
 
 HELP = {
@@ -50,7 +49,7 @@ def parse(text: str) -> Command | None:
     return Command(name=name.lower(), argument=argument.strip())
 
 
-async def run(gateway: Gateway, user: str, sid: str, head: Head, command: Command) -> Reply:
+async def run(pool: AgentPool, user: str, sid: str, head: Head, command: Command) -> Reply:
     """Run `command` on session `sid`; called under the session's lock."""
     name = command.name
     if name not in HELP:
@@ -59,21 +58,21 @@ async def run(gateway: Gateway, user: str, sid: str, head: Head, command: Comman
             "(start a message with // to send text that begins with /)"
         )
     if name in ("new", "reset"):
-        gateway.agents.evict(sid, f"/{name}")
-        new = await gateway.create_session(user)
+        pool.agents.evict(sid, f"/{name}")
+        new = await pool.create(user)
         return _done(sid, name, f"started session {new}", new_session_id=new)
     if name == "clear":
-        entry = await gateway.pool.acquire(user, sid, head)
-        gateway.agents.release(entry)
-        gateway.agents.evict(sid, "/clear")
-        new = await gateway.create_session(user, entry.overrides)
+        entry = await pool.acquire(user, sid, head)
+        pool.agents.release(entry)
+        pool.agents.evict(sid, "/clear")
+        new = await pool.create(user, entry.overrides)
         return _done(sid, name, f"history cleared: continuing in session {new}", new_session_id=new)
     if name == "model":
-        return await _model(gateway, user, sid, head, command.argument)
+        return await _model(pool, user, sid, head, command.argument)
     if name == "reasoning":
-        return await _reasoning(gateway, user, sid, head, command.argument)
+        return await _reasoning(pool, user, sid, head, command.argument)
     if name == "compress":
-        gateway.agents.evict(sid, "/compress")
+        pool.agents.evict(sid, "/compress")
         return _done(
             sid,
             name,
@@ -81,7 +80,7 @@ async def run(gateway: Gateway, user: str, sid: str, head: Head, command: Comman
             "the next message resumes this session from the store",
         )
     if name == "usage":
-        view = usage_view(await show_session(gateway.store, sid))
+        view = usage_view(await show_session(pool.store, sid))
         cost = view["cost_usd"]
         text = f"{len(view['requests'])} requests, " + (
             f"${cost:.6f}" if cost is not None else "cost unknown"
@@ -111,42 +110,38 @@ def _done(
 
 async def _set_overrides(entry: CachedAgent, changes: dict[str, Any]) -> None:
     entry.overrides = {**entry.overrides, **changes}
-    await entry.sink.emit(
-        ConfigChanged(
-            session_id=entry.session.id,
-            changes={GATEWAY_KEY: gateway_block(entry.settings, entry.overrides)},
-        )
-    )
+    block = gateway_block(entry.settings, entry.overrides)
+    await entry.session.adopt(entry.agent, config={GATEWAY_KEY: block})
 
 
-async def _model(gateway: Gateway, user: str, sid: str, head: Head, name: str) -> Reply:
+async def _model(pool: AgentPool, user: str, sid: str, head: Head, name: str) -> Reply:
     if not name:
         raise BadRequest("/model needs a model name, e.g. /model claude-opus-4-6")
-    entry = await gateway.pool.acquire(user, sid, head)
+    entry = await pool.acquire(user, sid, head)
     try:
-        wanted = gateway.defaults.with_overrides({**entry.overrides, "model": name})
-        gateway.pool.provider_for(wanted).model_info(name)  # an unknown model fails here, clearly
+        wanted = pool.defaults.with_overrides({**entry.overrides, "model": name})
+        pool.provider_for(wanted).model_info(name)  # an unknown model fails here, clearly
         await _set_overrides(entry, {"model": name})
     finally:
-        gateway.agents.release(entry)
-    gateway.agents.evict(sid, "/model")
+        pool.agents.release(entry)
+    pool.agents.evict(sid, "/model")
     return _done(sid, "model", f"model set to {name}; the next message starts its new prefix")
 
 
-async def _reasoning(gateway: Gateway, user: str, sid: str, head: Head, level: str) -> Reply:
+async def _reasoning(pool: AgentPool, user: str, sid: str, head: Head, level: str) -> Reply:
     if not level:
         raise BadRequest("/reasoning needs a level: low, medium, high, or off")
     changes = parse_reasoning(level)
-    entry = await gateway.pool.acquire(user, sid, head)
+    entry = await pool.acquire(user, sid, head)
     try:
         await _set_overrides(entry, changes)
-        wanted = gateway.defaults.with_overrides(entry.overrides)
-        in_place = keeps_namespace(entry.session.agent.info)
+        wanted = pool.defaults.with_overrides(entry.overrides)
+        in_place = keeps_namespace(entry.agent.info)
         if in_place and wanted.reasoning != entry.settings.reasoning:
-            await gateway.pool.apply_reasoning(entry, wanted)
+            await pool.apply_reasoning(entry, wanted)
     finally:
-        gateway.agents.release(entry)
+        pool.agents.release(entry)
     if not in_place:
-        gateway.agents.evict(sid, "/reasoning")
+        pool.agents.evict(sid, "/reasoning")
         return _done(sid, "reasoning", f"reasoning set to {level}; the agent is rebuilt")
     return _done(sid, "reasoning", f"reasoning set to {level}, applied in place")

@@ -17,8 +17,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from stoker.errors import ConfigError, PrefixError, ProviderError, StokerError, ToolError
-from stoker.store.base import SessionNotFound
+from stoker.errors import (
+    ConfigError,
+    PrefixError,
+    ProviderError,
+    SessionNotFound,
+    StokerError,
+    ToolError,
+)
 
 
 class GatewayError(StokerError):

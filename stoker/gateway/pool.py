@@ -18,7 +18,6 @@ from dataclasses import replace
 from typing import Any
 
 from stoker.agent.agent import Agent
-from stoker.agent.session import Session
 from stoker.clock import Clock, SystemClock
 from stoker.gateway.agents import (
     GATEWAY_KEY,
@@ -130,10 +129,10 @@ class AgentPool:
         sid = new_session_id()
         stamp = {"owner": user, GATEWAY_KEY: gateway_block(settings, chosen)}
         sink = SessionSink(self.store, sid, written=0, stamp=stamp)
-        session = agent.session(session_id=sid, sink=sink)
-        await session.flush()
+        session = await agent.open(sink, sid)
         entry = CachedAgent(
             session=session,
+            agent=agent,
             sink=sink,
             user=user,
             signature=self.signature_of(settings, user),
@@ -174,13 +173,15 @@ class AgentPool:
         if entry.signature != self.signature_of(wanted, user):
             return "signature changed"
         if wanted.reasoning != entry.settings.reasoning:
-            if not keeps_namespace(entry.session.agent.info):
+            if not keeps_namespace(entry.agent.info):
                 return "reasoning moves the cache namespace"
             await self.apply_reasoning(entry, wanted)
         return None
 
     async def apply_reasoning(self, entry: CachedAgent, wanted: SessionSettings) -> None:
-        await apply_reasoning(entry.session, settings=wanted, overrides=entry.overrides)
+        entry.agent = await apply_reasoning(
+            entry.session, entry.agent, settings=wanted, overrides=entry.overrides
+        )
         entry.settings = replace(
             entry.settings, effort=wanted.effort, thinking_budget=wanted.thinking_budget
         )
@@ -196,13 +197,12 @@ class AgentPool:
             built, provider=wanted.provider, base_url=wanted.base_url, api_mode=wanted.api_mode
         )
         sink = SessionSink(self.store, session_id, written=head.events, loaded=stored)
-        session = await Session.resume(session_id, self.agent_for(built), store=sink)
-        session.sink = sink
-        await apply_changes(
-            session, built=built, wanted=wanted, agent=self.agent_for(wanted), overrides=overrides
-        )
+        session = await self.agent_for(built).open(sink, session_id, create=False)
+        agent = self.agent_for(wanted)
+        await apply_changes(session, built=built, wanted=wanted, agent=agent, overrides=overrides)
         entry = CachedAgent(
             session=session,
+            agent=agent,
             sink=sink,
             user=user,
             signature=self.signature_of(wanted, user),

@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 
 from stoker.agent.session import Callbacks
 from stoker.clock import Clock
+from stoker.errors import SessionNotFound
 from stoker.gateway.cache import AgentCache
 from stoker.gateway.commands import Command
 from stoker.gateway.commands import parse as parse_command
@@ -32,7 +33,7 @@ from stoker.gateway.settings import SessionSettings
 from stoker.gateway.sink import Head, read_head
 from stoker.gateway.views import Reply
 from stoker.sessions import SessionView, show_session
-from stoker.store.base import SessionNotFound, SqlEventStore
+from stoker.store.base import SqlEventStore
 from stoker.tools import ToolRegistry
 from stoker.wire.stored import SessionSummary
 
@@ -98,7 +99,7 @@ class Gateway:
         return await self.pool.create(user, overrides)
 
     async def list_sessions(self, user: str, *, limit: int = 50) -> list[SessionSummary]:
-        return await self.store.list_sessions(limit=limit, owner=user, kind="main")
+        return await self.store.list_sessions(limit=limit, owner=user, role="main")
 
     async def authorize(self, user: str, session_id: str) -> None:
         """NotFound unless `user` owns the session (missing and foreign look the same)."""
@@ -149,7 +150,7 @@ class Gateway:
 
         async def work(head: Head) -> Reply:
             if command is not None:
-                return await run_command(self, user, session_id, head, command)
+                return await run_command(self.pool, user, session_id, head, command)
             return await self._turn(user, session_id, head, text, callbacks)
 
         return await self.locked(user, session_id, work, idempotency_key=idempotency_key)
@@ -167,7 +168,7 @@ class Gateway:
         command = Command(name=name.lower(), argument=argument.strip())
 
         async def work(head: Head) -> Reply:
-            return await run_command(self, user, session_id, head, command)
+            return await run_command(self.pool, user, session_id, head, command)
 
         return await self.locked(user, session_id, work, idempotency_key=idempotency_key)
 
@@ -205,9 +206,8 @@ class Gateway:
         session = entry.session
         note = entry.settings.ephemeral_prompt or None
         try:
-            result = await session.send(text, note=note, callbacks=callbacks or Callbacks())
+            result = await session.send(text, note=note, callbacks=callbacks)
         finally:
-            session.callbacks = Callbacks()  # a finished run's stream consumer is let go
             self.pool.agents.release(entry)
         return Reply.of_turn(session_id, result)
 

@@ -26,14 +26,14 @@ def record_view(record: CacheRecord, *, turn: int | None = None) -> dict[str, An
     return {
         "seq": record.seq,
         "turn": turn,
-        "kind": record.kind,
+        "role": record.role,
         "model": record.model,
         "started_at": record.started_at,
         "usage": {**u.to_dict(), "written": u.written, "input_total": u.input_total},
         "cost_usd": record.cost_usd,
         "declared_break": record.declared_break,
         "explanation": {
-            "kind": record.explanation.kind,
+            "verdict": record.explanation.verdict,
             "text": str(record.explanation),
             "slot": record.explanation.slot,
         },

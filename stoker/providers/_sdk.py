@@ -10,7 +10,13 @@ from collections.abc import Callable
 from typing import Any, Generic, Self, TypeVar
 
 from stoker.errors import ProviderError
-from stoker.providers.retry import Transient, error_message, failure, read_stream, sdk_arguments
+from stoker.providers.retry import (
+    RetryableError,
+    error_message,
+    failure,
+    read_stream,
+    sdk_arguments,
+)
 
 C = TypeVar("C")
 
@@ -86,7 +92,7 @@ def mapped_error(
     status_error: type[Any],
     connection_error: type[Any],
 ) -> Exception:
-    """The Stoker error for an SDK exception (a `Transient` when a retry may help)."""
+    """The Stoker error for an SDK exception (a `RetryableError` when a retry may help)."""
     if isinstance(exc, status_error):
         message = getattr(exc, "api_message", None) or error_message(exc.body, exc.message)
         return failure(
@@ -98,7 +104,7 @@ def mapped_error(
             key_env=key_env,
         )
     if isinstance(exc, connection_error):  # timeouts included
-        return Transient(f"could not reach {where}: {exc.message}")
+        return RetryableError(f"could not reach {where}: {exc.message}")
     return ProviderError(f"{provider} call failed: {exc.message}", provider=provider)
 
 

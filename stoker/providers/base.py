@@ -18,15 +18,15 @@ from stoker.wire.usage import Usage
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CallContext:
-    """Per-call context: which lineage is calling, and where streamed text goes."""
+    """Per-call context: which session is calling, and where streamed text goes."""
 
-    lineage: str
+    session_id: str
     on_text: Callable[[str], object] | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Completion:
-    """A provider's answer. `facts` are (kind, detail) cache facts a provider can state
+    """A provider's answer. `facts` are (cause, detail) cache facts a provider can state
     about this call (the simulator knows exactly why it missed; real providers do not)."""
 
     message: AssistantMessage

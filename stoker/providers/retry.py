@@ -37,14 +37,14 @@ T = TypeVar("T")
 RETRYABLE_STATUS = frozenset({408, 429, 500, 502, 503, 504, 529})
 
 
-class Transient(Exception):
-    """A failure worth retrying: overload, rate limit, server error, lost connection."""
+class RetryableError(ProviderError):
+    """A failure worth retrying: overload, rate limit, server error, lost connection.
+    The retry loop turns the last one into a plain `ProviderError` when it gives up."""
 
     def __init__(
         self, message: str, *, status: int | None = None, retry_after: float | None = None
     ):
-        super().__init__(message)
-        self.status = status
+        super().__init__(message, status=status)
         self.retry_after = retry_after
 
 
@@ -104,10 +104,10 @@ def failure(
     model: str,
     key_env: str,
 ) -> Exception:
-    """The exception for an HTTP error status: a `Transient` to retry, or a Stoker error."""
+    """The exception for an HTTP error status: a `RetryableError` to retry, or a Stoker error."""
     if status in RETRYABLE_STATUS:
         hint = retry_after_seconds(headers)
-        return Transient(f"HTTP {status}: {message}", status=status, retry_after=hint)
+        return RetryableError(f"HTTP {status}: {message}", status=status, retry_after=hint)
     if status in (401, 403):
         # Never the server's message: OpenAI echoes part of a rejected key in it.
         reason = "rejected the API key" if status == 401 else "refused this API key access"
@@ -137,13 +137,13 @@ async def call_with_retries(
 ) -> tuple[T, int]:
     """Run `attempt` until it succeeds or fails for good; returns (result, retries made).
 
-    `attempt` raises `Transient` for what may be retried; anything else propagates as is.
+    `attempt` raises `RetryableError` for what may be retried; anything else propagates as is.
     """
     retries = 0
     while True:
         try:
             return await attempt(), retries
-        except Transient as exc:
+        except RetryableError as exc:
             if retries >= policy.max_retries:
                 raise ProviderError(
                     f"{provider} failed after {retries + 1} attempts: {exc}",
@@ -237,9 +237,9 @@ async def read_stream(
             raise broken_stream(provider, exc) from exc
         if isinstance(exc, ProviderError) and status not in RETRYABLE_STATUS:
             raise
-        raise Transient(f"the stream broke: {exc}", status=status) from exc
+        raise RetryableError(f"the stream broke: {exc}", status=status) from exc
     if not accumulator.done:
         if emitted:
             raise broken_stream(provider, None)
-        raise Transient("the stream ended before its last event")
+        raise RetryableError("the stream ended before its last event")
     return accumulator.body()

@@ -14,9 +14,9 @@ import time
 from collections.abc import AsyncIterator, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, Self
 
-from stoker.errors import StokerError
+from stoker.errors import SessionNotFound, StoreError
 from stoker.store.codec import dumps, encode
 from stoker.store.schema import LATEST, MIGRATIONS, VERSION_TABLE
 from stoker.wire.events import (
@@ -27,25 +27,12 @@ from stoker.wire.events import (
     PrefixRebased,
     SessionCreated,
 )
-from stoker.wire.messages import AssistantMessage, UserMessage, message_from_dict
+from stoker.wire.messages import AssistantMessage, Message, UserMessage, message_from_dict
 from stoker.wire.prefix import Prefix
 from stoker.wire.record import CacheRecord
 from stoker.wire.stored import SessionSummary, StoredSession
 
 Op = tuple[str, tuple[Any, ...]]
-
-
-class StoreError(StokerError):
-    """The database cannot be used as it is (newer schema, unreachable server, ...)."""
-
-
-class SessionNotFound(StoreError):
-    def __init__(self, session_id: str) -> None:
-        super().__init__(
-            f"no session {session_id!r} in this store; `stoker sessions list` shows the ones "
-            "there are (check STOKER_DB / STOKER_DATABASE_URL if you expected another store)"
-        )
-        self.session_id = session_id
 
 
 @dataclass(slots=True)
@@ -105,6 +92,12 @@ class SqlEventStore:
     async def close(self) -> None:
         raise NotImplementedError
 
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
     # -- schema --------------------------------------------------------------------------
 
     def _migration_ops(self, current: int) -> list[Op]:
@@ -161,13 +154,13 @@ class SqlEventStore:
         if isinstance(event, SessionCreated):
             ops.append(
                 (
-                    "INSERT INTO sessions (id, root_id, parent_id, kind, created_at, updated_at, "
+                    "INSERT INTO sessions (id, root_id, parent_id, role, created_at, updated_at, "
                     "model, prefix, config, owner) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     (
                         sid,
                         event.config.get("root_id", sid),
                         event.parent_id,
-                        event.kind,
+                        event.role,
                         event.created_at,
                         now,
                         event.prefix.params.model,
@@ -200,7 +193,7 @@ class SqlEventStore:
         elif isinstance(event, CacheRecorded):
             ops.append(
                 (
-                    "UPDATE sessions SET last_record = ?, pending_break = NULL, updated_at = ? "
+                    "UPDATE sessions SET last_record = ?, declared_break = NULL, updated_at = ? "
                     "WHERE id = ?",
                     (dumps(event.record.to_dict()), now, sid),
                 )
@@ -208,7 +201,7 @@ class SqlEventStore:
         elif isinstance(event, PrefixRebased):
             ops.append(
                 (
-                    "UPDATE sessions SET prefix = ?, model = ?, pending_break = ?, updated_at = ? "
+                    "UPDATE sessions SET prefix = ?, model = ?, declared_break = ?, updated_at = ? "
                     "WHERE id = ?",
                     (
                         event.prefix.to_json().decode("utf-8"),
@@ -276,56 +269,74 @@ class SqlEventStore:
     # -- reads -------------------------------------------------------------------------------
 
     async def load(self, session_id: str) -> StoredSession:
-        """Header, messages and used tools: three queries, whatever the log's length."""
+        """Header, messages and used tools: three queries, whatever the log's length.
+
+        A fork (a review, a sub-agent) stores only its own messages and the point it was
+        forked at; its history starts with its parent's first messages up to that point,
+        read the same way (three more queries per level of forking).
+        """
         rows = await self._read(
-            "SELECT kind, parent_id, root_id, created_at, prefix, config, last_record, "
-            "pending_break FROM sessions WHERE id = ?",
+            "SELECT role, parent_id, root_id, created_at, prefix, config, last_record, "
+            "declared_break FROM sessions WHERE id = ?",
             (session_id,),
         )
         if not rows:
             raise SessionNotFound(session_id)
-        kind, parent_id, root_id, created_at, prefix, config, last_record, pending = rows[0]
+        role, parent_id, root_id, created_at, prefix, config, last_record, pending = rows[0]
+        settings = json.loads(config)
+        messages, used = await self._own_messages(session_id)
+        forked_at = settings.get("forked_at")
+        if parent_id is not None and isinstance(forked_at, int):
+            parent = await self.load(parent_id)
+            messages = (*parent.messages[:forked_at], *messages)
+            used |= parent.used_tools
+        return StoredSession(
+            id=session_id,
+            role=role,
+            parent_id=parent_id,
+            root_id=root_id,
+            created_at=created_at,
+            prefix=Prefix.from_json(prefix),
+            config=settings,
+            messages=messages,
+            used_tools=used,
+            last_record=CacheRecord.from_dict(json.loads(last_record)) if last_record else None,
+            declared_break=pending,
+        )
+
+    async def _own_messages(self, session_id: str) -> tuple[tuple[Message, ...], frozenset[str]]:
         bodies = await self._read(
             "SELECT body FROM events WHERE session_id = ? AND type = 'message_appended' "
             "ORDER BY seq",
             (session_id,),
         )
         tools = await self._read("SELECT name FROM used_tools WHERE session_id = ?", (session_id,))
-        return StoredSession(
-            id=session_id,
-            kind=kind,
-            parent_id=parent_id,
-            root_id=root_id,
-            created_at=created_at,
-            prefix=Prefix.from_json(prefix),
-            config=json.loads(config),
-            messages=tuple(message_from_dict(json.loads(b)["message"]) for (b,) in bodies),
-            used_tools=frozenset(name for (name,) in tools),
-            last_record=CacheRecord.from_dict(json.loads(last_record)) if last_record else None,
-            pending_break=pending,
+        return (
+            tuple(message_from_dict(json.loads(b)["message"]) for (b,) in bodies),
+            frozenset(name for (name,) in tools),
         )
 
     async def list_sessions(
-        self, *, limit: int = 50, owner: str | None = None, kind: str | None = None
+        self, *, limit: int = 50, owner: str | None = None, role: str | None = None
     ) -> list[SessionSummary]:
-        """Most recently updated first; `owner`/`kind` filter (the gateway lists a user's)."""
+        """Most recently updated first; `owner`/`role` filter (the gateway lists a user's)."""
         where, params = [], []
         if owner is not None:
             where.append("owner = ?")
             params.append(owner)
-        if kind is not None:
-            where.append("kind = ?")
-            params.append(kind)
+        if role is not None:
+            where.append("role = ?")
+            params.append(role)
         clause = f"WHERE {' AND '.join(where)} " if where else ""
         rows = await self._read(
-            "SELECT id, kind, parent_id, created_at, updated_at, model, message_count, title "
+            "SELECT id, role, parent_id, created_at, updated_at, model, message_count, title "
             f"FROM sessions {clause}ORDER BY updated_at DESC LIMIT ?",
             (*params, limit),
         )
         return [
             SessionSummary(
                 id=r[0],
-                kind=r[1],
+                role=r[1],
                 parent_id=r[2],
                 created_at=r[3],
                 updated_at=r[4],

@@ -31,7 +31,7 @@ def encode(event: Event) -> str:
             "prefix": event.prefix.to_json().decode("utf-8"),
             "config": event.config,
             "parent_id": event.parent_id,
-            "kind": event.kind,
+            "role": event.role,
             "created_at": event.created_at,
         }
     elif isinstance(event, MessageAppended):
@@ -60,7 +60,7 @@ def decode(session_id: str, type_: str, body: str) -> Event:
             prefix=Prefix.from_json(data["prefix"]),
             config=data["config"],
             parent_id=data["parent_id"],
-            kind=data["kind"],
+            role=data["role"] if "role" in data else data["kind"],  # "kind" before 4
             created_at=data["created_at"],
         )
     if type_ == "message_appended":

@@ -12,7 +12,8 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
 
-from stoker.store.base import Op, SqlEventStore, StoreError, StoreStats
+from stoker.errors import StoreError
+from stoker.store.base import Op, SqlEventStore, StoreStats
 
 _SAFE_SCHEMA = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 

@@ -74,6 +74,14 @@ MIGRATIONS: tuple[Migration, ...] = (
         name="a declared break survives a restart",
         statements=("ALTER TABLE sessions ADD COLUMN pending_break TEXT",),
     ),
+    Migration(
+        version=4,
+        name="one word per concept: a session's role, its declared break",
+        statements=(
+            "ALTER TABLE sessions RENAME COLUMN kind TO role",
+            "ALTER TABLE sessions RENAME COLUMN pending_break TO declared_break",
+        ),
+    ),
 )
 
 LATEST = MIGRATIONS[-1].version

@@ -14,7 +14,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
-from stoker.store.base import Op, SqlEventStore, StoreError, StoreStats
+from stoker.errors import StoreError
+from stoker.store.base import Op, SqlEventStore, StoreStats
 
 T = TypeVar("T")
 

@@ -20,7 +20,7 @@ class SessionCreated:
     prefix: Prefix
     config: dict[str, Any] = field(default_factory=dict)  # never holds secrets
     parent_id: str | None = None
-    kind: str = "main"  # "main", "fork", "review", "subagent", "branch"
+    role: str = "main"  # "main", "fork", "review", "subagent", "branch"
     created_at: float = 0.0
     type: Literal["session_created"] = "session_created"
 

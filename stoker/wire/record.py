@@ -13,8 +13,8 @@ from stoker.wire.fingerprint import SlotFingerprints
 from stoker.wire.request import Breakpoint
 from stoker.wire.usage import Usage
 
-ExplanationKind = Literal[
-    "first",  # first call of a lineage: nothing to read yet
+Verdict = Literal[
+    "first",  # first call of a session: nothing to read yet
     "hit",  # read what was expected
     "declared",  # a deliberate prefix change (rebase, model switch) recorded with a reason
     "diverged",  # a byte moved before the end of the previous request: a cache break
@@ -33,7 +33,7 @@ class Explanation:
     """Why a call read what it read. `slot` names the first diverging place, e.g.
     `tools[3].input_schema.properties.path.description` or `messages[12].content[1]`."""
 
-    kind: ExplanationKind
+    verdict: Verdict
     detail: str = ""
     slot: str | None = None
     offset: int | None = None
@@ -41,7 +41,7 @@ class Explanation:
 
     @property
     def is_break(self) -> bool:
-        return self.kind == "diverged"
+        return self.verdict == "diverged"
 
     def __str__(self) -> str:
         where = f" at {self.slot}" if self.slot else ""
@@ -49,12 +49,14 @@ class Explanation:
             where += f" (byte {self.offset})"
         cls = f" [{self.classification}]" if self.classification else ""
         return (
-            f"{self.kind}{where}{cls}: {self.detail}" if self.detail else f"{self.kind}{where}{cls}"
+            f"{self.verdict}{where}{cls}: {self.detail}"
+            if self.detail
+            else f"{self.verdict}{where}{cls}"
         )
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "kind": self.kind,
+            "verdict": self.verdict,
             "detail": self.detail,
             "slot": self.slot,
             "offset": self.offset,
@@ -63,6 +65,9 @@ class Explanation:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Explanation:
+        data = dict(data)
+        if "kind" in data:  # written before the field was named `verdict`
+            data["verdict"] = data.pop("kind")
         return cls(**data)
 
 
@@ -70,9 +75,9 @@ class Explanation:
 class CacheRecord:
     """What one provider call sent (as fingerprints), what it cost, and why."""
 
-    lineage: str
+    session_id: str
     seq: int
-    kind: str  # "turn", "fork", "review", "subagent", ...
+    role: str  # the session's: "main", "fork", "review", "subagent", "branch"
     provider: str
     model: str
     started_at: float
@@ -82,13 +87,13 @@ class CacheRecord:
     cost_usd: float | None
     retries: int = 0
     declared_break: str | None = None
-    explanation: Explanation = field(default_factory=lambda: Explanation(kind="first"))
+    explanation: Explanation = field(default_factory=lambda: Explanation(verdict="first"))
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "lineage": self.lineage,
+            "session_id": self.session_id,
             "seq": self.seq,
-            "kind": self.kind,
+            "role": self.role,
             "provider": self.provider,
             "model": self.model,
             "started_at": self.started_at,
@@ -106,9 +111,10 @@ class CacheRecord:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> CacheRecord:
         return cls(
-            lineage=data["lineage"],
+            # records written before the renames said "lineage" and "kind"
+            session_id=data["session_id"] if "session_id" in data else data["lineage"],
             seq=data["seq"],
-            kind=data["kind"],
+            role=data["role"] if "role" in data else data["kind"],
             provider=data["provider"],
             model=data["model"],
             started_at=data["started_at"],

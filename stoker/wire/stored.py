@@ -20,7 +20,7 @@ class StoredSession:
     """Everything resume needs, read without scanning the event log for tools."""
 
     id: str
-    kind: str
+    role: str
     parent_id: str | None
     created_at: float
     prefix: Prefix  # the current one: after every declared rebase
@@ -28,7 +28,7 @@ class StoredSession:
     messages: tuple[Message, ...]
     used_tools: frozenset[str]
     last_record: CacheRecord | None = None
-    pending_break: str | None = None  # a declared break no call has carried yet
+    declared_break: str | None = None  # declared, not yet carried by a call
     root_id: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -38,7 +38,7 @@ class SessionSummary:
     """One line of `stoker sessions list`."""
 
     id: str
-    kind: str
+    role: str
     parent_id: str | None
     created_at: float
     updated_at: float

@@ -57,7 +57,7 @@ async def main(location: str, schema: str, marker: str) -> None:
         system=SYSTEM,
         clock=clock,
     )
-    session = agent.session(session_id="crashed", sink=Acknowledging(store))
+    session = agent.session(session_id="crashed", store=Acknowledging(store))
     await session.send("please run the slow tool")
 
 

@@ -9,7 +9,6 @@ import json
 import sys
 
 from stoker.agent.agent import Agent
-from stoker.agent.session import Session
 from stoker.providers.anthropic import AnthropicProvider
 from stoker.store.postgres import PostgresStore
 from stoker.store.sqlite import SQLiteStore
@@ -34,14 +33,14 @@ async def main(action: str, location: str, schema: str, url: str, key: str, sid:
     agent = Agent(provider=provider, model="claude-sonnet-4-6", tools=[read_file], system=SYSTEM)
     try:
         if action == "create":
-            session = agent.session(session_id=sid, sink=store)
+            session = agent.session(session_id=sid, store=store)
             await session.send("please read_file 'a.md'")
             await session.send("thanks")
         else:
-            session = await Session.resume(sid, agent, store=store)
+            session = await agent.open(store, sid, create=False)
             result = await session.send("one more thing")
             first = result.records[0]
-            print(json.dumps({"usage": first.usage.to_dict(), "why": first.explanation.kind}))
+            print(json.dumps({"usage": first.usage.to_dict(), "why": first.explanation.verdict}))
     finally:
         await provider.aclose()
         await store.close()

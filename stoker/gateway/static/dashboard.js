@@ -84,7 +84,7 @@
     const points = [];
     requests.forEach((r, i) => {
       const x = PAD.left + i * slot + (slot - barW) / 2;
-      const group = el("g", { "data-request": i, "data-turn": r.turn, "data-kind": r.explanation.kind });
+      const group = el("g", { "data-request": i, "data-turn": r.turn, "data-verdict": r.explanation.verdict });
       group.append(el("title", {}, `#${i + 1} turn ${r.turn}: read ${r.usage.read}, written ${r.usage.written}, ` +
         `uncached ${r.usage.uncached}, ${money(r.cost_usd)} — ${r.explanation.text}`));
       let y = H - PAD.bottom;

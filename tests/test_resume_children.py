@@ -1,0 +1,67 @@
+"""A fork, a background review and a sub-agent each resume in a new process sending
+what their live continuation would have sent: the parent's prefix, the whole history
+they had (the parent's part included) and the new message, reading all of it."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from typing import Any
+
+from stoker.providers.sim.server import create_app, serve_in_background
+from stoker.store.base import SqlEventStore
+from tests.store_fixtures import location
+from tests.test_resume_process import ROOT, run_script
+
+SCRIPT = ROOT / "tests/scripts/resume_children_across_processes.py"
+
+
+def _without_markers(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [
+        {
+            **m,
+            "content": [{k: v for k, v in b.items() if k != "cache_control"} for b in m["content"]],
+        }
+        for m in messages
+    ]
+
+
+async def test_each_child_role_resumes_in_a_new_process_as_it_would_have_continued(
+    store: SqlEventStore,
+) -> None:
+    where, schema = location(store)
+    await store.list_sessions()
+    key, sid = f"sk-sim-{uuid.uuid4().hex}", f"main-{uuid.uuid4().hex[:8]}"
+    args = (where, schema or "-")
+    with serve_in_background(create_app()) as served:
+        sim = served.app.state.sim
+        made = json.loads(await run_script(SCRIPT, "create", *args, served.url, key, sid))
+        sent = sim.sent_by(key)
+        callers: list[str] = made["callers"]
+        assert len(sent) == len(callers)
+        roles = {}
+        for child in {c for c in callers if c != sid}:
+            roles[(await store.load(child)).role] = child
+        assert set(roles) == {"fork", "review", "subagent"}
+        for role, child in sorted(roles.items()):
+            last = sent[max(i for i, c in enumerate(callers) if c == child)]
+            stored = await store.load(child)
+            assert stored.last_record is not None
+            assert len(stored.messages) == len(last["messages"]) + 1, role  # + its answer
+            before = len(sim.sent_by(key))
+            out = await run_script(SCRIPT, "resume", *args, served.url, key, child)
+            resumed, (first,) = json.loads(out), sim.sent_by(key)[before:]
+            assert json.dumps(first["tools"]) == json.dumps(last["tools"]), role
+            assert first["system"] == last["system"], role
+            assert _settings(first) == _settings(last), role
+            sent_now = _without_markers(first["messages"])
+            assert sent_now[:-2] == _without_markers(last["messages"]), role
+            assert sent_now[-2]["role"] == "assistant", role  # the answer it had stored
+            assert sent_now[-1]["content"][-1]["text"] == "and one more thing", role
+            previous = stored.last_record.usage
+            assert resumed["why"] == "hit", role
+            assert resumed["usage"]["read"] == previous.read + previous.written, role
+
+
+def _settings(payload: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in payload.items() if k not in ("messages", "tools", "system")}
