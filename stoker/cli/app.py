@@ -14,6 +14,7 @@ from stoker.bench.overhead import overhead_table, run_overhead
 from stoker.cli.render import cost_text, records_table
 from stoker.cli.serve import bench_gateway, serve
 from stoker.cli.sessions import DB_HELP, chat, sessions_app
+from stoker.cli.settings import settings
 from stoker.cli.sim import sim_app
 from stoker.demo import run_demo
 from stoker.errors import StokerError
@@ -77,11 +78,9 @@ def run(
         result = asyncio.run(
             run_once(
                 prompt,
-                model=model,
+                config=settings(db=db, provider=provider, model=model),
                 workdir=Path(workdir),
-                provider=provider,
                 session_id=session,
-                db=db,
             )
         )
     except StokerError as exc:

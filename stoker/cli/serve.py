@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import os
 
 import typer
 from rich.console import Console
@@ -24,7 +25,7 @@ def serve(
     from stoker import gateway
 
     try:
-        settings = gateway.load_config(config)
+        settings = gateway.load_config(config, env=os.environ)
     except ConfigError as exc:
         console.print(f"[red]error:[/] {exc}")
         raise typer.Exit(1) from exc
@@ -57,10 +58,12 @@ def bench_gateway(
     from stoker.bench.gateway import gateway_table, run_gateway_bench
     from stoker.gateway.local import local_gateway
 
-    with local_gateway(cache_size=max(128, sessions), postgres=postgres, process=True) as (
-        url,
-        token,
-    ):
+    with local_gateway(
+        cache_size=max(128, sessions),
+        postgres=postgres,
+        process=True,
+        env=os.environ,
+    ) as (url, token):
         result = asyncio.run(run_gateway_bench(url, token, sessions=sessions, messages=messages))
     console.print(gateway_table(result))
     if result.lost or result.failed or result.out_of_order:

@@ -2,7 +2,7 @@
 
     host = "127.0.0.1"
     port = 8765
-    database = "postgresql://stoker@db/stoker"   # or a SQLite path; default: STOKER_DB...
+    database = "postgresql://stoker@db/stoker"   # or a SQLite path; default: Config.database
 
     [agent]                       # the defaults every new session starts from
     provider = "sim"              # sim | anthropic | openai | openai-compatible
@@ -26,12 +26,13 @@
     token_sha256 = "..."          # or token = "..." (hashed when loaded, never kept)
 
 Environment variables override the file: STOKER_GATEWAY_HOST, _PORT, _DATABASE,
-_PROVIDER, _MODEL, _BASE_URL, _API_KEY and _TOKENS ("alice=TOKEN,bob=sha256:HEX").
+_PROVIDER, _MODEL, _BASE_URL, _API_KEY and _TOKENS ("alice=TOKEN,bob=sha256:HEX"). The
+environment is the caller's to give (`stoker serve` passes its own); the database and
+the provider key default to what `stoker.config.Config.from_env` resolves from it.
 """
 
 from __future__ import annotations
 
-import os
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -41,11 +42,10 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from stoker.agent.system_prompt import DEFAULT_SYSTEM
+from stoker.config import Config, repr_without_secrets
 from stoker.errors import ConfigError
 from stoker.gateway.auth import TokenTable, token_digest
 from stoker.gateway.settings import SessionSettings, parse_reasoning
-
-_KEY_ENV = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY"}
 
 
 class _Strict(BaseModel):
@@ -97,11 +97,16 @@ class _File(_Strict):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class GatewayConfig:
-    """Resolved settings of one gateway process. The provider key is not shown by repr."""
+    """Resolved settings of one gateway process. Its repr shows neither the provider key
+    nor a database password, so it can be logged.
+
+    `database` None means the caller hands `build_gateway` its store; `load_config`
+    always resolves one.
+    """
 
     host: str = "127.0.0.1"
     port: int = 8765
-    database: str | None = None  # None: STOKER_DATABASE_URL, else STOKER_DB, else the data dir
+    database: str | None = None
     defaults: SessionSettings = field(default_factory=SessionSettings)
     api_key: str | None = field(default=None, repr=False)
     tokens: TokenTable = field(default_factory=lambda: TokenTable({}))
@@ -110,6 +115,9 @@ class GatewayConfig:
     cache_size: int = 128
     idle_ttl: float = 3600.0
     workspace: Path | None = None
+
+    def __repr__(self) -> str:
+        return repr_without_secrets(self)
 
 
 def _tokens(users: list[_User], env_value: str | None) -> TokenTable:
@@ -134,11 +142,10 @@ def _path(base: Path, value: str) -> Path:
     return p if p.is_absolute() else base / p
 
 
-def load_config(
-    path: str | Path | None = None, *, env: Mapping[str, str] | None = None
-) -> GatewayConfig:
-    """Settings from `path` (optional) with the environment on top."""
-    env = os.environ if env is None else env
+def load_config(path: str | Path | None, *, env: Mapping[str, str]) -> GatewayConfig:
+    """Settings from `path` (None: no file) with `env` on top (the caller's environment;
+    `stoker serve` passes its own)."""
+    settings = Config.from_env(env)
     raw: dict[str, Any] = {}
     base = Path.cwd()
     if path is not None:
@@ -176,8 +183,9 @@ def load_config(
     )
     if a.reasoning:
         defaults = replace(defaults, **parse_reasoning(a.reasoning))
-    key_env = a.api_key_env or _KEY_ENV.get(defaults.provider.split("-")[0])
-    api_key = env.get("STOKER_GATEWAY_API_KEY") or (env.get(key_env) if key_env else None)
+    api_key = env.get("STOKER_GATEWAY_API_KEY") or (
+        env.get(a.api_key_env) if a.api_key_env else settings.api_key_for(defaults.provider)
+    )
     database = env.get("STOKER_GATEWAY_DATABASE") or f.database
     if database and "://" not in database:
         database = str(_path(base, database))
@@ -187,7 +195,7 @@ def load_config(
     return GatewayConfig(
         host=env.get("STOKER_GATEWAY_HOST") or f.host,
         port=int(port) if port else f.port,
-        database=database,
+        database=database or settings.database,
         defaults=defaults,
         api_key=api_key or None,
         tokens=_tokens(f.users, env.get("STOKER_GATEWAY_TOKENS")),

@@ -15,6 +15,7 @@ from contextlib import contextmanager
 import uvicorn
 from starlette.applications import Starlette
 
+from stoker.errors import ConfigError
 from stoker.gateway.app import create_app
 from stoker.gateway.config import GatewayConfig
 from stoker.gateway.providers import ProviderFactory, default_provider_factory
@@ -32,11 +33,17 @@ def build_gateway(
     provider_factory: ProviderFactory = default_provider_factory,
 ) -> Gateway:
     """A gateway as `config` describes it (the store from `config.database` unless given)."""
+    if store is None:
+        if config.database is None:
+            raise ConfigError(
+                "the gateway needs a database: set GatewayConfig.database or pass a store"
+            )
+        store = open_store(config.database)
     registry = None
     if config.workspace is not None:
         registry = ToolRegistry([workspace_toolset(config.workspace, writable=False)])
     return Gateway(
-        store=store if store is not None else open_store(config.database),
+        store=store,
         defaults=config.defaults,
         api_key=config.api_key,
         provider_factory=provider_factory,

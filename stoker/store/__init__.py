@@ -2,6 +2,6 @@
 for shared deployments. Imports wire only, never the agent."""
 
 from stoker.store.base import SessionNotFound, SessionStore, StoreStats
-from stoker.store.open import default_db_path, open_store
+from stoker.store.open import open_store
 
-__all__ = ["SessionNotFound", "SessionStore", "StoreStats", "default_db_path", "open_store"]
+__all__ = ["SessionNotFound", "SessionStore", "StoreStats", "open_store"]
