@@ -5,7 +5,7 @@ and `stoker serve` call `Config.from_env(os.environ, ...)` once, with their flag
 and hand the value to what they build. A program that embeds Stoker does the same, or
 builds a `Config` from its own settings. This module is the only place that knows these
 variables' names (the gateway's own STOKER_GATEWAY_* live with its file format, in
-`stoker.gateway.config`):
+`stoker.gateway.config`) and the only place that holds each default:
 
     STOKER_HOME            where Stoker keeps its files (default: the user data dir)
     STOKER_DATABASE_URL    the session store: a PostgreSQL DSN, ...
@@ -72,6 +72,24 @@ def repr_without_secrets(settings: Any) -> str:
                 value = redact_dsn(value)
             shown.append(f"{f.name}={value!r}")
     return f"{type(settings).__name__}({', '.join(shown)})"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GatewayLimits:
+    """How much one gateway process accepts and keeps alive.
+
+    The one home of these defaults: the gateway's TOML schema, `Gateway`, `AgentPool`,
+    `AgentCache` and `create_app` all take theirs from `DEFAULT_LIMITS`, so a default
+    cannot differ between the file and the library.
+    """
+
+    max_body_bytes: int = 1_048_576  # larger request bodies get 413 before they are parsed
+    max_message_chars: int = 100_000  # longer user messages are refused (400)
+    cache_size: int = 128  # live agents kept in memory; more are rebuilt from the store
+    idle_ttl: float = 3600.0  # seconds an unused agent is kept
+
+
+DEFAULT_LIMITS = GatewayLimits()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

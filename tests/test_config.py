@@ -1,5 +1,5 @@
 """Settings are resolved once, at the edge: library code reads no environment, the Stoker
-home reaches everything that keeps files, and keys never show."""
+home reaches everything that keeps files, each default has one home, and keys never show."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 import stoker
 from stoker.cli import app
-from stoker.config import DEFAULT_PROVIDER, Config
+from stoker.config import DEFAULT_MODEL, DEFAULT_PROVIDER, Config, GatewayLimits
 
 ROOT = Path(stoker.__file__).parent
 # The edges that may read the environment: the CLI (which also starts `stoker serve`).
@@ -122,6 +122,35 @@ def test_keys_and_database_passwords_never_show_in_a_repr() -> None:
         assert "DISTINCTIVE" not in shown
     assert "postgresql://stoker:***@db:5432/stoker" in repr(config)
     assert config.anthropic_api_key == anthropic_key  # kept, only not shown
+
+
+def _constants(source: str) -> list[object]:
+    return [n.value for n in ast.walk(ast.parse(source)) if isinstance(n, ast.Constant)]
+
+
+def test_the_default_model_and_provider_are_written_once() -> None:
+    copies = [
+        (name, value)
+        for name, source in _package_sources().items()
+        if name != "config.py"
+        for value in _constants(source)
+        if value in (DEFAULT_MODEL, DEFAULT_PROVIDER)
+    ]
+    assert copies == []
+
+
+def test_the_gateway_limits_are_written_once() -> None:
+    limits = GatewayLimits()
+    numbers = {limits.max_body_bytes, limits.max_message_chars, limits.cache_size}
+    numbers |= {limits.idle_ttl, int(limits.idle_ttl)}
+    copies = [
+        (name, value)
+        for name, source in _package_sources().items()
+        if name.startswith("gateway/")
+        for value in _constants(source)
+        if not isinstance(value, bool) and value in numbers
+    ]
+    assert copies == []
 
 
 def test_the_cli_keeps_sessions_under_stoker_home(tmp_path: Path) -> None:

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from stoker.config import DEFAULT_LIMITS, GatewayLimits
 from stoker.errors import ConfigError
 from stoker.gateway.auth import TokenTable
 from stoker.gateway.config import GatewayConfig, load_config
@@ -65,7 +66,12 @@ def test_a_config_file_with_the_environment_on_top(tmp_path: Path) -> None:
         "high",
         ("files",),
     )
-    assert (config.max_body_bytes, config.cache_size, config.idle_ttl) == (4096, 16, 60.0)
+    assert config.limits == GatewayLimits(
+        max_body_bytes=4096,
+        max_message_chars=DEFAULT_LIMITS.max_message_chars,
+        cache_size=16,
+        idle_ttl=60.0,
+    )
     assert config.api_key == "sk-secret-key-value"
     assert config.tokens.user_for("Bearer plain-token-for-alice") == "alice"
     assert config.tokens.user_for("Bearer bob-token") == "bob"
@@ -81,6 +87,7 @@ def test_without_a_file_the_database_and_key_come_from_the_given_environment(
     config = load_config(None, env={**env, "STOKER_GATEWAY_PROVIDER": "anthropic"})
     assert config.database == str(tmp_path / "stoker.db")
     assert config.api_key == "sk-ant-from-env"
+    assert config.limits == DEFAULT_LIMITS
     dsn = "postgresql://stoker:hunter2-password@db/stoker"
     config = load_config(None, env={"STOKER_DATABASE_URL": dsn})
     assert config.database == dsn

@@ -9,6 +9,7 @@ import os
 import typer
 from rich.console import Console
 
+from stoker.config import DEFAULT_LIMITS
 from stoker.errors import ConfigError
 
 console = Console()
@@ -59,7 +60,7 @@ def bench_gateway(
     from stoker.gateway.local import local_gateway
 
     with local_gateway(
-        cache_size=max(128, sessions),
+        cache_size=max(DEFAULT_LIMITS.cache_size, sessions),
         postgres=postgres,
         process=True,
         env=os.environ,

@@ -15,7 +15,7 @@ from rich.table import Table
 from stoker.agent.session import Session
 from stoker.cli.render import cost_text, records_table
 from stoker.cli.settings import settings
-from stoker.config import Config
+from stoker.config import DEFAULT_MODEL, DEFAULT_PROVIDER, Config
 from stoker.errors import StokerError
 from stoker.run import default_agent
 from stoker.sessions import export_session, show_session
@@ -33,6 +33,10 @@ DB_HELP = (
     "Session database: a path or postgresql:// URL "
     "(default: STOKER_DATABASE_URL, else STOKER_DB, else stoker.db in STOKER_HOME, "
     "else in the user data dir)."
+)
+PROVIDER_HELP = (
+    "sim:, anthropic:MODEL, openai:MODEL, openai-chat:MODEL or openai-compatible:URL#MODEL "
+    "(a model named here wins over --model)."
 )
 
 
@@ -109,11 +113,9 @@ def remove(session_id: str, db: str = typer.Option(None, help=DB_HELP)) -> None:
 def chat(
     resume: str = typer.Option(None, "--resume", help="Continue a stored session by id."),
     db: str = typer.Option(None, help=DB_HELP),
-    model: str = typer.Option("claude-sonnet-4-6", help="Model (the simulator serves it)."),
+    model: str = typer.Option(DEFAULT_MODEL, help="Model, when --provider names none."),
     workdir: str = typer.Option(".", help="Folder the workspace tools may read."),
-    provider: str = typer.Option(
-        "sim:", help="sim:, anthropic:MODEL, openai:MODEL or openai-compatible:URL#MODEL."
-    ),
+    provider: str = typer.Option(DEFAULT_PROVIDER, help=PROVIDER_HELP),
 ) -> None:
     """A conversation in the terminal, stored as it goes. /exit or Ctrl-D ends it."""
     config = settings(db=db, provider=provider, model=model)

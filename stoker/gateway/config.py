@@ -13,7 +13,7 @@
     reasoning = "high"            # optional effort
     workspace = "notes"           # optional: read-only workspace tools, shared by all users
 
-    [limits]
+    [limits]                      # defaults: stoker.config.GatewayLimits
     max_body_bytes = 1048576
     max_message_chars = 100000
 
@@ -42,7 +42,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from stoker.agent.system_prompt import DEFAULT_SYSTEM
-from stoker.config import Config, repr_without_secrets
+from stoker.config import DEFAULT_LIMITS, Config, GatewayLimits, repr_without_secrets
 from stoker.errors import ConfigError
 from stoker.gateway.auth import TokenTable, token_digest
 from stoker.gateway.settings import SessionSettings, parse_reasoning
@@ -52,9 +52,12 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+_SESSION = SessionSettings()  # the file's [agent] defaults are the library's
+
+
 class _Agent(_Strict):
-    provider: str = "sim"
-    model: str = "claude-sonnet-4-6"
+    provider: str = _SESSION.provider
+    model: str = _SESSION.model
     base_url: str | None = None
     api_mode: str | None = None
     api_key_env: str | None = None
@@ -65,18 +68,18 @@ class _Agent(_Strict):
     disabled_toolsets: list[str] = []
     reasoning: str | None = None
     thinking_budget: int | None = Field(default=None, ge=1024)
-    max_tokens: int = Field(default=4096, ge=1)
+    max_tokens: int = Field(default=_SESSION.max_tokens, ge=1)
     workspace: str | None = None
 
 
 class _Limits(_Strict):
-    max_body_bytes: int = Field(default=1_048_576, ge=1024)
-    max_message_chars: int = Field(default=100_000, ge=1)
+    max_body_bytes: int = Field(default=DEFAULT_LIMITS.max_body_bytes, ge=1024)
+    max_message_chars: int = Field(default=DEFAULT_LIMITS.max_message_chars, ge=1)
 
 
 class _Cache(_Strict):
-    size: int = Field(default=128, ge=1)
-    idle_ttl_seconds: float = Field(default=3600.0, gt=0)
+    size: int = Field(default=DEFAULT_LIMITS.cache_size, ge=1)
+    idle_ttl_seconds: float = Field(default=DEFAULT_LIMITS.idle_ttl, gt=0)
 
 
 class _User(_Strict):
@@ -110,10 +113,7 @@ class GatewayConfig:
     defaults: SessionSettings = field(default_factory=SessionSettings)
     api_key: str | None = field(default=None, repr=False)
     tokens: TokenTable = field(default_factory=lambda: TokenTable({}))
-    max_body_bytes: int = 1_048_576
-    max_message_chars: int = 100_000
-    cache_size: int = 128
-    idle_ttl: float = 3600.0
+    limits: GatewayLimits = DEFAULT_LIMITS
     workspace: Path | None = None
 
     def __repr__(self) -> str:
@@ -199,9 +199,11 @@ def load_config(path: str | Path | None, *, env: Mapping[str, str]) -> GatewayCo
         defaults=defaults,
         api_key=api_key or None,
         tokens=_tokens(f.users, env.get("STOKER_GATEWAY_TOKENS")),
-        max_body_bytes=f.limits.max_body_bytes,
-        max_message_chars=f.limits.max_message_chars,
-        cache_size=f.cache.size,
-        idle_ttl=f.cache.idle_ttl_seconds,
+        limits=GatewayLimits(
+            max_body_bytes=f.limits.max_body_bytes,
+            max_message_chars=f.limits.max_message_chars,
+            cache_size=f.cache.size,
+            idle_ttl=f.cache.idle_ttl_seconds,
+        ),
         workspace=_path(base, a.workspace) if a.workspace else None,
     )

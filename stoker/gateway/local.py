@@ -20,10 +20,12 @@ import time
 import uuid
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 
 import httpx
 
+from stoker.config import DEFAULT_LIMITS
 from stoker.gateway.auth import TokenTable, token_digest
 from stoker.gateway.config import GatewayConfig
 from stoker.gateway.server import build_app, build_gateway, serve_in_thread
@@ -37,7 +39,7 @@ USER = "bench"
 @contextmanager
 def local_gateway(
     *,
-    cache_size: int = 128,
+    cache_size: int = DEFAULT_LIMITS.cache_size,
     postgres: str | None = None,
     process: bool = False,
     env: Mapping[str, str] | None = None,
@@ -60,7 +62,8 @@ def local_gateway(
                     yield url, token
             else:
                 config = GatewayConfig(
-                    tokens=TokenTable({token_digest(token): USER}), cache_size=cache_size
+                    tokens=TokenTable({token_digest(token): USER}),
+                    limits=replace(DEFAULT_LIMITS, cache_size=cache_size),
                 )
                 with serve_in_thread(build_app(config, build_gateway(config, store=store))) as url:
                     yield url, token

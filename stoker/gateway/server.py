@@ -48,9 +48,9 @@ def build_gateway(
         api_key=config.api_key,
         provider_factory=provider_factory,
         registry=registry,
-        cache_size=config.cache_size,
-        idle_ttl=config.idle_ttl,
-        max_message_chars=config.max_message_chars,
+        cache_size=config.limits.cache_size,
+        idle_ttl=config.limits.idle_ttl,
+        max_message_chars=config.limits.max_message_chars,
     )
 
 
@@ -58,7 +58,7 @@ def build_app(config: GatewayConfig, gateway: Gateway, *, close_store: bool = Tr
     return create_app(
         gateway,
         tokens=config.tokens,
-        max_body_bytes=config.max_body_bytes,
+        max_body_bytes=config.limits.max_body_bytes,
         close_store=close_store,
     )
 
