@@ -17,6 +17,7 @@ from stoker.agent.toolkits import Integrations
 from stoker.cache.explain import explain
 from stoker.cache.planner import CachePolicy
 from stoker.clock import Clock, FrozenClock, SystemClock
+from stoker.config import Config
 from stoker.errors import (
     AuthenticationError,
     ConfigError,
@@ -113,6 +114,7 @@ __all__ = [
     "Callbacks",
     "Clock",
     "Completion",
+    "Config",
     "ConfigError",
     "Conflict",
     "DelegateConfig",

@@ -17,6 +17,7 @@ from stoker.agent.review import ReviewConfig
 from stoker.cache.models import model_info
 from stoker.cache.pricing import total_cost, uncached_cost_usd
 from stoker.clock import Clock, SystemClock
+from stoker.config import Config
 from stoker.memory import (
     MemoryStore,
     SkillStore,
@@ -35,8 +36,6 @@ from stoker.wire.events import CacheRecorded, MemorySink
 from stoker.wire.messages import UserMessage
 from stoker.wire.record import CacheRecord
 from stoker.wire.request import Request
-
-DEMO_MODEL = "claude-sonnet-4-6"
 
 NOTES_CONTEXT = """\
 About the notes: they describe a release plan. The team ships on Fridays; every change is
@@ -134,19 +133,19 @@ class DemoModel:
         return self.rules.respond(request)
 
 
-def demo_agent(workdir: Path, home: Path, *, clock: Clock | None = None) -> Agent:
-    """The workspace assistant with memory and skills kept under `home`."""
+def demo_agent(workdir: Path, config: Config, *, clock: Clock | None = None) -> Agent:
+    """The workspace assistant with memory and skills kept in `config.home`."""
     clock = clock or SystemClock()
     memory, skills = (
-        MemoryStore(home / "memory", clock=clock),
-        SkillStore(home / "skills", clock=clock),
+        MemoryStore(config.memory_dir, clock=clock),
+        SkillStore(config.skills_dir, clock=clock),
     )
     registry = ToolRegistry(
         [workspace_toolset(workdir), memory_toolset(memory), skills_toolset(skills)]
     )
     return Agent(
         provider=SimProvider(engine=SimEngine(model=DemoModel()), clock=clock),
-        model=DEMO_MODEL,
+        model=config.model,
         registry=registry,
         system=WORKSPACE_SYSTEM,
         system_sections=(NOTES_CONTEXT, memory_section(memory), skills_section(skills)),
@@ -164,7 +163,9 @@ async def run_demo(workdir: Path | None = None, *, clock: Clock | None = None) -
     for name, text in SEED_FILES.items():
         (workdir / name).write_text(text, encoding="utf-8")
     sink = MemorySink()
-    session = demo_agent(workdir, workdir / ".stoker", clock=clock).session(store=sink)
+    # The demo's own home, not the user's: it must not read or write their memory.
+    config = Config.from_env({}, home=workdir / ".stoker")
+    session = demo_agent(workdir, config, clock=clock).session(store=sink)
     rows: list[DemoRow] = []
     reviews: list[ReviewCheck] = []
     answers: list[str] = []

@@ -7,11 +7,13 @@ from pathlib import Path
 
 import pytest
 
+from stoker.config import DEFAULT_LIMITS, GatewayLimits
 from stoker.errors import ConfigError
 from stoker.gateway.auth import TokenTable
-from stoker.gateway.config import load_config
+from stoker.gateway.config import GatewayConfig, load_config
 from stoker.gateway.errors import Unauthorized
 from stoker.gateway.providers import ProviderRoute, default_provider_factory
+from stoker.gateway.server import build_gateway
 from stoker.gateway.service import Gateway
 from stoker.gateway.settings import SessionSettings
 from stoker.providers.sim.provider import SimProvider
@@ -64,13 +66,35 @@ def test_a_config_file_with_the_environment_on_top(tmp_path: Path) -> None:
         "high",
         ("files",),
     )
-    assert (config.max_body_bytes, config.cache_size, config.idle_ttl) == (4096, 16, 60.0)
+    assert config.limits == GatewayLimits(
+        max_body_bytes=4096,
+        max_message_chars=DEFAULT_LIMITS.max_message_chars,
+        cache_size=16,
+        idle_ttl=60.0,
+    )
     assert config.api_key == "sk-secret-key-value"
     assert config.tokens.user_for("Bearer plain-token-for-alice") == "alice"
     assert config.tokens.user_for("Bearer bob-token") == "bob"
     shown = repr(config)
     assert "sk-secret" not in shown
     assert "plain-token" not in shown
+
+
+def test_without_a_file_the_database_and_key_come_from_the_given_environment(
+    tmp_path: Path,
+) -> None:
+    env = {"STOKER_HOME": str(tmp_path), "ANTHROPIC_API_KEY": "sk-ant-from-env"}
+    config = load_config(None, env={**env, "STOKER_GATEWAY_PROVIDER": "anthropic"})
+    assert config.database == str(tmp_path / "stoker.db")
+    assert config.api_key == "sk-ant-from-env"
+    assert config.limits == DEFAULT_LIMITS
+    dsn = "postgresql://stoker:hunter2-password@db/stoker"
+    config = load_config(None, env={"STOKER_DATABASE_URL": dsn})
+    assert config.database == dsn
+    assert config.api_key is None  # the simulator needs none
+    assert "hunter2" not in repr(config)
+    with pytest.raises(ConfigError, match="needs a database"):
+        build_gateway(GatewayConfig())  # built by hand: nothing picks a database behind it
 
 
 def test_tokens_are_hashed_when_loaded_and_never_kept(tmp_path: Path) -> None:

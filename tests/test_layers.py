@@ -18,7 +18,7 @@ ROOT = Path(stoker.__file__).parent
 LAYERS = {
     "errors": 0,
     "clock": 0,
-    "paths": 0,
+    "config": 0,
     "wire": 1,
     "tools": 2,
     "cache": 3,

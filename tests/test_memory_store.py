@@ -14,6 +14,7 @@ import pytest
 
 from stoker.agent.system_prompt import build_system_prompt
 from stoker.clock import FrozenClock
+from stoker.config import Config
 from stoker.memory import (
     DELIMITER,
     AmbiguousEntry,
@@ -183,14 +184,14 @@ def test_budgets_must_be_positive(tmp_path: Path) -> None:
         MemoryStore(tmp_path, memory_budget=0)
 
 
-def test_directory_from_argument_then_stoker_home_then_user_data_dir(tmp_path: Path) -> None:
+def test_directories_follow_the_settings_home_else_the_user_data_dir(tmp_path: Path) -> None:
     assert MemoryStore(tmp_path / "x").directory == tmp_path / "x"
-    home = MemoryStore(env={"STOKER_HOME": str(tmp_path / "home")})
-    assert home.directory == tmp_path / "home" / "memory"
-    default = MemoryStore(env={})
-    assert default.directory == Path(platformdirs.user_data_dir("stoker")) / "memory"
-    assert SkillStore(env={"STOKER_HOME": str(tmp_path / "home")}).directory == (
-        tmp_path / "home" / "skills"
+    config = Config.from_env({"STOKER_HOME": str(tmp_path / "home")})
+    assert MemoryStore(config.memory_dir).directory == tmp_path / "home" / "memory"
+    assert SkillStore(config.skills_dir).directory == tmp_path / "home" / "skills"
+    default = Config.from_env({})
+    assert MemoryStore(default.memory_dir).directory == (
+        Path(platformdirs.user_data_dir("stoker")) / "memory"
     )
     assert list(tmp_path.iterdir()) == []  # nothing is created until the first write
 

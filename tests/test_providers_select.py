@@ -1,9 +1,10 @@
-"""Provider strings: every documented form, keys from the environment, clear refusals."""
+"""Provider strings: every documented form, keys from the settings, clear refusals."""
 
 from __future__ import annotations
 
 import pytest
 
+from stoker.config import Config
 from stoker.errors import ConfigError
 from stoker.providers.anthropic import AnthropicProvider
 from stoker.providers.openai import QUIRKS, OpenAIProvider
@@ -12,20 +13,21 @@ from stoker.providers.sim.provider import SimProvider
 
 KEY = "sk-select-test-8c1e0b7a"
 ENV = {"ANTHROPIC_API_KEY": KEY, "OPENAI_API_KEY": KEY}
+NONE = Config.from_env({})
 
 
 @pytest.mark.parametrize(
     ("spec", "model"), [("sim:", None), ("", None), ("sim:gpt-5.6", "gpt-5.6")]
 )
 def test_sim_is_the_default_and_needs_no_key(spec: str, model: str | None) -> None:
-    choice = select_provider(spec, env={})
+    choice = select_provider(spec)
     assert isinstance(choice.provider, SimProvider)
     assert choice.model == model
 
 
-def test_anthropic_reads_its_key_and_base_url_from_the_environment() -> None:
-    env = {**ENV, "ANTHROPIC_BASE_URL": "http://127.0.0.1:9/"}
-    choice = select_provider("anthropic:claude-sonnet-4-6", env=env)
+def test_anthropic_takes_its_key_and_base_url_from_the_settings() -> None:
+    config = Config.from_env({**ENV, "ANTHROPIC_BASE_URL": "http://127.0.0.1:9/"})
+    choice = select_provider("anthropic:claude-sonnet-4-6", config=config)
     assert isinstance(choice.provider, AnthropicProvider)
     assert (choice.provider.name, choice.model) == ("anthropic", "claude-sonnet-4-6")
     assert choice.provider.base_url == "http://127.0.0.1:9/"
@@ -35,14 +37,15 @@ def test_anthropic_reads_its_key_and_base_url_from_the_environment() -> None:
     ("spec", "api"), [("openai:gpt-5.5", "responses"), ("openai-chat:gpt-5.5", "chat")]
 )
 def test_openai_picks_the_api(spec: str, api: str) -> None:
-    choice = select_provider(spec, env={**ENV, "OPENAI_BASE_URL": "http://127.0.0.1:9/v1"})
+    config = Config.from_env({**ENV, "OPENAI_BASE_URL": "http://127.0.0.1:9/v1"})
+    choice = select_provider(spec, config=config)
     assert isinstance(choice.provider, OpenAIProvider)
     assert (choice.provider.name, choice.provider.api, choice.model) == ("openai", api, "gpt-5.5")
     assert choice.provider.base_url == "http://127.0.0.1:9/v1"
 
 
 def test_openai_compatible_takes_url_and_model_and_works_without_a_key() -> None:
-    choice = select_provider("openai-compatible:http://127.0.0.1:8000/v1#qwen3-8b", env={})
+    choice = select_provider("openai-compatible:http://127.0.0.1:8000/v1#qwen3-8b", config=NONE)
     provider = choice.provider
     assert isinstance(provider, OpenAIProvider)
     assert (provider.name, provider.api, provider.base_url) == (
@@ -65,12 +68,13 @@ def test_openai_compatible_takes_url_and_model_and_works_without_a_key() -> None
         ("gemini:pro", "unknown provider 'gemini'"),
     ],
 )
-def test_refusals_say_what_to_do(spec: str, message: str) -> None:
+@pytest.mark.parametrize("config", [None, NONE])
+def test_refusals_say_what_to_do(spec: str, message: str, config: Config | None) -> None:
     with pytest.raises(ConfigError, match=message):
-        select_provider(spec, env={})
+        select_provider(spec, config=config)
 
 
 def test_the_key_never_shows_in_a_provider_repr() -> None:
     for spec in ("anthropic:claude-sonnet-4-6", "openai:gpt-5.5"):
-        provider = select_provider(spec, env=ENV).provider
+        provider = select_provider(spec, config=Config.from_env(ENV)).provider
         assert KEY not in repr(provider)

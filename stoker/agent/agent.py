@@ -25,6 +25,7 @@ from stoker.agent.toolkits import Integrations, use_toolkit_tool
 from stoker.cache.models import ModelInfo
 from stoker.cache.planner import CachePolicy
 from stoker.clock import Clock, SystemClock
+from stoker.config import Config
 from stoker.errors import ConfigError, ToolError
 from stoker.providers.base import Provider
 from stoker.providers.select import select_provider
@@ -45,7 +46,9 @@ class Agent:
 
     `model` is "PROVIDER:MODEL" ("anthropic:claude-sonnet-4-6", "openai:gpt-5.6",
     "sim:claude-sonnet-4-6"; see `stoker.providers.select`), or a bare model name when
-    `provider` is given. `async with agent:` closes the provider's connections at the end.
+    `provider` is given. A provider that needs a key takes it from `config`
+    (`Config.from_env(os.environ)` at your program's edge). `async with agent:` closes
+    the provider's connections at the end.
     """
 
     model: str = field(kw_only=False)
@@ -66,6 +69,7 @@ class Agent:
     review: ReviewConfig | None = None
     integrations: Integrations | None = field(default=None, compare=False)
     clock: Clock = field(default_factory=SystemClock, compare=False)
+    config: Config | None = field(default=None, compare=False, repr=False)  # keys, base URLs
     name: str = "agent"  # what kind of agent this is; a session resumes only with its own
     platform: str = "library"  # where the agent runs ("cli", "gateway", ...), for provenance
 
@@ -78,7 +82,7 @@ class Agent:
                 f"'anthropic:{self.model}', 'openai:{self.model}' or 'sim:{self.model}' (the "
                 "simulator), or pass provider=..."
             )
-        choice = select_provider(self.model, clock=self.clock)
+        choice = select_provider(self.model, config=self.config, clock=self.clock)
         if not choice.model:
             raise ConfigError(f"{self.model!r} names no model; write PROVIDER:MODEL")
         object.__setattr__(self, "provider", choice.provider)

@@ -18,6 +18,7 @@ from rich.table import Table
 from stoker.agent.agent import Agent
 from stoker.agent.delegate import delegate_tool
 from stoker.agent.toolkits import Integrations
+from stoker.config import DEFAULT_MODEL
 from stoker.integrations import (
     IntegrationContext,
     PluginToolkit,
@@ -63,7 +64,7 @@ class FirstTurnRow:
 async def _first_turn(cache: ToolkitCache, toolkit: SlowToolkit) -> float:
     agent = Agent(
         provider=SimProvider(keep_requests=False),
-        model="claude-sonnet-4-6",
+        model=DEFAULT_MODEL,
         tools=[delegate_tool()],
         integrations=Integrations(registry=ToolkitRegistry([toolkit]), cache=cache),
     )

@@ -18,6 +18,7 @@ from typing import Any
 from rich.table import Table
 
 from stoker.agent.agent import Agent
+from stoker.config import DEFAULT_MODEL
 from stoker.providers.sim.engine import SimEngine, SimResult
 from stoker.providers.sim.provider import SimProvider
 from stoker.wire.blocks import TextBlock
@@ -51,9 +52,7 @@ class OverheadRow:
 
 async def _measure(history: int, turns: int) -> OverheadRow:
     engine = _TimedEngine()
-    agent = Agent(
-        provider=SimProvider(engine=engine, keep_requests=False), model="claude-sonnet-4-6"
-    )
+    agent = Agent(provider=SimProvider(engine=engine, keep_requests=False), model=DEFAULT_MODEL)
     seeded: list[Message] = []
     for i in range(history // 2):  # history without provider calls
         seeded.append(UserMessage(content=(TextBlock(text=f"question {i}"),)))

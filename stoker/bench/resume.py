@@ -21,6 +21,7 @@ from pathlib import Path
 from rich.table import Table
 
 from stoker.agent.agent import Agent
+from stoker.config import DEFAULT_MODEL
 from stoker.providers.sim.provider import SimProvider
 from stoker.store.base import SqlEventStore
 from stoker.store.postgres import PostgresStore
@@ -62,7 +63,7 @@ def _record(sid: str, seq: int, count: int) -> CacheRecord:
         seq=seq,
         role="main",
         provider="sim",
-        model="claude-sonnet-4-6",
+        model=DEFAULT_MODEL,
         started_at=float(seq),
         fingerprints=SlotFingerprints(
             params="p",
@@ -122,7 +123,7 @@ def session_events(agent: Agent, sid: str, n_events: int) -> list[Event]:
 
 
 async def _measure(backend: str, opener: Callable[[], SqlEventStore], runs: int) -> list[ResumeRow]:
-    agent = Agent(provider=SimProvider(), model="claude-sonnet-4-6", tools=[lookup])
+    agent = Agent(provider=SimProvider(), model=DEFAULT_MODEL, tools=[lookup])
     rows = []
     for size in SIZES:
         sid = f"bench-{size}-{uuid.uuid4().hex[:8]}"

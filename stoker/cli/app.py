@@ -13,8 +13,10 @@ from stoker.bench.firstturn import firstturn_table, run_firstturn
 from stoker.bench.overhead import overhead_table, run_overhead
 from stoker.cli.render import cost_text, records_table
 from stoker.cli.serve import bench_gateway, serve
-from stoker.cli.sessions import DB_HELP, chat, sessions_app
+from stoker.cli.sessions import DB_HELP, PROVIDER_HELP, chat, sessions_app
+from stoker.cli.settings import settings
 from stoker.cli.sim import sim_app
+from stoker.config import DEFAULT_MODEL, DEFAULT_PROVIDER
 from stoker.demo import run_demo
 from stoker.errors import StokerError
 from stoker.run import run_once
@@ -60,13 +62,9 @@ def demo() -> None:
 @app.command()
 def run(
     prompt: str = typer.Argument(..., help="What to ask."),
-    model: str = typer.Option("claude-sonnet-4-6", help="Model, when --provider names none."),
+    model: str = typer.Option(DEFAULT_MODEL, help="Model, when --provider names none."),
     workdir: str = typer.Option(".", help="Folder the workspace tools may read."),
-    provider: str = typer.Option(
-        "sim:",
-        help="sim:, anthropic:MODEL, openai:MODEL, openai-chat:MODEL or "
-        "openai-compatible:URL#MODEL (a model named here wins over --model).",
-    ),
+    provider: str = typer.Option(DEFAULT_PROVIDER, help=PROVIDER_HELP),
     session: str = typer.Option(
         None, "--session", help="Run the turn in this stored session (created if new)."
     ),
@@ -77,11 +75,9 @@ def run(
         result = asyncio.run(
             run_once(
                 prompt,
-                model=model,
+                config=settings(db=db, provider=provider, model=model),
                 workdir=Path(workdir),
-                provider=provider,
                 session_id=session,
-                db=db,
             )
         )
     except StokerError as exc:

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import os
 
 import typer
 from rich.console import Console
 
+from stoker.config import DEFAULT_LIMITS
 from stoker.errors import ConfigError
 
 console = Console()
@@ -24,7 +26,7 @@ def serve(
     from stoker import gateway
 
     try:
-        settings = gateway.load_config(config)
+        settings = gateway.load_config(config, env=os.environ)
     except ConfigError as exc:
         console.print(f"[red]error:[/] {exc}")
         raise typer.Exit(1) from exc
@@ -57,10 +59,12 @@ def bench_gateway(
     from stoker.bench.gateway import gateway_table, run_gateway_bench
     from stoker.gateway.local import local_gateway
 
-    with local_gateway(cache_size=max(128, sessions), postgres=postgres, process=True) as (
-        url,
-        token,
-    ):
+    with local_gateway(
+        cache_size=max(DEFAULT_LIMITS.cache_size, sessions),
+        postgres=postgres,
+        process=True,
+        env=os.environ,
+    ) as (url, token):
         result = asyncio.run(run_gateway_bench(url, token, sessions=sessions, messages=messages))
     console.print(gateway_table(result))
     if result.lost or result.failed or result.out_of_order:

@@ -13,6 +13,8 @@ from rich.console import Console
 from rich.table import Table
 
 from stoker.cli.render import cost_text, records_table
+from stoker.cli.settings import settings
+from stoker.config import DEFAULT_MODEL, DEFAULT_PROVIDER, Config
 from stoker.errors import StokerError
 from stoker.run import default_agent
 from stoker.sessions import export_session, show_session
@@ -28,13 +30,18 @@ console = Console()
 
 DB_HELP = (
     "Session database: a path or postgresql:// URL "
-    "(default: STOKER_DATABASE_URL, else STOKER_DB, else the user data dir)."
+    "(default: STOKER_DATABASE_URL, else STOKER_DB, else stoker.db in STOKER_HOME, "
+    "else in the user data dir)."
+)
+PROVIDER_HELP = (
+    "sim:, anthropic:MODEL, openai:MODEL, openai-chat:MODEL or openai-compatible:URL#MODEL "
+    "(a model named here wins over --model)."
 )
 
 
-def _with_store(db: str | None, job: Callable[[SqlEventStore], Awaitable[T]]) -> T:
+def _with_store(config: Config, job: Callable[[SqlEventStore], Awaitable[T]]) -> T:
     async def run() -> T:
-        store = open_store(db)
+        store = open_store(config.database)
         try:
             return await job(store)
         finally:
@@ -54,7 +61,7 @@ def _when(ts: float) -> str:
 @sessions_app.command("list")
 def list_(db: str = typer.Option(None, help=DB_HELP), limit: int = typer.Option(50)) -> None:
     """The most recently updated sessions."""
-    rows = _with_store(db, lambda s: s.list_sessions(limit=limit))
+    rows = _with_store(settings(db=db), lambda s: s.list_sessions(limit=limit))
     table = Table(title="sessions", title_justify="left")
     for col in ("id", "role", "model", "messages", "updated", "title"):
         table.add_column(col)
@@ -66,7 +73,7 @@ def list_(db: str = typer.Option(None, help=DB_HELP), limit: int = typer.Option(
 @sessions_app.command()
 def show(session_id: str, db: str = typer.Option(None, help=DB_HELP)) -> None:
     """History, tokens and cost per turn."""
-    view = _with_store(db, lambda s: show_session(s, session_id))
+    view = _with_store(settings(db=db), lambda s: show_session(s, session_id))
     console.print(f"[bold]{view.id}[/] ({view.role}, {view.model})")
     for t in view.turns:
         tools = f" [dim]tools: {', '.join(t.tools)}[/]" if t.tools else ""
@@ -89,14 +96,14 @@ def show(session_id: str, db: str = typer.Option(None, help=DB_HELP)) -> None:
 @sessions_app.command()
 def export(session_id: str, db: str = typer.Option(None, help=DB_HELP)) -> None:
     """Every event of a session as JSON lines on standard output."""
-    for line in _with_store(db, lambda s: export_session(s, session_id)):
+    for line in _with_store(settings(db=db), lambda s: export_session(s, session_id)):
         typer.echo(line)
 
 
 @sessions_app.command("rm")
 def remove(session_id: str, db: str = typer.Option(None, help=DB_HELP)) -> None:
     """Delete a session and its forks."""
-    if not _with_store(db, lambda s: s.delete(session_id)):
+    if not _with_store(settings(db=db), lambda s: s.delete(session_id)):
         console.print(f"[red]error:[/] no session {session_id!r}")
         raise typer.Exit(1)
     console.print(f"removed {session_id}")
@@ -105,16 +112,15 @@ def remove(session_id: str, db: str = typer.Option(None, help=DB_HELP)) -> None:
 def chat(
     resume: str = typer.Option(None, "--resume", help="Continue a stored session by id."),
     db: str = typer.Option(None, help=DB_HELP),
-    model: str = typer.Option("claude-sonnet-4-6", help="Model (the simulator serves it)."),
+    model: str = typer.Option(DEFAULT_MODEL, help="Model, when --provider names none."),
     workdir: str = typer.Option(".", help="Folder the workspace tools may read."),
-    provider: str = typer.Option(
-        "sim:", help="sim:, anthropic:MODEL, openai:MODEL or openai-compatible:URL#MODEL."
-    ),
+    provider: str = typer.Option(DEFAULT_PROVIDER, help=PROVIDER_HELP),
 ) -> None:
     """A conversation in the terminal, stored as it goes. /exit or Ctrl-D ends it."""
+    config = settings(db=db, provider=provider, model=model)
 
     async def run(store: SqlEventStore) -> None:
-        agent = default_agent(model=model, workdir=Path(workdir), provider=provider)
+        agent = default_agent(config=config, workdir=Path(workdir))
         session = await agent.open(store, resume, create=resume is None)
         console.print(f"[dim]session {session.id} — /exit to leave[/]")
         while True:
@@ -131,4 +137,4 @@ def chat(
             console.print(records_table([("chat", "-", r) for r in result.records], title=""))
         console.print(f"[dim]resume with: stoker chat --resume {session.id}[/]")
 
-    _with_store(db, run)
+    _with_store(config, run)

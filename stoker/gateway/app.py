@@ -19,6 +19,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from stoker.agent.session import Callbacks
+from stoker.config import DEFAULT_LIMITS
 from stoker.errors import StokerError
 from stoker.gateway.auth import TokenTable
 from stoker.gateway.dashboard import page as dashboard_page
@@ -148,7 +149,7 @@ def create_app(
     gateway: Gateway,
     *,
     tokens: TokenTable,
-    max_body_bytes: int = 1_048_576,
+    max_body_bytes: int = DEFAULT_LIMITS.max_body_bytes,
     close_store: bool = False,
 ) -> Starlette:
     """The gateway's ASGI app. `close_store`: close the store when the app shuts down."""

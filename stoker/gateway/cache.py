@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from stoker.config import DEFAULT_LIMITS
 from stoker.gateway.settings import SessionSettings
 
 if TYPE_CHECKING:
@@ -47,8 +48,8 @@ class AgentCache:
     def __init__(
         self,
         *,
-        max_size: int = 128,
-        idle_ttl: float = 3600.0,
+        max_size: int = DEFAULT_LIMITS.cache_size,
+        idle_ttl: float = DEFAULT_LIMITS.idle_ttl,
         now: Callable[[], float] = time.monotonic,
     ) -> None:
         self.max_size = max_size

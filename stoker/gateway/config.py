@@ -2,7 +2,7 @@
 
     host = "127.0.0.1"
     port = 8765
-    database = "postgresql://stoker@db/stoker"   # or a SQLite path; default: STOKER_DB...
+    database = "postgresql://stoker@db/stoker"   # or a SQLite path; default: Config.database
 
     [agent]                       # the defaults every new session starts from
     provider = "sim"              # sim | anthropic | openai | openai-compatible
@@ -13,7 +13,7 @@
     reasoning = "high"            # optional effort
     workspace = "notes"           # optional: read-only workspace tools, shared by all users
 
-    [limits]
+    [limits]                      # defaults: stoker.config.GatewayLimits
     max_body_bytes = 1048576
     max_message_chars = 100000
 
@@ -26,12 +26,13 @@
     token_sha256 = "..."          # or token = "..." (hashed when loaded, never kept)
 
 Environment variables override the file: STOKER_GATEWAY_HOST, _PORT, _DATABASE,
-_PROVIDER, _MODEL, _BASE_URL, _API_KEY and _TOKENS ("alice=TOKEN,bob=sha256:HEX").
+_PROVIDER, _MODEL, _BASE_URL, _API_KEY and _TOKENS ("alice=TOKEN,bob=sha256:HEX"). The
+environment is the caller's to give (`stoker serve` passes its own); the database and
+the provider key default to what `stoker.config.Config.from_env` resolves from it.
 """
 
 from __future__ import annotations
 
-import os
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -41,20 +42,22 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from stoker.agent.system_prompt import DEFAULT_SYSTEM
+from stoker.config import DEFAULT_LIMITS, Config, GatewayLimits, repr_without_secrets
 from stoker.errors import ConfigError
 from stoker.gateway.auth import TokenTable, token_digest
 from stoker.gateway.settings import SessionSettings, parse_reasoning
-
-_KEY_ENV = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY"}
 
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+_SESSION = SessionSettings()  # the file's [agent] defaults are the library's
+
+
 class _Agent(_Strict):
-    provider: str = "sim"
-    model: str = "claude-sonnet-4-6"
+    provider: str = _SESSION.provider
+    model: str = _SESSION.model
     base_url: str | None = None
     api_mode: str | None = None
     api_key_env: str | None = None
@@ -65,18 +68,18 @@ class _Agent(_Strict):
     disabled_toolsets: list[str] = []
     reasoning: str | None = None
     thinking_budget: int | None = Field(default=None, ge=1024)
-    max_tokens: int = Field(default=4096, ge=1)
+    max_tokens: int = Field(default=_SESSION.max_tokens, ge=1)
     workspace: str | None = None
 
 
 class _Limits(_Strict):
-    max_body_bytes: int = Field(default=1_048_576, ge=1024)
-    max_message_chars: int = Field(default=100_000, ge=1)
+    max_body_bytes: int = Field(default=DEFAULT_LIMITS.max_body_bytes, ge=1024)
+    max_message_chars: int = Field(default=DEFAULT_LIMITS.max_message_chars, ge=1)
 
 
 class _Cache(_Strict):
-    size: int = Field(default=128, ge=1)
-    idle_ttl_seconds: float = Field(default=3600.0, gt=0)
+    size: int = Field(default=DEFAULT_LIMITS.cache_size, ge=1)
+    idle_ttl_seconds: float = Field(default=DEFAULT_LIMITS.idle_ttl, gt=0)
 
 
 class _User(_Strict):
@@ -97,19 +100,24 @@ class _File(_Strict):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class GatewayConfig:
-    """Resolved settings of one gateway process. The provider key is not shown by repr."""
+    """Resolved settings of one gateway process. Its repr shows neither the provider key
+    nor a database password, so it can be logged.
+
+    `database` None means the caller hands `build_gateway` its store; `load_config`
+    always resolves one.
+    """
 
     host: str = "127.0.0.1"
     port: int = 8765
-    database: str | None = None  # None: STOKER_DATABASE_URL, else STOKER_DB, else the data dir
+    database: str | None = None
     defaults: SessionSettings = field(default_factory=SessionSettings)
     api_key: str | None = field(default=None, repr=False)
     tokens: TokenTable = field(default_factory=lambda: TokenTable({}))
-    max_body_bytes: int = 1_048_576
-    max_message_chars: int = 100_000
-    cache_size: int = 128
-    idle_ttl: float = 3600.0
+    limits: GatewayLimits = DEFAULT_LIMITS
     workspace: Path | None = None
+
+    def __repr__(self) -> str:
+        return repr_without_secrets(self)
 
 
 def _tokens(users: list[_User], env_value: str | None) -> TokenTable:
@@ -134,11 +142,10 @@ def _path(base: Path, value: str) -> Path:
     return p if p.is_absolute() else base / p
 
 
-def load_config(
-    path: str | Path | None = None, *, env: Mapping[str, str] | None = None
-) -> GatewayConfig:
-    """Settings from `path` (optional) with the environment on top."""
-    env = os.environ if env is None else env
+def load_config(path: str | Path | None, *, env: Mapping[str, str]) -> GatewayConfig:
+    """Settings from `path` (None: no file) with `env` on top (the caller's environment;
+    `stoker serve` passes its own)."""
+    settings = Config.from_env(env)
     raw: dict[str, Any] = {}
     base = Path.cwd()
     if path is not None:
@@ -176,8 +183,9 @@ def load_config(
     )
     if a.reasoning:
         defaults = replace(defaults, **parse_reasoning(a.reasoning))
-    key_env = a.api_key_env or _KEY_ENV.get(defaults.provider.split("-")[0])
-    api_key = env.get("STOKER_GATEWAY_API_KEY") or (env.get(key_env) if key_env else None)
+    api_key = env.get("STOKER_GATEWAY_API_KEY") or (
+        env.get(a.api_key_env) if a.api_key_env else settings.api_key_for(defaults.provider)
+    )
     database = env.get("STOKER_GATEWAY_DATABASE") or f.database
     if database and "://" not in database:
         database = str(_path(base, database))
@@ -187,13 +195,15 @@ def load_config(
     return GatewayConfig(
         host=env.get("STOKER_GATEWAY_HOST") or f.host,
         port=int(port) if port else f.port,
-        database=database,
+        database=database or settings.database,
         defaults=defaults,
         api_key=api_key or None,
         tokens=_tokens(f.users, env.get("STOKER_GATEWAY_TOKENS")),
-        max_body_bytes=f.limits.max_body_bytes,
-        max_message_chars=f.limits.max_message_chars,
-        cache_size=f.cache.size,
-        idle_ttl=f.cache.idle_ttl_seconds,
+        limits=GatewayLimits(
+            max_body_bytes=f.limits.max_body_bytes,
+            max_message_chars=f.limits.max_message_chars,
+            cache_size=f.cache.size,
+            idle_ttl=f.cache.idle_ttl_seconds,
+        ),
         workspace=_path(base, a.workspace) if a.workspace else None,
     )

@@ -4,13 +4,13 @@ One user with a random token, the simulator at 0 ms, a temporary SQLite file or 
 throwaway PostgreSQL schema (created here, dropped on exit). In a thread of this process
 (fast to start; the tests use it) or in a child `stoker serve` process, so a load
 generator in this process does not share the gateway's interpreter lock and the
-gateway's timings are its own (the benchmark uses that).
+gateway's timings are its own (the benchmark uses that). The child's environment is the
+caller's to give: this module reads none.
 """
 
 from __future__ import annotations
 
 import asyncio
-import os
 import secrets
 import socket
 import subprocess
@@ -18,12 +18,14 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 
 import httpx
 
+from stoker.config import DEFAULT_LIMITS
 from stoker.gateway.auth import TokenTable, token_digest
 from stoker.gateway.config import GatewayConfig
 from stoker.gateway.server import build_app, build_gateway, serve_in_thread
@@ -36,9 +38,17 @@ USER = "bench"
 
 @contextmanager
 def local_gateway(
-    *, cache_size: int = 128, postgres: str | None = None, process: bool = False
+    *,
+    cache_size: int = DEFAULT_LIMITS.cache_size,
+    postgres: str | None = None,
+    process: bool = False,
+    env: Mapping[str, str] | None = None,
 ) -> Iterator[tuple[str, str]]:
-    """Yields (base URL, bearer token) of a gateway that lives as long as the block."""
+    """Yields (base URL, bearer token) of a gateway that lives as long as the block.
+
+    `env` is the child process's environment (`process=True`; None: an empty one), less
+    any STOKER_GATEWAY_* variable, so the config file written here decides.
+    """
     token = secrets.token_urlsafe(32)
     with tempfile.TemporaryDirectory(prefix="stoker-gateway-") as tmp:
         schema = f"bench_{uuid.uuid4().hex[:12]}" if postgres else None
@@ -48,11 +58,12 @@ def local_gateway(
         try:
             if process:
                 asyncio.run(_prepare(store))  # the schema must exist before the child connects
-                with _child(Path(tmp), token, cache_size, store) as url:
+                with _child(Path(tmp), token, cache_size, store, env or {}) as url:
                     yield url, token
             else:
                 config = GatewayConfig(
-                    tokens=TokenTable({token_digest(token): USER}), cache_size=cache_size
+                    tokens=TokenTable({token_digest(token): USER}),
+                    limits=replace(DEFAULT_LIMITS, cache_size=cache_size),
                 )
                 with serve_in_thread(build_app(config, build_gateway(config, store=store))) as url:
                     yield url, token
@@ -78,7 +89,9 @@ def _free_port() -> int:
 
 
 @contextmanager
-def _child(tmp: Path, token: str, cache_size: int, store: SqlEventStore) -> Iterator[str]:
+def _child(
+    tmp: Path, token: str, cache_size: int, store: SqlEventStore, env: Mapping[str, str]
+) -> Iterator[str]:
     port = _free_port()
     if isinstance(store, PostgresStore):
         database = (
@@ -95,9 +108,9 @@ def _child(tmp: Path, token: str, cache_size: int, store: SqlEventStore) -> Iter
         encoding="utf-8",
     )
     log = (tmp / "gateway.log").open("w")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("STOKER_GATEWAY_")}
+    own = {k: v for k, v in env.items() if not k.startswith("STOKER_GATEWAY_")}
     command = [sys.executable, "-m", "stoker", "serve", "--config", str(config)]
-    child = subprocess.Popen([*command, "--log-level", "warning"], stdout=log, stderr=log, env=env)
+    child = subprocess.Popen([*command, "--log-level", "warning"], stdout=log, stderr=log, env=own)
     url = f"http://127.0.0.1:{port}"
     try:
         _wait_ready(url, child, tmp / "gateway.log")

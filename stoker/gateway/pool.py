@@ -19,6 +19,7 @@ from typing import Any
 
 from stoker.agent.agent import Agent
 from stoker.clock import Clock, SystemClock
+from stoker.config import DEFAULT_LIMITS
 from stoker.gateway.agents import (
     GATEWAY_KEY,
     apply_changes,
@@ -63,8 +64,8 @@ class AgentPool:
         api_key: str | None = None,
         provider_factory: ProviderFactory = default_provider_factory,
         registry: ToolRegistry | None = None,
-        cache_size: int = 128,
-        idle_ttl: float = 3600.0,
+        cache_size: int = DEFAULT_LIMITS.cache_size,
+        idle_ttl: float = DEFAULT_LIMITS.idle_ttl,
         clock: Clock | None = None,
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from stoker.cache.models import ModelInfo
+from stoker.config import Config
 from stoker.gateway.timing import provider_call
 from stoker.providers.base import CallContext, Completion, Provider
 from stoker.providers.select import select_provider
@@ -37,16 +38,18 @@ _SIM_APIS = {"chat": "openai_chat", "responses": "openai_responses"}
 
 def default_provider_factory(route: ProviderRoute) -> Provider:
     """The simulator for "sim" (without keeping payloads: a server runs for days), else
-    `select_provider` with the route's key and base URL given as its environment."""
+    `select_provider` with the route's key and base URL as its settings."""
     if route.provider == "sim":
         api = _SIM_APIS.get(route.api_mode or "", route.api_mode or "openai_responses")
         return SimProvider(keep_requests=False, openai_api=api)
-    env: dict[str, str] = {}
-    for prefix in ("ANTHROPIC", "OPENAI"):
-        if route.api_key:
-            env[f"{prefix}_API_KEY"] = route.api_key
-        if route.base_url:
-            env[f"{prefix}_BASE_URL"] = route.base_url
+    # Only the credentials are used; the route, not the environment, supplies them.
+    config = Config.from_env(
+        {},
+        anthropic_api_key=route.api_key,
+        anthropic_base_url=route.base_url,
+        openai_api_key=route.api_key,
+        openai_base_url=route.base_url,
+    )
     kind = route.provider
     if kind == "openai" and route.api_mode == "chat":
         kind = "openai-chat"
@@ -55,7 +58,7 @@ def default_provider_factory(route: ProviderRoute) -> Provider:
         if kind == "openai-compatible"
         else f"{kind}:{route.model}"
     )
-    return select_provider(spec, env=env).provider
+    return select_provider(spec, config=config).provider
 
 
 class TimedProvider:

@@ -15,6 +15,7 @@ from contextlib import contextmanager
 import uvicorn
 from starlette.applications import Starlette
 
+from stoker.errors import ConfigError
 from stoker.gateway.app import create_app
 from stoker.gateway.config import GatewayConfig
 from stoker.gateway.providers import ProviderFactory, default_provider_factory
@@ -32,18 +33,24 @@ def build_gateway(
     provider_factory: ProviderFactory = default_provider_factory,
 ) -> Gateway:
     """A gateway as `config` describes it (the store from `config.database` unless given)."""
+    if store is None:
+        if config.database is None:
+            raise ConfigError(
+                "the gateway needs a database: set GatewayConfig.database or pass a store"
+            )
+        store = open_store(config.database)
     registry = None
     if config.workspace is not None:
         registry = ToolRegistry([workspace_toolset(config.workspace, writable=False)])
     return Gateway(
-        store=store if store is not None else open_store(config.database),
+        store=store,
         defaults=config.defaults,
         api_key=config.api_key,
         provider_factory=provider_factory,
         registry=registry,
-        cache_size=config.cache_size,
-        idle_ttl=config.idle_ttl,
-        max_message_chars=config.max_message_chars,
+        cache_size=config.limits.cache_size,
+        idle_ttl=config.limits.idle_ttl,
+        max_message_chars=config.limits.max_message_chars,
     )
 
 
@@ -51,7 +58,7 @@ def build_app(config: GatewayConfig, gateway: Gateway, *, close_store: bool = Tr
     return create_app(
         gateway,
         tokens=config.tokens,
-        max_body_bytes=config.max_body_bytes,
+        max_body_bytes=config.limits.max_body_bytes,
         close_store=close_store,
     )
 

@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 
 from stoker.agent.session import Callbacks
 from stoker.clock import Clock
+from stoker.config import DEFAULT_LIMITS
 from stoker.errors import SessionNotFound
 from stoker.gateway.cache import AgentCache
 from stoker.gateway.commands import Command
@@ -53,9 +54,9 @@ class Gateway:
         api_key: str | None = None,
         provider_factory: ProviderFactory = default_provider_factory,
         registry: ToolRegistry | None = None,
-        cache_size: int = 128,
-        idle_ttl: float = 3600.0,
-        max_message_chars: int = 100_000,
+        cache_size: int = DEFAULT_LIMITS.cache_size,
+        idle_ttl: float = DEFAULT_LIMITS.idle_ttl,
+        max_message_chars: int = DEFAULT_LIMITS.max_message_chars,
         clock: Clock | None = None,
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:

@@ -16,6 +16,7 @@ from typing import Any
 
 from stoker.agent.system_prompt import DEFAULT_SYSTEM
 from stoker.cache.models import ModelInfo
+from stoker.config import DEFAULT_MODEL, DEFAULT_PROVIDER
 from stoker.errors import ConfigError
 
 # What a user may choose per session; everything else is the operator's.
@@ -29,8 +30,8 @@ _OFF = frozenset({"off", "none", "default"})
 class SessionSettings:
     """Everything that shapes a session's agent or routes its calls (never a secret)."""
 
-    provider: str = "sim"
-    model: str = "claude-sonnet-4-6"
+    provider: str = DEFAULT_PROVIDER.removesuffix(":")  # a kind: the model is its own field
+    model: str = DEFAULT_MODEL
     base_url: str | None = None
     api_mode: str | None = None  # e.g. "openai_chat" / "openai_responses"
     toolsets: tuple[str, ...] | None = None  # None: every toolset of the registry

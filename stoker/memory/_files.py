@@ -1,5 +1,5 @@
-"""File discipline shared by the memory and skills stores: where they live, an exclusive
-lock held across read-modify-write, and atomic replacement.
+"""File discipline shared by the memory and skills stores: an exclusive lock held across
+read-modify-write, and atomic replacement.
 
 Two processes (a chat and a gateway, or a session and its background review in a
 worker thread) may write the same files; without the lock, both read the old file and
@@ -17,11 +17,10 @@ import stat
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from pathlib import Path
 
 from stoker.memory.errors import MemoryStoreError
-from stoker.paths import stoker_home
 
 logger = logging.getLogger(__name__)
 
@@ -55,11 +54,6 @@ else:
 
     def _unlock(fd: int) -> None:
         fcntl.flock(fd, fcntl.LOCK_UN)
-
-
-def stoker_home_dir(sub: str, env: Mapping[str, str] | None = None) -> Path:
-    """`<stoker home>/<sub>` (see `stoker.paths`); nothing is created until a write."""
-    return stoker_home(env) / sub
 
 
 @contextlib.contextmanager

@@ -26,12 +26,11 @@ import contextlib
 import json
 import logging
 import re
-from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from stoker.clock import Clock, SystemClock
-from stoker.memory._files import atomic_write, locked, read_text, stoker_home_dir
+from stoker.memory._files import atomic_write, locked, read_text
 from stoker.memory.errors import InvalidSkill, SkillExists, SkillNotFound
 from stoker.memory.provenance import Provenance, WriteRecord, append_record, read_log, timestamp
 
@@ -104,8 +103,8 @@ def parse_skill(name: str, text: str) -> Skill:
 class SkillStore:
     """Skill folders and their provenance log in one directory.
 
-    The directory is `directory`, else `$STOKER_HOME/skills`, else the user data
-    directory's `stoker/skills`; it is created on the first write. Writes are atomic
+    The directory is given (`Config.skills_dir` is `skills/` in the Stoker home); it is
+    created on the first write. Writes are atomic
     and serialized across processes, like the memory store's.
     """
 
@@ -113,14 +112,11 @@ class SkillStore:
 
     def __init__(
         self,
-        directory: Path | str | None = None,
+        directory: Path | str,
         *,
-        env: Mapping[str, str] | None = None,
         clock: Clock | None = None,
     ) -> None:
-        self.directory = (
-            Path(directory) if directory is not None else stoker_home_dir("skills", env)
-        )
+        self.directory = Path(directory)
         self._clock: Clock = clock if clock is not None else SystemClock()
 
     def __repr__(self) -> str:

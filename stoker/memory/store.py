@@ -30,7 +30,7 @@ from typing import Literal, get_args
 
 from stoker.clock import Clock, SystemClock
 from stoker.errors import ConfigError
-from stoker.memory._files import atomic_write, locked, read_text, stoker_home_dir
+from stoker.memory._files import atomic_write, locked, read_text
 from stoker.memory.errors import (
     AmbiguousEntry,
     BudgetExceeded,
@@ -93,8 +93,8 @@ class MemoryWrite:
 class MemoryStore:
     """MEMORY.md, USER.md and their provenance log in one directory.
 
-    The directory is `directory`, else `$STOKER_HOME/memory`, else the user data
-    directory's `stoker/memory`; it is created on the first write. Reads see writes at
+    The directory is given (`Config.memory_dir` is `memory/` in the Stoker home); it is
+    created on the first write. Reads see writes at
     once (tools must); a session freezes `snapshot()` once, when it is created, so its
     system prompt never moves (see `stoker.memory.sections`).
     """
@@ -103,19 +103,16 @@ class MemoryStore:
 
     def __init__(
         self,
-        directory: Path | str | None = None,
+        directory: Path | str,
         *,
         memory_budget: int = DEFAULT_MEMORY_BUDGET,
         user_budget: int = DEFAULT_USER_BUDGET,
-        env: Mapping[str, str] | None = None,
         clock: Clock | None = None,
     ) -> None:
         for name, value in (("memory_budget", memory_budget), ("user_budget", user_budget)):
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
                 raise ConfigError(f"{name} must be a positive number of characters, got {value!r}")
-        self.directory = (
-            Path(directory) if directory is not None else stoker_home_dir("memory", env)
-        )
+        self.directory = Path(directory)
         self._budgets: dict[Target, int] = {"memory": memory_budget, "user": user_budget}
         self._clock: Clock = clock if clock is not None else SystemClock()
 

@@ -1,30 +1,29 @@
 """A provider from one string, as a user types it on the command line or in a config file.
 
     sim:  /  sim:MODEL                        the embedded simulator (the default)
-    anthropic:MODEL                           Anthropic; ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL
-    openai:MODEL                              OpenAI Responses; OPENAI_API_KEY, OPENAI_BASE_URL
-    openai-chat:MODEL                         OpenAI Chat Completions; same variables
+    anthropic:MODEL                           Anthropic; anthropic_api_key, anthropic_base_url
+    openai:MODEL                              OpenAI Responses; openai_api_key, openai_base_url
+    openai-chat:MODEL                         OpenAI Chat Completions; the same settings
     openai-compatible:URL#MODEL               a vLLM / SGLang / llama.cpp / Ollama / OpenRouter
-                                              server's Chat Completions at URL (OPENAI_API_KEY
+                                              server's Chat Completions at URL (openai_api_key
                                               if set, else the placeholder "EMPTY" those accept)
 
-Keys come from the environment only: a key in a provider string would end up in shell
-history, process lists and logs.
+Keys and base URLs come from a `stoker.config.Config`, which the CLI resolves from the
+environment (ANTHROPIC_API_KEY, ...); never from the string: a key in a provider string
+would end up in shell history, process lists and logs. This module reads no environment.
 """
 
 from __future__ import annotations
 
-import os
-from collections.abc import Mapping
 from dataclasses import dataclass
 
 from stoker.clock import Clock
+from stoker.config import DEFAULT_PROVIDER, Config, env_var
 from stoker.errors import ConfigError
 from stoker.providers.base import Provider
 from stoker.providers.retry import RetryPolicy
 from stoker.providers.sim.provider import SimProvider
 
-DEFAULT = "sim:"
 KINDS = ("sim", "anthropic", "openai", "openai-chat", "openai-compatible")
 
 
@@ -36,34 +35,45 @@ class ProviderChoice:
     model: str | None = None
 
 
-def _key(env: Mapping[str, str], name: str, kind: str) -> str:
-    key = env.get(name, "").strip()
+def _key(key: str | None, field: str, kind: str) -> str:
     if not key:
-        raise ConfigError(f"--provider {kind}:... needs an API key: set {name}")
+        # Names the variable the CLI reads: that is where a user fixes it.
+        raise ConfigError(f"--provider {kind}:... needs an API key: set {env_var(field)}")
     return key
 
 
 def select_provider(
-    spec: str = DEFAULT,
+    spec: str = DEFAULT_PROVIDER,
     *,
-    env: Mapping[str, str] | None = None,
+    config: Config | None = None,
     clock: Clock | None = None,
     retry: RetryPolicy | None = None,
 ) -> ProviderChoice:
-    """The provider `spec` names (see the module docstring); `env` defaults to os.environ."""
-    env = os.environ if env is None else env
+    """The provider `spec` names (see the module docstring), with keys and base URLs from
+    `config`; without one, only providers that need no key can be chosen."""
     kind, _, rest = spec.strip().partition(":")
     model = rest.strip() or None
     if kind in ("", "sim"):
         sim = SimProvider(clock=clock) if clock is not None else SimProvider()
         return ProviderChoice(provider=sim, model=model)
+    # No settings, no keys: only the simulator and keyless servers can be chosen.
+    anthropic_key, anthropic_url, openai_key, openai_url = (
+        (
+            config.anthropic_api_key,
+            config.anthropic_base_url,
+            config.openai_api_key,
+            config.openai_base_url,
+        )
+        if config is not None
+        else (None, None, None, None)
+    )
     # The SDKs take a second to import: only a provider that uses one pays for it.
     if kind == "anthropic":
         from stoker.providers.anthropic import AnthropicProvider
 
         provider: Provider = AnthropicProvider(
-            api_key=_key(env, "ANTHROPIC_API_KEY", kind),
-            base_url=env.get("ANTHROPIC_BASE_URL") or None,
+            api_key=_key(anthropic_key, "anthropic_api_key", kind),
+            base_url=anthropic_url,
             clock=clock,
             retry=retry,
         )
@@ -72,23 +82,23 @@ def select_provider(
 
     if kind in ("openai", "openai-chat"):
         provider = OpenAIProvider(
-            api_key=_key(env, "OPENAI_API_KEY", kind),
+            api_key=_key(openai_key, "openai_api_key", kind),
             api="responses" if kind == "openai" else "chat",
-            base_url=env.get("OPENAI_BASE_URL") or None,
+            base_url=openai_url,
             clock=clock,
             retry=retry,
         )
         return ProviderChoice(provider=provider, model=model)
     if kind == "openai-compatible":
         url, _, name = rest.rpartition("#")
-        url = url.strip() or env.get("OPENAI_BASE_URL", "")
+        url = url.strip() or openai_url or ""
         if not url or not name.strip():
             raise ConfigError(
                 f"cannot read {spec!r}: write openai-compatible:URL#MODEL, "
                 "e.g. openai-compatible:http://127.0.0.1:8000/v1#qwen3-8b"
             )
         provider = OpenAIProvider(
-            api_key=env.get("OPENAI_API_KEY", "").strip() or "EMPTY",
+            api_key=openai_key or "EMPTY",
             api="chat",
             base_url=url.strip(),
             name="openai-compatible",

@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
 
+from stoker.config import redact_dsn
 from stoker.errors import StoreError
 from stoker.store.base import Op, SqlEventStore, StoreStats
 
@@ -20,11 +21,6 @@ _SAFE_SCHEMA = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 
 def _pg(sql: str) -> str:
     return sql.replace("?", "%s")
-
-
-def redact_dsn(dsn: str) -> str:
-    """The DSN without its password, for error messages."""
-    return re.sub(r"(://[^:/@]+):[^@]*@", r"\1:***@", dsn)
 
 
 class PostgresStore(SqlEventStore):

@@ -1,0 +1,15 @@
+"""The CLI's one read of the environment: each command resolves its settings here, once,
+with its flags on top, and passes the frozen `Config` down (library code reads none)."""
+
+from __future__ import annotations
+
+import os
+
+from stoker.config import Config
+
+
+def settings(
+    *, db: str | None = None, provider: str | None = None, model: str | None = None
+) -> Config:
+    """This command's settings: the process environment, then its flags (None: not given)."""
+    return Config.from_env(os.environ, database=db, provider=provider, model=model)

@@ -1,0 +1,175 @@
+"""Stoker's settings, resolved once at the edge into one frozen value that is passed down.
+
+Library code never reads the environment (`tests/test_config.py` keeps it so): the CLI
+and `stoker serve` call `Config.from_env(os.environ, ...)` once, with their flags on top,
+and hand the value to what they build. A program that embeds Stoker does the same, or
+builds a `Config` from its own settings. This module is the only place that knows these
+variables' names (the gateway's own STOKER_GATEWAY_* live with its file format, in
+`stoker.gateway.config`) and the only place that holds each default:
+
+    STOKER_HOME            where Stoker keeps its files (default: the user data dir)
+    STOKER_DATABASE_URL    the session store: a PostgreSQL DSN, ...
+    STOKER_DB              ... else a SQLite file (default: $STOKER_HOME/stoker.db)
+    ANTHROPIC_API_KEY      the providers' keys and base URLs (the keys are never shown by
+    ANTHROPIC_BASE_URL     repr, in logs or in error messages, and never stored)
+    OPENAI_API_KEY
+    OPENAI_BASE_URL
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+import platformdirs
+
+DEFAULT_MODEL = "claude-sonnet-4-6"
+"""The model a session uses when nothing names one (the simulator serves it too)."""
+
+DEFAULT_PROVIDER = "sim:"
+"""The provider spec used when nothing names one: the embedded simulator (no key, no
+network). See `stoker.providers.select` for the spec syntax."""
+
+DATABASE_FILE = "stoker.db"
+"""The SQLite file under the Stoker home when no database is named."""
+
+ENVIRONMENT: Mapping[str, tuple[str, ...]] = MappingProxyType(
+    {
+        "home": ("STOKER_HOME",),
+        "database": ("STOKER_DATABASE_URL", "STOKER_DB"),
+        "anthropic_api_key": ("ANTHROPIC_API_KEY",),
+        "anthropic_base_url": ("ANTHROPIC_BASE_URL",),
+        "openai_api_key": ("OPENAI_API_KEY",),
+        "openai_base_url": ("OPENAI_BASE_URL",),
+    }
+)
+"""Which variables set which `Config` field, the first one set winning."""
+
+
+def env_var(name: str) -> str:
+    """The variable a user sets for the `Config` field `name`, for messages that say what
+    to do ("set ANTHROPIC_API_KEY")."""
+    return ENVIRONMENT[name][0]
+
+
+def redact_dsn(location: str) -> str:
+    """The database location without its password, for reprs and error messages."""
+    return re.sub(r"(://[^:/@]+):[^@]*@", r"\1:***@", location)
+
+
+def repr_without_secrets(settings: Any) -> str:
+    """A settings dataclass's repr that can be logged: fields marked `repr=False` (keys)
+    are left out and a `database` location loses its password."""
+    shown = []
+    for f in fields(settings):
+        if f.repr:
+            value = getattr(settings, f.name)
+            if f.name == "database" and isinstance(value, str):
+                value = redact_dsn(value)
+            shown.append(f"{f.name}={value!r}")
+    return f"{type(settings).__name__}({', '.join(shown)})"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GatewayLimits:
+    """How much one gateway process accepts and keeps alive.
+
+    The one home of these defaults: the gateway's TOML schema, `Gateway`, `AgentPool`,
+    `AgentCache` and `create_app` all take theirs from `DEFAULT_LIMITS`, so a default
+    cannot differ between the file and the library.
+    """
+
+    max_body_bytes: int = 1_048_576  # larger request bodies get 413 before they are parsed
+    max_message_chars: int = 100_000  # longer user messages are refused (400)
+    cache_size: int = 128  # live agents kept in memory; more are rebuilt from the store
+    idle_ttl: float = 3600.0  # seconds an unused agent is kept
+
+
+DEFAULT_LIMITS = GatewayLimits()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Config:
+    """What the library needs from outside the program, resolved once.
+
+    `home` holds Stoker's files: the default SQLite database, `memory/` and `skills/`.
+    `database` is a SQLite path, `sqlite:///path` or a `postgresql://` DSN (its password
+    is masked in the repr). `provider` is a spec (`stoker.providers.select`), `model` the
+    model used when the spec names none. The keys are not part of the repr, so a config
+    can be logged; they reach only the provider that needs them.
+    """
+
+    home: Path
+    database: str
+    provider: str = DEFAULT_PROVIDER
+    model: str = DEFAULT_MODEL
+    anthropic_api_key: str | None = field(default=None, repr=False)
+    anthropic_base_url: str | None = None
+    openai_api_key: str | None = field(default=None, repr=False)
+    openai_base_url: str | None = None
+
+    def __repr__(self) -> str:
+        return repr_without_secrets(self)
+
+    @classmethod
+    def from_env(
+        cls,
+        env: Mapping[str, str],
+        *,
+        home: str | Path | None = None,
+        database: str | Path | None = None,
+        provider: str | None = None,
+        model: str | None = None,
+        anthropic_api_key: str | None = None,
+        anthropic_base_url: str | None = None,
+        openai_api_key: str | None = None,
+        openai_base_url: str | None = None,
+    ) -> Config:
+        """Settings from `env` (the caller's environment, e.g. `os.environ`, or `{}` for
+        none), with the arguments on top; an argument left as None was not given.
+
+        A variable set to an empty string counts as unset. The database follows the home:
+        with neither STOKER_DATABASE_URL nor STOKER_DB, it is `stoker.db` in the home.
+        """
+
+        def pick(name: str, given: str | Path | None) -> str | None:
+            if given is not None:
+                return str(given).strip() or None
+            for variable in ENVIRONMENT.get(name, ()):
+                value = env.get(variable, "").strip()
+                if value:
+                    return value
+            return None
+
+        root = pick("home", home)
+        resolved = Path(root).expanduser() if root else Path(platformdirs.user_data_dir("stoker"))
+        return cls(
+            home=resolved,
+            database=pick("database", database) or str(resolved / DATABASE_FILE),
+            provider=pick("provider", provider) or DEFAULT_PROVIDER,
+            model=pick("model", model) or DEFAULT_MODEL,
+            anthropic_api_key=pick("anthropic_api_key", anthropic_api_key),
+            anthropic_base_url=pick("anthropic_base_url", anthropic_base_url),
+            openai_api_key=pick("openai_api_key", openai_api_key),
+            openai_base_url=pick("openai_base_url", openai_base_url),
+        )
+
+    @property
+    def memory_dir(self) -> Path:
+        """Where `MemoryStore` keeps MEMORY.md and USER.md (created on the first write)."""
+        return self.home / "memory"
+
+    @property
+    def skills_dir(self) -> Path:
+        """Where `SkillStore` keeps one folder per skill (created on the first write)."""
+        return self.home / "skills"
+
+    def api_key_for(self, provider: str) -> str | None:
+        """The key of a provider kind or spec: anthropic..., openai... (all OpenAI APIs and
+        OpenAI-compatible servers share OPENAI_API_KEY); None for the simulator."""
+        family = provider.partition(":")[0].strip().split("-")[0]
+        return {"anthropic": self.anthropic_api_key, "openai": self.openai_api_key}.get(family)
