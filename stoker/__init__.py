@@ -9,11 +9,11 @@ import importlib
 
 from stoker.agent.agent import Agent
 from stoker.agent.delegate import DelegateConfig, delegate_tool
+from stoker.agent.integrations import Integrations
 from stoker.agent.loop import TurnResult
 from stoker.agent.review import ReviewConfig
 from stoker.agent.session import Callbacks, Session
 from stoker.agent.starts import INHERIT, Rebase
-from stoker.agent.toolkits import Integrations
 from stoker.cache.explain import explain
 from stoker.cache.planner import CachePolicy
 from stoker.clock import Clock, FrozenClock, SystemClock

@@ -29,8 +29,8 @@ from stoker.memory import (
 from stoker.providers.sim.engine import SimEngine
 from stoker.providers.sim.model import RuleModel, tool_call
 from stoker.providers.sim.provider import SimProvider
-from stoker.toolkits.workspace import WORKSPACE_SYSTEM, workspace_toolset
 from stoker.tools import ToolRegistry
+from stoker.toolsets.workspace import WORKSPACE_SYSTEM, workspace_toolset
 from stoker.wire.blocks import Block
 from stoker.wire.events import CacheRecorded, MemorySink
 from stoker.wire.messages import UserMessage

@@ -9,8 +9,8 @@ from stoker.agent.loop import TurnResult
 from stoker.config import Config
 from stoker.providers.select import select_provider
 from stoker.store import open_store
-from stoker.toolkits.workspace import WORKSPACE_SYSTEM, workspace_toolset
 from stoker.tools import ToolRegistry
+from stoker.toolsets.workspace import WORKSPACE_SYSTEM, workspace_toolset
 
 
 def default_agent(*, config: Config, workdir: Path) -> Agent:

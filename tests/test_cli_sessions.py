@@ -8,7 +8,7 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from stoker.cli import app
-from stoker.sessions import show_session
+from stoker.session_views import show_session
 from stoker.store.sqlite import SQLiteStore
 from tests.helpers import make_registry, sim_agent
 

@@ -6,7 +6,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from stoker.gateway.cache import AgentCache, CachedAgent
-from stoker.gateway.settings import SessionSettings
+from stoker.gateway.session_settings import SessionSettings
 
 
 class Clock:

@@ -15,7 +15,7 @@ from stoker.gateway.errors import Unauthorized
 from stoker.gateway.providers import ProviderRoute, default_provider_factory
 from stoker.gateway.server import build_gateway
 from stoker.gateway.service import Gateway
-from stoker.gateway.settings import SessionSettings
+from stoker.gateway.session_settings import SessionSettings
 from stoker.providers.sim.provider import SimProvider
 from stoker.store.sqlite import SQLiteStore
 

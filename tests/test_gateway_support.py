@@ -16,7 +16,7 @@ from stoker.gateway.app import create_app
 from stoker.gateway.auth import TokenTable, token_digest
 from stoker.gateway.providers import ProviderRoute
 from stoker.gateway.service import Gateway
-from stoker.gateway.settings import SessionSettings
+from stoker.gateway.session_settings import SessionSettings
 from stoker.providers.base import Provider
 from stoker.providers.sim.provider import SimProvider
 from stoker.store.base import SqlEventStore

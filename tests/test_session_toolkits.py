@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from stoker.agent.delegate import delegate_tool
-from stoker.agent.toolkits import Integrations
+from stoker.agent.integrations import Integrations
 from stoker.clock import FrozenClock
 from stoker.integrations import (
     IntegrationContext,

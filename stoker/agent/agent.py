@@ -16,12 +16,12 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Literal
 
+from stoker.agent.integrations import Integrations, use_toolkit_tool
 from stoker.agent.resume import ToolsMode
 from stoker.agent.review import ReviewConfig
 from stoker.agent.session import Session
 from stoker.agent.starts import new_start
 from stoker.agent.system_prompt import DEFAULT_SYSTEM, build_system_prompt
-from stoker.agent.toolkits import Integrations, use_toolkit_tool
 from stoker.cache.models import ModelInfo
 from stoker.cache.planner import CachePolicy
 from stoker.clock import Clock, SystemClock

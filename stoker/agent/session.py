@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
 from stoker.agent.delegate import Delegator, FanOut, running
+from stoker.agent.integrations import Integrations, ToolkitTracker
 from stoker.agent.loop import TurnResult, TurnSteps, run_turn
 from stoker.agent.resume import ToolsMode
 from stoker.agent.review import BackgroundReviews, ReviewConfig, ReviewOutcome
@@ -30,7 +31,6 @@ from stoker.agent.starts import (
     new_start,
     resume_start,
 )
-from stoker.agent.toolkits import Integrations, ToolkitTracker
 from stoker.cache.keys import lineage_cache_key
 from stoker.cache.planner import CachePolicy, plan
 from stoker.cache.pricing import cost_usd, total_cost

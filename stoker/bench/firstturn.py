@@ -17,7 +17,7 @@ from rich.table import Table
 
 from stoker.agent.agent import Agent
 from stoker.agent.delegate import delegate_tool
-from stoker.agent.toolkits import Integrations
+from stoker.agent.integrations import Integrations
 from stoker.config import DEFAULT_MODEL
 from stoker.integrations import (
     IntegrationContext,

@@ -17,7 +17,7 @@ from stoker.cli.settings import settings
 from stoker.config import DEFAULT_MODEL, DEFAULT_PROVIDER, Config
 from stoker.errors import StokerError
 from stoker.run import default_agent
-from stoker.sessions import export_session, show_session
+from stoker.session_views import export_session, show_session
 from stoker.store import open_store
 from stoker.store.base import SqlEventStore
 

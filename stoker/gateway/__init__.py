@@ -8,7 +8,8 @@ Only the CLI imports this package (a test keeps the layers pointing down).
     agents.py      agents from settings; declared breaks when a rebuild changes the prefix
     commands.py    /new /reset /clear /model /reasoning /compress /usage
     app.py         the ASGI routes; openai_compat.py, sse.py, dashboard.py, openapi.py
-    config.py      `stoker serve` settings (TOML + environment); server.py runs them
+    config.py      `stoker serve` configuration (TOML + environment); server.py runs it
+    session_settings.py  what one session's agent is made of (defaults + /model, /reasoning)
 """
 
 from stoker.gateway.app import create_app
@@ -16,7 +17,7 @@ from stoker.gateway.config import GatewayConfig, load_config
 from stoker.gateway.providers import ProviderFactory, ProviderRoute, default_provider_factory
 from stoker.gateway.server import build_app, build_gateway, serve, serve_in_thread
 from stoker.gateway.service import Gateway
-from stoker.gateway.settings import SessionSettings
+from stoker.gateway.session_settings import SessionSettings
 from stoker.gateway.signature import key_digest, signature
 
 __all__ = [

@@ -19,7 +19,7 @@ from stoker.agent.starts import INHERIT
 from stoker.agent.system_prompt import build_system_prompt
 from stoker.clock import Clock
 from stoker.errors import ConfigError
-from stoker.gateway.settings import SessionSettings
+from stoker.gateway.session_settings import SessionSettings
 from stoker.providers.base import Provider
 from stoker.tools import ToolRegistry
 from stoker.wire.stored import StoredSession

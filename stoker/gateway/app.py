@@ -38,7 +38,7 @@ from stoker.gateway.http import (
 from stoker.gateway.openai_compat import chat_completions, models
 from stoker.gateway.openapi import openapi_document
 from stoker.gateway.service import Gateway
-from stoker.gateway.settings import parse_reasoning
+from stoker.gateway.session_settings import parse_reasoning
 from stoker.gateway.sse import HEADERS as SSE_HEADERS
 from stoker.gateway.sse import encode, turn_events
 from stoker.gateway.timing import timed

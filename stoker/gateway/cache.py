@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from stoker.config import DEFAULT_LIMITS
-from stoker.gateway.settings import SessionSettings
+from stoker.gateway.session_settings import SessionSettings
 
 if TYPE_CHECKING:
     from stoker.agent.agent import Agent

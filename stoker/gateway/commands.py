@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING, Any
 
 from stoker.gateway.agents import GATEWAY_KEY, gateway_block
 from stoker.gateway.errors import BadRequest
-from stoker.gateway.settings import keeps_namespace, parse_reasoning
+from stoker.gateway.session_settings import keeps_namespace, parse_reasoning
 from stoker.gateway.views import Reply, usage_view
-from stoker.sessions import show_session
+from stoker.session_views import show_session
 
 if TYPE_CHECKING:
     from stoker.gateway.cache import CachedAgent

@@ -45,7 +45,7 @@ from stoker.agent.system_prompt import DEFAULT_SYSTEM
 from stoker.config import DEFAULT_LIMITS, Config, GatewayLimits, repr_without_secrets
 from stoker.errors import ConfigError
 from stoker.gateway.auth import TokenTable, token_digest
-from stoker.gateway.settings import SessionSettings, parse_reasoning
+from stoker.gateway.session_settings import SessionSettings, parse_reasoning
 
 
 class _Strict(BaseModel):

@@ -36,7 +36,7 @@ from stoker.gateway.providers import (
     TimedProvider,
     default_provider_factory,
 )
-from stoker.gateway.settings import OVERRIDABLE, SessionSettings, keeps_namespace
+from stoker.gateway.session_settings import OVERRIDABLE, SessionSettings, keeps_namespace
 from stoker.gateway.signature import key_digest, signature
 from stoker.gateway.sink import Head, SessionSink
 from stoker.providers.base import Provider

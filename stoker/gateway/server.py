@@ -22,8 +22,8 @@ from stoker.gateway.providers import ProviderFactory, default_provider_factory
 from stoker.gateway.service import Gateway
 from stoker.store import open_store
 from stoker.store.base import SqlEventStore
-from stoker.toolkits.workspace import workspace_toolset
 from stoker.tools import ToolRegistry
+from stoker.toolsets.workspace import workspace_toolset
 
 
 def build_gateway(

@@ -30,10 +30,10 @@ from stoker.gateway.providers import (
     ProviderFactory,
     default_provider_factory,
 )
-from stoker.gateway.settings import SessionSettings
+from stoker.gateway.session_settings import SessionSettings
 from stoker.gateway.sink import Head, read_head
 from stoker.gateway.views import Reply
-from stoker.sessions import SessionView, show_session
+from stoker.session_views import SessionView, show_session
 from stoker.store.base import SqlEventStore
 from stoker.tools import ToolRegistry
 from stoker.wire.stored import SessionSummary

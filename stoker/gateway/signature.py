@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 
-from stoker.gateway.settings import SessionSettings
+from stoker.gateway.session_settings import SessionSettings
 from stoker.wire.canonical import canonical_json
 
 

@@ -36,7 +36,7 @@ class SessionSink:
     """Forwards a session's events to the store, counting the ones for that session.
 
     It also stamps the gateway's fields (owner, settings) into the session's
-    `SessionCreated` config, and hands a session loaded beforehand to `Session.resume`
+    `SessionCreated` config, and hands a session loaded beforehand to `agent.open`
     so a rebuild reads the store once.
     """
 

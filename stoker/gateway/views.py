@@ -14,7 +14,7 @@ from typing import Any
 
 from stoker.agent.loop import TurnResult
 from stoker.cache.pricing import total_cost
-from stoker.sessions import SessionView
+from stoker.session_views import SessionView
 from stoker.wire.record import CacheRecord
 from stoker.wire.stored import SessionSummary
 from stoker.wire.usage import Usage
