@@ -16,6 +16,8 @@ and memoized on the message. Choices made here, and why:
   encrypted content; without it the item cannot be replayed statelessly. Items carry no
   `id`: ids refer to stored items and are rejected when `store` is false. When an effort
   is set, `include` asks for the encrypted content so the next turn can replay it.
+* `max_tokens == 0` (Anthropic's pre-warm) renders as `prompt_cache_options.prewarm`,
+  Responses' own way to write the cache and generate nothing; it parses back to 0.
 * Assistant text goes back as a plain `assistant` message (output parts cannot carry a
   breakpoint, so a breakpoint there moves back to the nearest user-side part).
 """
@@ -148,7 +150,10 @@ def render_request(request: Request) -> dict[str, Any]:
     if params.effort is not None:
         body["reasoning"] = {"effort": params.effort}
         body["include"] = ["reasoning.encrypted_content"]
-    body["max_output_tokens"] = request.max_tokens
+    if request.max_tokens == 0:  # a pre-warm: write the cache, generate nothing
+        body["prompt_cache_options"] = {"prewarm": True}
+    else:
+        body["max_output_tokens"] = request.max_tokens
     cache_fields(body, request)
     if request.stream:
         body["stream"] = True
@@ -196,6 +201,7 @@ def parse_request(body: dict[str, Any]) -> Request:
             tool_bytes(t["name"], t.get("description"), t.get("parameters"))
             for t in body.get("tools") or ()
         )
+        prewarm = bool((body.get("prompt_cache_options") or {}).get("prewarm"))
         params = CacheParams(
             model=body["model"],
             effort=(body.get("reasoning") or {}).get("effort"),
@@ -205,7 +211,7 @@ def parse_request(body: dict[str, Any]) -> Request:
         return Request(
             prefix=Prefix(params=params, tools=tools, system="\n".join(system)),
             messages=history.finish(),
-            max_tokens=int(body.get("max_output_tokens") or 0),
+            max_tokens=0 if prewarm else int(body.get("max_output_tokens") or 0),
             cache_key=body.get("prompt_cache_key"),
             cache_retention=body.get("prompt_cache_retention"),
             stream=bool(body.get("stream", False)),
