@@ -4,6 +4,10 @@ The in-process `SimProvider` and the HTTP server both call `SimEngine.handle`, s
 simulator always sees exactly what a provider would: the rendered payload, parsed back
 with the same dialect code. Cache accounting is the providers' exact algorithm
 (`stoker.cache.accounting`), keyed per workspace (API key) and model.
+
+A call costs what is new in it: messages parsed, blocks counted and hashed by earlier
+calls are found again in bounded memos, by content (any payload, HTTP included) or, for a
+`trusted` payload that is never mutated (what `SimProvider` renders), by identity.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from stoker.errors import ConfigError, InvalidRequest
 from stoker.providers.sim.model import RuleModel, SimModel
 from stoker.wire.blocks import Block, TextBlock, ThinkingBlock, ToolUseBlock
 from stoker.wire.dialects import dialect_module
+from stoker.wire.dialects._chain import ChainMemo
 from stoker.wire.messages import AssistantMessage, UserMessage
 from stoker.wire.request import Request
 from stoker.wire.usage import Usage
@@ -128,14 +133,25 @@ class SimEngine:
         default_factory=lambda: AnthropicAccountant(AnthropicSettings())
     )
     openai: OpenAIAccountant = field(default_factory=lambda: OpenAIAccountant(OpenAISettings()))
+    parsed: ChainMemo = field(default_factory=ChainMemo)
     _ids: itertools.count[int] = field(default_factory=itertools.count)
 
     def handle(
-        self, dialect: str, payload: dict[str, Any], *, at: float, workspace: str = "default"
+        self,
+        dialect: str,
+        payload: dict[str, Any],
+        *,
+        at: float,
+        workspace: str = "default",
+        trusted: bool = False,
     ) -> SimResult:
-        """Account the request's cache effect at time `at`, answer it, render the response."""
+        """Account the request's cache effect at time `at`, answer it, render the response.
+
+        `trusted`: the caller never mutates the payload's dicts (true of what the dialects
+        render), so parts seen in earlier calls may be recognized by identity.
+        """
         module = dialect_module(dialect)
-        request = module.parse_request(payload)
+        request = module.parse_request(payload, memo=self.parsed, trusted=trusted)
         model = request.prefix.params.model
         try:
             info = model_info(model)
@@ -151,9 +167,10 @@ class SimEngine:
         check_tool_pairing(request)
         prewarm = is_prewarm(dialect, payload, info)
         if dialect == "anthropic":
-            outcome = self.anthropic.account(payload, at=at, workspace=workspace)
+            outcome = self.anthropic.account(payload, at=at, workspace=workspace, trusted=trusted)
         else:
-            outcome = self.openai.account(payload, api=_API[dialect], at=at, org=workspace)  # type: ignore[arg-type]
+            api = _API[dialect]
+            outcome = self.openai.account(payload, api=api, at=at, org=workspace, trusted=trusted)  # type: ignore[arg-type]
         blocks = () if prewarm else self.model.respond(request)
         if prewarm:  # Anthropic says why nothing came back; a Responses pre-warm completes
             stop = "max_tokens" if dialect == "anthropic" else "end_turn"
