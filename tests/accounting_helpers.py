@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from stoker.cache.accounting._hashing import compact
 from stoker.cache.tokens import count_tokens
+from stoker.wire.dialects._chain import compact
 
 AUTO = {"type": "ephemeral"}
 SCHEMA = {"type": "object", "properties": {"path": {"type": "string"}}}

@@ -31,12 +31,10 @@ HISTORY_SIZES = (10, 100, 1000)
 class _TimedEngine(SimEngine):
     spent_ns: int = 0
 
-    def handle(
-        self, dialect: str, payload: dict[str, Any], *, at: float, workspace: str = "default"
-    ) -> SimResult:
+    def handle(self, dialect: str, payload: dict[str, Any], **options: Any) -> SimResult:
         start = time.perf_counter_ns()
         try:
-            return SimEngine.handle(self, dialect, payload, at=at, workspace=workspace)
+            return SimEngine.handle(self, dialect, payload, **options)
         finally:
             self.spent_ns += time.perf_counter_ns() - start
 

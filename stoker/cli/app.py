@@ -11,6 +11,7 @@ from rich.console import Console
 from stoker.bench import resume as resume_bench
 from stoker.bench.firstturn import firstturn_table, run_firstturn
 from stoker.bench.overhead import overhead_table, run_overhead
+from stoker.bench.sim import run_sim_bench, sim_table
 from stoker.cli.render import cost_text, records_table
 from stoker.cli.serve import bench_gateway, serve
 from stoker.cli.sessions import DB_HELP, PROVIDER_HELP, chat, sessions_app
@@ -94,6 +95,14 @@ def bench_overhead(
 ) -> None:
     """Framework CPU time per turn (sim model at 0 ms) at 10, 100 and 1,000 messages."""
     console.print(overhead_table(run_overhead(turns=turns)))
+
+
+@bench_app.command("sim")
+def bench_sim(
+    calls: int = typer.Option(200, min=1, help="Measured calls per API, transport and size."),
+) -> None:
+    """The simulator's time per call at 10, 100 and 1,000 messages, in process and over HTTP."""
+    console.print(sim_table(run_sim_bench(calls=calls)))
 
 
 @bench_app.command("resume")

@@ -1,20 +1,25 @@
 """Anthropic request payload -> blocks in render order, with prefix keys and breakpoints.
 
 Rendering follows reference section 1.11: tools, then system, then message content
-blocks, each hashed cumulatively; system-level switches salt the prefix at the first
-system block and message-level switches at the first message block. It also validates
-the breakpoints the way the Messages API does, raising `InvalidRequest` (HTTP 400).
+blocks, each hashed cumulatively; system-level switches salt the keys of system and
+message blocks, message-level switches those of message blocks. It also validates the
+breakpoints the way the Messages API does, raising `InvalidRequest` (HTTP 400).
+
+A block's size, kind and place depend only on the prefix up to it, so each is computed
+once per prefix and found again in a `ChainMemo`: a call costs its new blocks, a lookup
+per old one, and a key (one hash) per block the lookback actually checks.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from stoker.cache.accounting._hashing import chain, compact
 from stoker.cache.models import ModelInfo
 from stoker.cache.tokens import count_tokens
 from stoker.errors import InvalidRequest
+from stoker.wire.dialects._chain import ChainMemo, compact, link
 
 Level = Literal["tools", "system", "messages"]
 MAX_BREAKPOINTS = 4
@@ -24,15 +29,25 @@ _TOOL_RUN_KINDS = ("tool_use", "tool_result")
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Block:
-    """One rendered block: its kind, size, and the key of the prefix ending at it."""
+    """One rendered block: its kind, size and place, memoized under `chain`.
+
+    `chain` is the content chain through this block (every earlier block, level and role
+    change, and this block's body); everything else here follows from it, so the same
+    value serves every request that shares the prefix. The cache key adds the request's
+    salts (`Rendered.key`). `run_start` is the first block of its lookback position;
+    `images` / `citations` say whether any block up to here has one (the salts need them).
+    """
 
     level: Level
     kind: str
     tokens: int
     cum: int
-    key: str
-    path: str
+    chain: str
+    index: int
+    run_start: int
     empty: bool = False
+    images: bool = False
+    citations: bool = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -45,21 +60,40 @@ class Marker:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Rendered:
-    """A payload in render order. `runs` are lookback positions (lists of block indices)."""
+    """A payload in render order, and the key root of each level (namespace plus salts)."""
 
     blocks: tuple[Block, ...]
     markers: tuple[Marker, ...]
-    runs: tuple[tuple[int, ...], ...]
-    run_of: tuple[int, ...]
+    roots: dict[Level, str]
+
+    def key(self, index: int) -> str:
+        """The cache key of the prefix ending at block `index`."""
+        block = self.blocks[index]
+        return link(self.roots[block.level], block.chain)
+
+    def positions(self, index: int) -> Iterator[list[int]]:
+        """Lookback positions from block `index` back to the first block, nearest first,
+        each as block indices last-first. A breakpoint inside a run of tool_use (or
+        tool_result) blocks starts at itself, so the rest of the run is not checked."""
+        end = index
+        while end >= 0:
+            start = self.blocks[end].run_start
+            yield list(range(end, start - 1, -1))
+            end = start - 1
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class _Raw:
-    level: Level
-    path: str
-    block: dict[str, Any]
-    role: str | None = None
-    message: int = -1
+# Where a block came from: (level, role, message or tool index, block index or None for a
+# string system prompt, the block). A plain tuple: one is made per block per request.
+Source = tuple[Level, str | None, int, int | None, dict[str, Any]]
+
+
+def _path(source: Source) -> str:
+    level, _, message, part, _ = source
+    if level == "tools":
+        return f"tools.{message}"
+    if level == "system":
+        return "system" if part is None else f"system.{part}"
+    return f"messages.{message}.content.{part}"
 
 
 def _invalid(message: str) -> InvalidRequest:
@@ -70,19 +104,18 @@ def _text_block(text: str) -> dict[str, Any]:
     return {"type": "text", "text": text}
 
 
-def _raw_blocks(payload: dict[str, Any]) -> list[_Raw]:
-    raw: list[_Raw] = []
+def _sources(payload: dict[str, Any]) -> Iterator[Source]:
     for i, tool in enumerate(payload.get("tools") or ()):
         # Deferred tools are not rendered into the prefix; tool search appends them inline.
         if isinstance(tool, dict) and not tool.get("defer_loading"):
-            raw.append(_Raw(level="tools", path=f"tools.{i}", block=tool))
+            yield ("tools", None, i, -1, tool)
     system = payload.get("system")
     if isinstance(system, str):
         if system:
-            raw.append(_Raw(level="system", path="system", block=_text_block(system)))
+            yield ("system", None, -1, None, _text_block(system))
     elif system:
         for i, block in enumerate(system):
-            raw.append(_Raw(level="system", path=f"system.{i}", block=_as_dict(block, "system")))
+            yield ("system", None, -1, i, _as_dict(block, f"system.{i}"))
     messages = payload.get("messages")
     if not isinstance(messages, list):
         raise _invalid("messages: Field required (a list of messages)")
@@ -90,19 +123,14 @@ def _raw_blocks(payload: dict[str, Any]) -> list[_Raw]:
         if not isinstance(message, dict) or "role" not in message:
             raise _invalid(f"messages.{m}: each message needs a `role` and `content`")
         content = message.get("content", "")
-        blocks = [_text_block(content)] if isinstance(content, str) else content
-        for b, block in enumerate(blocks):
-            path = f"messages.{m}.content.{b}"
-            raw.append(
-                _Raw(
-                    level="messages",
-                    path=path,
-                    block=_as_dict(block, path),
-                    role=message["role"],
-                    message=m,
-                )
-            )
-    return raw
+        role = message["role"]
+        if isinstance(content, str):
+            yield ("messages", role, m, 0, _text_block(content))
+            continue
+        for b, block in enumerate(content):
+            if not isinstance(block, dict):
+                _as_dict(block, f"messages.{m}.content.{b}")
+            yield ("messages", role, m, b, block)
 
 
 def _as_dict(block: Any, path: str) -> dict[str, Any]:
@@ -111,44 +139,39 @@ def _as_dict(block: Any, path: str) -> dict[str, Any]:
     return block
 
 
-def _marker_of(raw: _Raw) -> str | None:
+def _marker_of(source: Source) -> str | None:
     """The TTL of the block's explicit `cache_control`, after the API's own checks."""
-    marker = raw.block.get("cache_control")
+    level, _, _, _, block = source
+    marker = block.get("cache_control")
     if marker is None:
         return None
-    kind = raw.block.get("type")
+    kind = block.get("type")
     if kind in _THINKING:
-        raise _invalid(f"{raw.path}.{kind}: cache_control cannot be set on {kind} blocks")
-    if kind == "text" and raw.level != "tools" and raw.block.get("text") == "":
-        raise _invalid(f"{raw.path}.text: cache_control cannot be set for empty text blocks")
+        raise _invalid(f"{_path(source)}.{kind}: cache_control cannot be set on {kind} blocks")
+    if kind == "text" and level != "tools" and block.get("text") == "":
+        raise _invalid(f"{_path(source)}.text: cache_control cannot be set for empty text blocks")
     ttl = marker.get("ttl", "5m") if isinstance(marker, dict) else None
     if ttl not in ("5m", "1h"):
-        raise _invalid(f"{raw.path}.cache_control.ttl: Input should be '5m' or '1h'")
+        raise _invalid(f"{_path(source)}.cache_control.ttl: Input should be '5m' or '1h'")
     return str(ttl)
 
 
-def _strip_thinking(raw: list[_Raw], messages: list[Any]) -> list[_Raw]:
-    """Drop thinking of assistant turns that precede the latest real user turn.
+def _latest_turn(messages: list[Any]) -> int:
+    """Index of the latest user message with content other than tool results (or -1).
 
-    Models with `strips_thinking` (earlier Opus/Sonnet, all Haiku) remove those blocks
-    from the prompt when a user message with content other than tool results follows, so
-    the prefix changes from the first dropped block.
+    Models with `strips_thinking` (earlier Opus/Sonnet, all Haiku) remove the thinking of
+    assistant turns before it from the prompt, so the prefix changes from the first
+    dropped block.
     """
-    last_turn = -1
-    for m, message in enumerate(messages):
+    for m in range(len(messages) - 1, -1, -1):
+        message = messages[m]
         content = message.get("content")
         if message.get("role") == "user" and (
             isinstance(content, str)
             or any(isinstance(b, dict) and b.get("type") != "tool_result" for b in content or ())
         ):
-            last_turn = m
-    return [
-        r
-        for r in raw
-        if not (
-            r.role == "assistant" and r.message < last_turn and r.block.get("type") in _THINKING
-        )
-    ]
+            return m
+    return -1
 
 
 def _image_tokens(block: dict[str, Any]) -> int:
@@ -196,6 +219,9 @@ def block_tokens(block: dict[str, Any], level: Level) -> int:
 def _hash_body(block: dict[str, Any]) -> str:
     """The block without its markers: markers are not content (a block that lost its
     marker since the last turn still hits)."""
+    nested = block.get("type") == "tool_result" and isinstance(block.get("content"), list)
+    if "cache_control" not in block and not nested:
+        return compact(block)
     body = {k: v for k, v in block.items() if k != "cache_control"}
     if body.get("type") == "tool_result" and isinstance(body.get("content"), list):
         body["content"] = [
@@ -205,92 +231,154 @@ def _hash_body(block: dict[str, Any]) -> str:
     return compact(body)
 
 
-def _has_image(payload: dict[str, Any]) -> bool:
-    def walk(blocks: Any) -> bool:
-        for block in blocks if isinstance(blocks, list) else ():
-            if isinstance(block, dict) and (
-                block.get("type") == "image" or walk(block.get("content"))
-            ):
-                return True
-        return False
-
-    return walk(payload.get("system")) or any(
-        walk(m.get("content")) for m in payload.get("messages") or () if isinstance(m, dict)
-    )
+def _has_image(blocks: Any) -> bool:
+    for block in blocks if isinstance(blocks, list) else ():
+        if isinstance(block, dict) and (
+            block.get("type") == "image" or _has_image(block.get("content"))
+        ):
+            return True
+    return False
 
 
-def _citations_on(payload: dict[str, Any]) -> bool:
-    return any(
+def _citations_on(block: dict[str, Any]) -> bool:
+    citations = block.get("citations")
+    return (
         block.get("type") == "document"
-        and isinstance(block.get("citations"), dict)
-        and bool(block["citations"].get("enabled"))
-        for message in payload.get("messages") or ()
-        if isinstance(message.get("content"), list)
-        for block in message["content"]
+        and isinstance(citations, dict)
+        and bool(citations.get("enabled"))
     )
 
 
-def _salts(payload: dict[str, Any], info: ModelInfo) -> tuple[str, str, str]:
-    """(namespace extra, SYS_SALT, MSG_SALT) as canonical strings."""
+def _roots(
+    payload: dict[str, Any], info: ModelInfo, workspace: str, last: Block | None
+) -> dict[Level, str]:
+    """The key root of each level: namespace, then SYS_SALT, then MSG_SALT (reference 1.11).
+
+    Salting the root instead of the chain at the level's first block gives keys that are
+    equal exactly when the chained ones were, and keeps the content chain salt-free.
+    """
     thinking = [payload.get("thinking"), (payload.get("output_config") or {}).get("effort")]
     tool_types = [str(t.get("type", "")) for t in payload.get("tools") or () if isinstance(t, dict)]
     system_salt = compact(
         [
             any(t.startswith("web_search") for t in tool_types),
             any(t.startswith("web_fetch") for t in tool_types),
-            _citations_on(payload),
+            last is not None and last.citations,
             payload.get("speed"),
         ]
     )
-    message_salt = [payload.get("tool_choice"), _has_image(payload)]
+    message_salt = [payload.get("tool_choice"), last is not None and last.images]
     if not info.renders_thinking_before_tools:
         message_salt += thinking
-    namespace = compact(thinking) if info.renders_thinking_before_tools else ""
-    return namespace, system_salt, compact(message_salt)
+    extra = compact(thinking) if info.renders_thinking_before_tools else ""
+    namespace = link("anthropic", workspace, str(payload.get("model")), extra)
+    system = link(namespace, "system-salt", system_salt)
+    return {
+        "tools": namespace,
+        "system": system,
+        "messages": link(system, "message-salt", compact(message_salt)),
+    }
+
+
+def _new_block(source: Source, chain: str, previous: Block | None, collapse: bool) -> Block:
+    level, _, _, _, block = source
+    tokens = block_tokens(block, level)
+    kind = "tool" if level == "tools" else str(block.get("type"))
+    index = previous.index + 1 if previous is not None else 0
+    same_run = (
+        collapse
+        and previous is not None
+        and level == "messages"
+        and kind in _TOOL_RUN_KINDS
+        and previous.kind == kind
+        and previous.level == "messages"
+    )
+    images = previous is not None and previous.images
+    citations = previous is not None and previous.citations
+    return Block(
+        level=level,
+        kind=kind,
+        tokens=tokens,
+        cum=(previous.cum if previous is not None else 0) + tokens,
+        chain=chain,
+        index=index,
+        run_start=previous.run_start if same_run and previous is not None else index,
+        empty=kind == "text" and block.get("text") == "",
+        images=images or (level != "tools" and _has_image([block])),
+        citations=citations or (level == "messages" and _citations_on(block)),
+    )
 
 
 def render(
-    payload: dict[str, Any], info: ModelInfo, *, workspace: str, collapse_tool_runs: bool
+    payload: dict[str, Any],
+    info: ModelInfo,
+    *,
+    workspace: str,
+    collapse_tool_runs: bool,
+    memo: ChainMemo,
+    trusted: bool = False,
 ) -> Rendered:
-    """Blocks, keys and validated breakpoints of `payload` (raises `InvalidRequest`)."""
-    raw = _raw_blocks(payload)
-    explicit = {r.path: ttl for r in raw if (ttl := _marker_of(r)) is not None}
-    if info.strips_thinking:
-        raw = _strip_thinking(raw, payload["messages"])
-    extra, system_salt, message_salt = _salts(payload, info)
-    h = chain("anthropic", workspace, str(payload.get("model")), extra)
+    """Blocks, keys and validated breakpoints of `payload` (raises `InvalidRequest`).
+
+    Blocks seen before after the same prefix come from `memo`: by identity when the
+    caller vouches that the payload is never mutated (`trusted`), else by content.
+    """
+    messages = payload.get("messages")
+    strip_before = (
+        _latest_turn(messages) if info.strips_thinking and isinstance(messages, list) else -1
+    )
     blocks: list[Block] = []
+    sources: list[Source] = []
     markers: list[Marker] = []
-    cum = 0
-    previous: _Raw | None = None
-    for i, r in enumerate(raw):
-        if r.level != "tools" and (previous is None or previous.level == "tools"):
-            h = chain(h, "system-salt", system_salt)
-        if r.level == "messages" and (previous is None or previous.level != "messages"):
-            h = chain(h, "message-salt", message_salt)
+    chain = ""
+    turn: tuple[str, str | None] = ("tools", None)
+    previous: Block | None = None
+    for source in _sources(payload):
+        level, role, m, _, raw = source
+        if role == "assistant" and m < strip_before and raw.get("type") in _THINKING:
+            _marker_of(source)  # dropped from the prompt, but still validated
+            continue
         # [inferred] a role change is rendered as a turn boundary; consecutive messages of
         # one role are merged by the API, so only a change of role enters the key.
-        if r.level == "messages" and (previous is None or previous.role != r.role):
-            h = chain(h, "role", str(r.role))
-        h = chain(h, _hash_body(r.block))
-        tokens = block_tokens(r.block, r.level)
-        cum += tokens
-        kind = "tool" if r.level == "tools" else str(r.block.get("type"))
-        empty = kind == "text" and r.block.get("text") == ""
-        blocks.append(
-            Block(level=r.level, kind=kind, tokens=tokens, cum=cum, key=h, path=r.path, empty=empty)
-        )
-        if r.path in explicit:
-            markers.append(Marker(index=i, ttl=explicit[r.path]))
-        previous = r
-    markers = _with_automatic(payload, blocks, markers)
+        change = (level, role) if (level, role) != turn else None
+        known = memo.known((chain, change), raw, trusted)
+        if known is not None:
+            _, block, ttl = known
+        else:
+            ttl = _marker_of(source)
+            before = chain
+            if change is not None:
+                chain = _step(memo, chain, f"{level}|{role}")
+            after = link(chain, _hash_body(raw))
+            block = memo.get(after)
+            if block is None:
+                block = _new_block(source, after, previous, collapse_tool_runs)
+                memo.put(after, block)
+            memo.remember((before, change), raw, trusted, block, ttl)
+        turn = (level, role)
+        if ttl is not None:
+            markers.append(Marker(index=block.index, ttl=ttl))
+        blocks.append(block)
+        sources.append(source)
+        chain = block.chain
+        previous = block
+    markers = _with_automatic(payload, blocks, sources, markers)
     _validate(markers)
-    runs, run_of = _positions(blocks, collapse_tool_runs)
-    return Rendered(blocks=tuple(blocks), markers=tuple(markers), runs=runs, run_of=run_of)
+    roots = _roots(payload, info, workspace, previous)
+    return Rendered(blocks=tuple(blocks), markers=tuple(markers), roots=roots)
+
+
+def _step(memo: ChainMemo, chain: str, part: str) -> str:
+    """`link(chain, part)` for a short structural part, memoized (it recurs every turn)."""
+    after: str | None = memo.get((chain, part))
+    if after is None:
+        after = link(chain, part)
+        memo.put((chain, part), after)
+    return after
 
 
 def _with_automatic(
-    payload: dict[str, Any], blocks: list[Block], markers: list[Marker]
+    payload: dict[str, Any], blocks: list[Block], sources: list[Source], markers: list[Marker]
 ) -> list[Marker]:
     """Add the top-level `cache_control` breakpoint on the last cacheable block."""
     auto = payload.get("cache_control")
@@ -310,7 +398,7 @@ def _with_automatic(
                 return markers
             raise _invalid(
                 f"The top-level cache_control (ttl='{ttl}') would be applied to "
-                f"{blocks[target].path}, which already has cache_control with ttl='{m.ttl}'. "
+                f"{_path(sources[target])}, which already has cache_control with ttl='{m.ttl}'. "
                 "Use the same ttl or remove one of them."
             )
     return sorted([*markers, Marker(index=target, ttl=ttl)], key=lambda m: m.index)
@@ -336,26 +424,3 @@ def _validate(markers: list[Marker]) -> None:
                 "block. Note that blocks are processed in the following order: `tools`, "
                 "`system`, `messages`."
             )
-
-
-def _positions(
-    blocks: list[Block], collapse: bool
-) -> tuple[tuple[tuple[int, ...], ...], tuple[int, ...]]:
-    """Lookback positions: each maximal run of tool_use (or tool_result) blocks is one."""
-    runs: list[list[int]] = []
-    run_of: list[int] = []
-    for i, block in enumerate(blocks):
-        same_run = (
-            collapse
-            and runs
-            and block.level == "messages"
-            and block.kind in _TOOL_RUN_KINDS
-            and blocks[i - 1].kind == block.kind
-            and blocks[i - 1].level == "messages"
-        )
-        if same_run:
-            runs[-1].append(i)
-        else:
-            runs.append([i])
-        run_of.append(len(runs) - 1)
-    return tuple(tuple(r) for r in runs), tuple(run_of)

@@ -5,18 +5,23 @@ items (reference 2.7). Each tool, message part, call and output is one segment: 
 (role, ids, structure) plus its counted tokens. Text is split with `split_tokens`, which
 joins back byte for byte, so prefix keys see exact strings, and a key can be taken at
 any token (regime L's grid) or at a message end (regime N).
+
+Each unit (tool, instructions, message or item) is rendered once per prefix and found
+again in a `ChainMemo`, segments and their keys included: a call costs its new units, a
+lookup per old one, and a hash per key taken inside a segment.
 """
 
 from __future__ import annotations
 
+import hashlib
 from bisect import bisect_left
-from collections.abc import Collection
+from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from stoker.cache.accounting._hashing import chain, compact, token_stream_keys
 from stoker.cache.tokens import split_tokens
 from stoker.errors import InvalidRequest
+from stoker.wire.dialects._chain import ChainMemo, compact, link
 
 Api = Literal["chat", "responses"]
 ItemKind = Literal["dev", "user", "assistant", "call", "output", "other"]
@@ -31,14 +36,47 @@ _ROLE_KIND: dict[str, ItemKind] = {
 _RETENTION = {"in_memory": "in_memory", "in-memory": "in_memory", "24h": "24h"}
 
 
+def extend(chain: str, header: str, tokens: Sequence[str]) -> str:
+    """The key after a segment (or its first tokens): header, then each token, framed."""
+    h = hashlib.sha256(chain.encode("utf-8", "surrogatepass"))
+    data = header.encode("utf-8", "surrogatepass")
+    h.update(b"H" + len(data).to_bytes(8, "big") + data)
+    for token in tokens:
+        data = token.encode("utf-8", "surrogatepass")
+        h.update(b"T" + len(data).to_bytes(4, "big") + data)
+    return h.hexdigest()
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Segment:
-    """One rendered piece; `start`/`end` are token offsets counting hidden tokens."""
+    """One rendered piece; `start`/`end` are token offsets counting hidden tokens.
+
+    `key` is the prefix key through its last token (`parent` the one before its header).
+    `tokens` are kept only where keys are needed inside segments (regime L's grid).
+    """
 
     header: str
-    tokens: tuple[str, ...]
     start: int
     end: int
+    parent: str
+    key: str
+    tokens: tuple[str, ...] | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Node:
+    """What one unit (a tool, the instructions, a message or input item) renders to.
+
+    Everything here follows from the unit chain it is kept under (the units before it
+    and its own JSON, markers included), so a later request sharing that prefix reuses
+    it. `marks` are its `prompt_cache_breakpoint`s: (end offset, marker, path).
+    """
+
+    segments: tuple[Segment, ...]
+    kind: ItemKind | None
+    end: int
+    key: str
+    marks: tuple[tuple[int, Any, str], ...]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -50,9 +88,9 @@ class Rendered:
     developer block (`dev_end`). `explicit` are `prompt_cache_breakpoint`s in order.
     """
 
-    namespace: str
     hidden: int
     segments: tuple[Segment, ...]
+    ends: tuple[int, ...]
     total: int
     endings: tuple[int, ...]
     dev_end: int | None
@@ -60,16 +98,23 @@ class Rendered:
     mode: Literal["implicit", "explicit"]
     ttl: str
     retention: str | None
+    namespace: str
 
-    def keys(self, positions: Collection[int]) -> dict[int, str]:
-        """Prefix keys at the given token offsets (each > 0, at most `total`)."""
-        stream = [("hidden", ("<hidden>",) * self.hidden)]
-        stream += [(s.header, s.tokens) for s in self.segments]
-        return token_stream_keys(self.namespace, stream, set(positions))
+    def key(self, position: int) -> str:
+        """The prefix key at token offset `position` (> 0, at most `total`): every header
+        of a segment that starts before it, and the tokens up to it."""
+        if position <= self.hidden:
+            return extend(self.namespace, "hidden", ("<hidden>",) * position)
+        segment = self.segments[bisect_left(self.ends, position)]  # holds token position-1
+        if position == segment.end:
+            return segment.key
+        assert segment.tokens is not None, "tokens are kept when keys inside segments are due"
+        cut = position - segment.start
+        return extend(segment.parent, segment.header, segment.tokens[:cut])
 
     def segment_at(self, position: int) -> int | None:
         """Index of the segment holding the token just before `position`."""
-        index = bisect_left([s.end for s in self.segments], position)
+        index = bisect_left(self.ends, position)
         return index if index < len(self.segments) else None
 
 
@@ -77,36 +122,45 @@ def _invalid(message: str) -> InvalidRequest:
     return InvalidRequest(message, provider="openai")
 
 
-class _Builder:
-    __slots__ = ("default_ttl", "explicit", "items", "pos", "segments", "ttls")
+def _marker_ttl(marker: Any, path: str, ttls: Collection[str], default: str) -> str:
+    where = f"{path}.prompt_cache_breakpoint"
+    if not isinstance(marker, dict) or marker.get("mode", "explicit") != "explicit":
+        raise _invalid(f"{where}.mode: expected 'explicit'")
+    ttl = marker.get("ttl") or default
+    if ttl not in ttls:
+        raise _invalid(f"{where}.ttl: expected one of {', '.join(map(repr, ttls))}")
+    return str(ttl)
 
-    def __init__(self, hidden: int, ttls: Collection[str], default_ttl: str) -> None:
-        self.pos = hidden
+
+class _Unit:
+    """Builds the segments of one unit, from a start offset and the key before it."""
+
+    __slots__ = ("keep", "key", "marks", "pos", "segments")
+
+    def __init__(self, pos: int, key: str, keep: bool) -> None:
+        self.pos = pos
+        self.key = key
+        self.keep = keep
         self.segments: list[Segment] = []
-        self.explicit: list[tuple[int, str]] = []
-        self.items: list[tuple[ItemKind, int]] = []
-        self.ttls = ttls
-        self.default_ttl = default_ttl
+        self.marks: list[tuple[int, Any, str]] = []
 
     def segment(
         self, header: str, tokens: tuple[str, ...], marker: Any = None, path: str = ""
     ) -> None:
         start, self.pos = self.pos, self.pos + len(tokens)
-        self.segments.append(Segment(header=header, tokens=tokens, start=start, end=self.pos))
+        parent, self.key = self.key, extend(self.key, header, tokens)
+        self.segments.append(
+            Segment(
+                header=header,
+                start=start,
+                end=self.pos,
+                parent=parent,
+                key=self.key,
+                tokens=tokens if self.keep else None,
+            )
+        )
         if marker is not None:
-            self.explicit.append((self.pos, self._marker_ttl(marker, path)))
-
-    def _marker_ttl(self, marker: Any, path: str) -> str:
-        where = f"{path}.prompt_cache_breakpoint"
-        if not isinstance(marker, dict) or marker.get("mode", "explicit") != "explicit":
-            raise _invalid(f"{where}.mode: expected 'explicit'")
-        ttl = marker.get("ttl") or self.default_ttl
-        if ttl not in self.ttls:
-            raise _invalid(f"{where}.ttl: expected one of {', '.join(map(repr, self.ttls))}")
-        return ttl
-
-    def item(self, kind: ItemKind) -> None:
-        self.items.append((kind, self.pos))
+            self.marks.append((self.pos, marker, path))
 
     def tool(self, tool: Any, path: str) -> None:
         if not isinstance(tool, dict):
@@ -160,54 +214,71 @@ class _Builder:
         return kind
 
 
-def _chat(payload: dict[str, Any], b: _Builder) -> None:
-    messages = payload.get("messages")
-    if not isinstance(messages, list):
-        raise _invalid("messages: a list of messages is required")
-    for m, message in enumerate(messages):
-        if not isinstance(message, dict) or not isinstance(message.get("role"), str):
-            raise _invalid(f"messages[{m}]: each message needs a `role`")
-        kind = b.message(message["role"], message, f"messages[{m}].content")
-        b.item(kind)
-        for call in message.get("tool_calls") or () if kind == "assistant" else ():
-            fn = call.get("function") or {}
-            b.call(call.get("id"), fn.get("name"), fn.get("arguments", ""))
-            b.item("call")
+# A unit of the payload: (what it is, the object, its path). What it is decides how it
+# renders, so it is part of the unit's memo key.
+UnitSource = tuple[str, Any, str]
 
 
-def _responses(payload: dict[str, Any], b: _Builder) -> None:
+def _sources(payload: dict[str, Any], api: Api) -> Iterator[UnitSource]:
+    for i, tool in enumerate(payload.get("tools") or ()):
+        yield "tool", tool, f"tools[{i}]"
+    if api == "chat":
+        messages = payload.get("messages")
+        if not isinstance(messages, list):
+            raise _invalid("messages: a list of messages is required")
+        for m, message in enumerate(messages):
+            yield "chat", message, f"messages[{m}]"
+        return
     instructions = payload.get("instructions")
     if isinstance(instructions, str) and instructions:
-        b.parts("instructions", instructions, "instructions")
-        b.item("dev")
+        yield "instructions", instructions, "instructions"
     given = payload.get("input")
     if isinstance(given, str):
-        b.parts("msg|user", given, "input")
-        b.item("user")
+        yield "input", given, "input"
         return
     for k, item in enumerate(given or ()):
-        path = f"input[{k}]"
-        if not isinstance(item, dict):
-            raise _invalid(f"{path}: expected an input item object")
-        kind = item.get("type")
-        if kind in (None, "message") and isinstance(item.get("role"), str):
-            b.item(b.message(item["role"], item, f"{path}.content"))
-        elif kind == "function_call":
-            b.call(item.get("call_id"), item.get("name"), item.get("arguments", ""))
-            b.item("call")
-        elif kind == "function_call_output":
-            b.parts(f"output|{item.get('call_id')}", item.get("output"), f"{path}.output")
-            b.item("output")
-        elif kind == "reasoning":
-            summary = " ".join(s.get("text", "") for s in item.get("summary") or ())
-            b.other(item, summary)
-            b.item("other")
-        else:
-            b.other(item)
-            b.item("output" if str(kind).endswith("_output") else "other")
+        yield "item", item, f"input[{k}]"
 
 
-def _endings(items: list[tuple[ItemKind, int]]) -> tuple[tuple[int, ...], int | None]:
+def _build(unit: _Unit, what: str, value: Any, path: str) -> ItemKind | None:
+    """Render one unit; the kind of item it is (None for a tool)."""
+    if what == "tool":
+        unit.tool(value, path)
+        return None
+    if what == "instructions":
+        unit.parts("instructions", value, "instructions")
+        return "dev"
+    if what == "input":
+        unit.parts("msg|user", value, "input")
+        return "user"
+    if what == "chat":
+        if not isinstance(value, dict) or not isinstance(value.get("role"), str):
+            raise _invalid(f"{path}: each message needs a `role`")
+        role_kind = unit.message(value["role"], value, f"{path}.content")
+        for call in value.get("tool_calls") or () if role_kind == "assistant" else ():
+            fn = call.get("function") or {}
+            unit.call(call.get("id"), fn.get("name"), fn.get("arguments", ""))
+        return role_kind
+    if not isinstance(value, dict):
+        raise _invalid(f"{path}: expected an input item object")
+    item_type = value.get("type")
+    if item_type in (None, "message") and isinstance(value.get("role"), str):
+        return unit.message(value["role"], value, f"{path}.content")
+    if item_type == "function_call":
+        unit.call(value.get("call_id"), value.get("name"), value.get("arguments", ""))
+        return "call"
+    if item_type == "function_call_output":
+        unit.parts(f"output|{value.get('call_id')}", value.get("output"), f"{path}.output")
+        return "output"
+    if item_type == "reasoning":
+        summary = " ".join(s.get("text", "") for s in value.get("summary") or ())
+        unit.other(value, summary)
+        return "other"
+    unit.other(value)
+    return "output" if str(item_type).endswith("_output") else "other"
+
+
+def _endings(items: Sequence[tuple[ItemKind | None, int]]) -> tuple[tuple[int, ...], int | None]:
     initial = 0
     while initial < len(items) and items[initial][0] == "dev":
         initial += 1
@@ -237,9 +308,22 @@ def _hidden_settings(payload: dict[str, Any], api: Api) -> list[Any]:
 
 
 def render(
-    payload: dict[str, Any], api: Api, *, org: str, hidden: int, ttls: Collection[str]
+    payload: dict[str, Any],
+    api: Api,
+    *,
+    org: str,
+    hidden: int,
+    ttls: Collection[str],
+    memo: ChainMemo,
+    keep_tokens: bool = False,
+    trusted: bool = False,
 ) -> Rendered:
-    """Segments, boundaries and options of `payload` (raises `InvalidRequest`)."""
+    """Segments, boundaries and options of `payload` (raises `InvalidRequest`).
+
+    Units rendered before after the same prefix come from `memo`: by identity when the
+    caller vouches that the payload is never mutated (`trusted`), else by content.
+    `keep_tokens` keeps each segment's tokens, for keys inside segments (regime L).
+    """
     options = payload.get("prompt_cache_options") or {}
     mode = options.get("mode") or "implicit"
     if mode not in ("implicit", "explicit"):
@@ -253,22 +337,53 @@ def render(
     retention = payload.get("prompt_cache_retention")
     if retention is not None and retention not in _RETENTION:
         raise _invalid("prompt_cache_retention: expected 'in_memory' or '24h'")
-    b = _Builder(hidden, ttls, ttl)
-    for i, tool in enumerate(payload.get("tools") or ()):
-        b.tool(tool, f"tools[{i}]")
-    (_chat if api == "chat" else _responses)(payload, b)
-    endings, dev_end = _endings(b.items)
     settings = [key, payload.get("service_tier"), *_hidden_settings(payload, api)]
     settings.append(payload.get("parallel_tool_calls"))
+    namespace = link("openai", org, str(payload.get("model")), compact(settings))
+    root = extend(namespace, "hidden", ("<hidden>",) * hidden)
+    # The unit chain adds what changes how units render, not what they hash to.
+    chain = link(root, api, str(hidden), str(keep_tokens))
+    nodes: list[_Node] = []
+    pos, after = hidden, root
+    for what, value, path in _sources(payload, api):
+        known = memo.known(chain, value, trusted)
+        if known is not None:
+            _, chain, node = known
+        else:
+            previous, chain = chain, link(chain, what, compact(value))
+            node = memo.get(chain)
+            if node is None:
+                unit = _Unit(pos, after, keep_tokens)
+                kind = _build(unit, what, value, path)
+                node = _Node(
+                    segments=tuple(unit.segments),
+                    kind=kind,
+                    end=unit.pos,
+                    key=unit.key,
+                    marks=tuple(unit.marks),
+                )
+                memo.put(chain, node)
+            memo.remember(previous, value, trusted, chain, node)
+        nodes.append(node)
+        pos, after = node.end, node.key
+    segments = tuple(s for node in nodes for s in node.segments)
+    items = [(node.kind, node.end) for node in nodes if node.kind is not None]
+    endings, dev_end = _endings(items)
+    explicit = [
+        (p, _marker_ttl(marker, where, ttls, ttl))
+        for node in nodes
+        for p, marker, where in node.marks
+    ]
     return Rendered(
-        namespace=chain("openai", org, str(payload.get("model")), compact(settings)),
         hidden=hidden,
-        segments=tuple(b.segments),
-        total=b.pos,
+        segments=segments,
+        ends=tuple(s.end for s in segments),
+        total=pos,
         endings=tuple(p for p in endings if p > 0),
         dev_end=dev_end if dev_end else None,
-        explicit=tuple((p, ttl) for p, ttl in b.explicit if p > 0),
+        explicit=tuple((p, t) for p, t in explicit if p > 0),
         mode="explicit" if mode == "explicit" else "implicit",
         ttl=ttl,
         retention=_RETENTION[retention] if retention is not None else None,
+        namespace=namespace,
     )

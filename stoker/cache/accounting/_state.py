@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from stoker.wire.dialects._chain import ChainMemo
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CacheEntry:
@@ -27,11 +29,23 @@ class CacheEntry:
 
 
 class EntryStore:
-    """Entries in least-recently-used order (a dict keeps insertion order; use re-inserts)."""
+    """Entries in least-recently-used order (a dict keeps insertion order; use re-inserts).
 
-    __slots__ = ("_entries", "_evicted", "_forget_after", "_max_entries", "_next_purge")
+    `renders` keeps what rendering this scope's requests computed, so the next request,
+    which mostly repeats the last one, renders only what is new (memory only).
+    """
 
-    def __init__(self, *, max_entries: int | None, forget_after: float) -> None:
+    __slots__ = (
+        "_entries",
+        "_evicted",
+        "_forget_after",
+        "_max_entries",
+        "_next_purge",
+        "renders",
+    )
+
+    def __init__(self, *, max_entries: int | None, forget_after: float, memo_capacity: int) -> None:
+        self.renders = ChainMemo(memo_capacity)
         self._entries: dict[str, CacheEntry] = {}
         self._evicted: dict[str, float] = {}
         self._max_entries = max_entries

@@ -23,11 +23,16 @@ so is a run of tool_result blocks [doc]. Which index of a run is looked up is no
 documented; we check every index of the run, last first, for the price of one position
 [inferred]. A breakpoint inside a run starts its window at itself, so the part of the
 run after it is not checked.
+
+Work per block is memoized per workspace (bounded by `memo_capacity`), so a call costs
+what is new in it; `account(..., trusted=True)` also finds old blocks by identity.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
+from itertools import islice
 from typing import Any
 
 from stoker.cache.accounting._anthropic_render import Rendered, render
@@ -35,6 +40,7 @@ from stoker.cache.accounting._state import CacheEntry, EntryStore
 from stoker.cache.accounting.outcome import CacheBreakpoint, CacheOutcome, MissFact
 from stoker.cache.models import model_info
 from stoker.errors import ConfigError, InvalidRequest
+from stoker.wire.dialects._chain import DEFAULT_CAPACITY
 from stoker.wire.usage import Usage
 
 
@@ -49,6 +55,7 @@ class AnthropicSettings:
     [inferred]. `max_entries`: LRU capacity per workspace, to mimic best-effort eviction.
     `collapse_tool_runs`: count a run of tool_use / tool_result blocks as one position.
     `forget_after`: how long an expired entry is remembered to explain a miss (memory only).
+    `memo_capacity`: rendered blocks remembered per workspace (memory only, never billing).
     """
 
     ttft: float = 0.0
@@ -60,6 +67,7 @@ class AnthropicSettings:
     max_entries: int | None = None
     collapse_tool_runs: bool = True
     forget_after: float = 86400.0
+    memo_capacity: int = DEFAULT_CAPACITY
 
     def __post_init__(self) -> None:
         if self.lookback < 1:
@@ -68,6 +76,8 @@ class AnthropicSettings:
             raise ConfigError(f"max_entries must be at least 1 (or None), not {self.max_entries}")
         if self.ttft < 0 or self.tail_overhead < 0:
             raise ConfigError("ttft and tail_overhead cannot be negative")
+        if self.memo_capacity < 2:
+            raise ConfigError(f"memo_capacity must be at least 2, not {self.memo_capacity}")
         if set(self.ttl_seconds) != {"5m", "1h"}:
             raise ConfigError("ttl_seconds needs exactly the keys '5m' and '1h'")
 
@@ -103,15 +113,26 @@ class AnthropicAccountant:
         store = self._stores.get(workspace)
         if store is None:
             s = self._settings
-            store = EntryStore(max_entries=s.max_entries, forget_after=s.forget_after)
+            store = EntryStore(
+                max_entries=s.max_entries,
+                forget_after=s.forget_after,
+                memo_capacity=s.memo_capacity,
+            )
             self._stores[workspace] = store
         return store
 
     def account(
-        self, payload: dict[str, Any], *, at: float, workspace: str = "default"
+        self,
+        payload: dict[str, Any],
+        *,
+        at: float,
+        workspace: str = "default",
+        trusted: bool = False,
     ) -> CacheOutcome:
         """Reads and writes of a request that starts at `at`; updates the entries.
 
+        `trusted`: the caller never mutates the payload's dicts once passed (true of what
+        the dialects render), so blocks seen before may be recognized by identity.
         Raises `InvalidRequest` for what the API rejects with HTTP 400 (too many
         breakpoints, a 1h breakpoint after a 5m one, markers on thinking or empty text).
         """
@@ -120,13 +141,20 @@ class AnthropicAccountant:
         if not isinstance(model, str):
             raise InvalidRequest("model: Field required", provider="anthropic")
         info = model_info(model)
-        r = render(payload, info, workspace=workspace, collapse_tool_runs=s.collapse_tool_runs)
         store = self._store(workspace)
+        r = render(
+            payload,
+            info,
+            workspace=workspace,
+            collapse_tool_runs=s.collapse_tool_runs,
+            memo=store.renders,
+            trusted=trusted,
+        )
         store.purge(at)
-        cum = [b.cum for b in r.blocks]
-        total = (cum[-1] if cum else 0) + s.tail_overhead
+        total = (r.blocks[-1].cum if r.blocks else 0) + s.tail_overhead
         breakpoints = tuple(
-            CacheBreakpoint(index=m.index, ttl=m.ttl, tokens=cum[m.index]) for m in r.markers
+            CacheBreakpoint(index=m.index, ttl=m.ttl, tokens=r.blocks[m.index].cum)
+            for m in r.markers
         )
 
         def outcome(usage: Usage, hit: int | None = None, *misses: MissFact) -> CacheOutcome:
@@ -142,15 +170,17 @@ class AnthropicAccountant:
         if not r.markers:
             return outcome(Usage(uncached=total), None, MissFact(kind="no_breakpoints"))
         minimum = s.minimum_for(model)
-        last = cum[r.markers[-1].index]
+        blocks = r.blocks
+        last = blocks[r.markers[-1].index].cum
         if last < minimum:
             fact = MissFact(kind="below_minimum", tokens=last, minimum=minimum)
             return outcome(Usage(uncached=total), None, fact)
 
         hit = self._lookup(r, store, at)
-        read = cum[hit] if hit is not None else 0
+        read = blocks[hit].cum if hit is not None else 0
         long_end = max(
-            (cum[m.index] for m in r.markers if m.ttl == "1h" and cum[m.index] > read), default=read
+            (c for m in r.markers if m.ttl == "1h" and (c := blocks[m.index].cum) > read),
+            default=read,
         )
         usage = Usage(
             uncached=total - last, written_5m=last - long_end, written_1h=long_end - read, read=read
@@ -159,19 +189,16 @@ class AnthropicAccountant:
         self._update(r, store, at, minimum, hit)
         return outcome(usage, hit, *misses)
 
-    def _window(self, r: Rendered, index: int) -> list[list[int]]:
+    def _window(self, r: Rendered, index: int) -> Iterator[list[int]]:
         """The positions a breakpoint checks, nearest first, each as block indices last-first."""
-        run = r.run_of[index]
-        first = [i for i in reversed(r.runs[run]) if i <= index]
-        earlier = range(run - 1, max(run - self._settings.lookback, -1), -1)
-        return [first, *(list(reversed(r.runs[k])) for k in earlier)]
+        return islice(r.positions(index), self._settings.lookback)
 
     def _lookup(self, r: Rendered, store: EntryStore, at: float) -> int | None:
         """Scan from the last breakpoint backwards, `lookback` positions per breakpoint."""
         for marker in reversed(r.markers):
             for position in self._window(r, marker.index):
                 for i in position:
-                    entry = store.get(r.blocks[i].key)
+                    entry = store.get(r.key(i))
                     if entry is not None and entry.live(at):
                         return i
         return None
@@ -200,9 +227,10 @@ class AnthropicAccountant:
                 block = r.blocks[i]
                 if block.cum <= read:
                     return None
-                entry = store.get(block.key)
+                key = r.key(i)
+                entry = store.get(key)
                 if entry is None:
-                    if store.was_evicted(block.key):
+                    if store.was_evicted(key):
                         return MissFact(kind="evicted", index=i, tokens=block.cum)
                     continue
                 if entry.expires_at <= at:
@@ -226,17 +254,15 @@ class AnthropicAccountant:
     def _beyond_window(
         self, r: Rendered, store: EntryStore, at: float, index: int, read: int
     ) -> MissFact | None:
-        run = r.run_of[index]
-        for k in range(run - self._settings.lookback, -1, -1):
-            for i in reversed(r.runs[k]):
+        lookback = self._settings.lookback
+        for back, position in enumerate(islice(r.positions(index), lookback, None), lookback):
+            for i in position:
                 block = r.blocks[i]
                 if block.cum <= read:
                     return None
-                entry = store.get(block.key)
+                entry = store.get(r.key(i))
                 if entry is not None and entry.live(at):
-                    return MissFact(
-                        kind="lookback", index=i, tokens=block.cum, positions_back=run - k
-                    )
+                    return MissFact(kind="lookback", index=i, tokens=block.cum, positions_back=back)
         return None
 
     def _update(
@@ -252,7 +278,7 @@ class AnthropicAccountant:
             if block.cum <= read and not s.refresh_earlier_breakpoints:
                 continue
             store.write(
-                block.key,
+                r.key(marker.index),
                 tokens=block.cum,
                 ttl=marker.ttl,
                 expires_at=at + s.ttl_seconds[marker.ttl],
@@ -260,7 +286,7 @@ class AnthropicAccountant:
                 at=at,
             )
         if hit is not None:
-            key = r.blocks[hit].key
+            key = r.key(hit)
             entry = store.get(key)
             if entry is not None:
                 store.touch(key, expires_at=at + s.ttl_seconds[entry.ttl], at=at)

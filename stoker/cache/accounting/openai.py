@@ -25,6 +25,7 @@ from stoker.cache.accounting._state import CacheEntry, EntryStore
 from stoker.cache.accounting.outcome import CacheBreakpoint, CacheOutcome, MissFact
 from stoker.cache.models import model_info
 from stoker.errors import ConfigError, InvalidRequest
+from stoker.wire.dialects._chain import DEFAULT_CAPACITY
 from stoker.wire.usage import Usage
 
 
@@ -42,6 +43,7 @@ class OpenAISettings:
     `hidden + MIN + k*I` ("minimum") or at `k*I` from the start of the hidden content
     ("start") [inferred]. `cached_granularity`: regime L rounding of `cached_tokens`.
     `bill_hidden_tokens`: count hidden tokens in the reported input total [inferred: no].
+    `memo_capacity`: rendered units remembered per organisation (memory only).
     """
 
     hidden_tokens: int = 0
@@ -61,6 +63,7 @@ class OpenAISettings:
     bill_hidden_tokens: bool = False
     max_entries: int | None = None
     forget_after: float = 86400.0
+    memo_capacity: int = DEFAULT_CAPACITY
 
     def __post_init__(self) -> None:
         if self.hidden_tokens < 0 or self.ttft < 0:
@@ -76,6 +79,8 @@ class OpenAISettings:
             raise ConfigError("idle_seconds and max_lifetime_seconds need 'in_memory' and '24h'")
         if self.cached_granularity < 1:
             raise ConfigError("cached_granularity must be at least 1 token")
+        if self.memo_capacity < 2:
+            raise ConfigError(f"memo_capacity must be at least 2, not {self.memo_capacity}")
 
     def minimum_for(self, model: str) -> int:
         """Shortest cacheable (visible) prefix: a per-model override, else the model table."""
@@ -109,15 +114,27 @@ class OpenAIAccountant:
         store = self._stores.get(org)
         if store is None:
             s = self._settings
-            store = EntryStore(max_entries=s.max_entries, forget_after=s.forget_after)
+            store = EntryStore(
+                max_entries=s.max_entries,
+                forget_after=s.forget_after,
+                memo_capacity=s.memo_capacity,
+            )
             self._stores[org] = store
         return store
 
     def account(
-        self, payload: dict[str, Any], *, api: Api, at: float, org: str = "default"
+        self,
+        payload: dict[str, Any],
+        *,
+        api: Api,
+        at: float,
+        org: str = "default",
+        trusted: bool = False,
     ) -> CacheOutcome:
         """Reads and writes of a request that starts at `at`; updates the entries.
 
+        `trusted`: the caller never mutates the payload's dicts once passed (true of what
+        the dialects render), so units seen before may be recognized by identity.
         Raises `InvalidRequest` for a malformed payload or cache option.
         """
         s = self._settings
@@ -127,11 +144,21 @@ class OpenAIAccountant:
         info = model_info(model)
         if info.provider != "openai":
             raise InvalidRequest(f"model {model!r} is not an OpenAI model", provider="openai")
-        r = render(payload, api, org=org, hidden=s.hidden_tokens, ttls=tuple(s.ttl_seconds))
         store = self._store(org)
+        grid = (info.regime or "L") == "L"
+        r = render(
+            payload,
+            api,
+            org=org,
+            hidden=s.hidden_tokens,
+            ttls=tuple(s.ttl_seconds),
+            memo=store.renders,
+            keep_tokens=grid,
+            trusted=trusted,
+        )
         store.purge(at)
         minimum = s.minimum_for(model)
-        if (info.regime or "L") == "L":
+        if grid:
             return self._implicit_grid(r, store, at, minimum, info.interval)
         return self._breakpoints(r, store, at, minimum)
 
@@ -154,7 +181,7 @@ class OpenAIAccountant:
         if not bounds:
             fact = MissFact(kind="below_minimum", tokens=r.total - r.hidden, minimum=minimum)
             return _outcome(r, Usage(uncached=total), (), None, [fact])
-        keys = r.keys(bounds)
+        keys = _Keys(r)
         hit = max((b for b in bounds if _live(store, keys[b], at)), default=None)
         g = s.cached_granularity
         cached = (hit - r.hidden) // g * g if hit is not None else 0
@@ -199,7 +226,7 @@ class OpenAIAccountant:
             lookups = set(explicit[:2]) | set(explicit[-50:])
             if implicit:
                 lookups |= set(endings[-21:]) | ({r.dev_end} if r.dev_end is not None else set())
-        keys = r.keys({p for p in writes | set(candidates) if p > 0})
+        keys = _Keys(r)
         eligible = [p for p in lookups if p - hidden >= minimum]
         hit = max((p for p in eligible if _live(store, keys[p], at)), default=None)
         read = hit - hidden if hit is not None else 0
@@ -296,6 +323,20 @@ class OpenAIAccountant:
                     MissFact(kind="concurrent", index=index, tokens=tokens, available_in=wait)
                 )
         return facts
+
+
+class _Keys(dict[int, str]):
+    """Prefix keys by token offset, each hashed on first use: most are never looked at."""
+
+    __slots__ = ("_rendered",)
+
+    def __init__(self, rendered: Rendered) -> None:
+        super().__init__()
+        self._rendered = rendered
+
+    def __missing__(self, position: int) -> str:
+        key = self[position] = self._rendered.key(position)
+        return key
 
 
 def _live(store: EntryStore, key: str, at: float) -> bool:

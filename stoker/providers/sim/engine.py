@@ -4,6 +4,10 @@ The in-process `SimProvider` and the HTTP server both call `SimEngine.handle`, s
 simulator always sees exactly what a provider would: the rendered payload, parsed back
 with the same dialect code. Cache accounting is the providers' exact algorithm
 (`stoker.cache.accounting`), keyed per workspace (API key) and model.
+
+A call costs what is new in it: messages parsed, blocks counted and hashed by earlier
+calls are found again in bounded memos, by content (any payload, HTTP included) or, for a
+`trusted` payload that is never mutated (what `SimProvider` renders), by identity.
 """
 
 from __future__ import annotations
@@ -19,14 +23,16 @@ from stoker.cache.accounting import (
     OpenAIAccountant,
     OpenAISettings,
 )
-from stoker.cache.models import model_info
+from stoker.cache.models import ModelInfo, model_info
 from stoker.cache.tokens import count_tokens
 from stoker.errors import ConfigError, InvalidRequest
 from stoker.providers.sim.model import RuleModel, SimModel
 from stoker.wire.blocks import Block, TextBlock, ThinkingBlock, ToolUseBlock
 from stoker.wire.dialects import dialect_module
+from stoker.wire.dialects._chain import ChainMemo
 from stoker.wire.messages import AssistantMessage, UserMessage
 from stoker.wire.request import Request
+from stoker.wire.usage import Usage
 
 _API = {"openai_chat": "chat", "openai_responses": "responses"}
 
@@ -38,6 +44,7 @@ class SimResult:
     body: dict[str, Any]
     message: AssistantMessage
     outcome: CacheOutcome
+    usage: Usage
 
 
 def check_tool_pairing(request: Request) -> None:
@@ -62,6 +69,49 @@ def check_tool_pairing(request: Request) -> None:
             )
 
 
+def is_prewarm(dialect: str, payload: dict[str, Any], info: ModelInfo) -> bool:
+    """Whether the request only warms the cache (generates nothing, bills no output).
+
+    Anthropic: `max_tokens: 0` (reference 1.8), refused with `stream`, extended thinking,
+    a forced tool choice or a structured output format. OpenAI: Responses
+    `prompt_cache_options.prewarm` on GPT-5.6+ (reference 2.4); Chat has no such option.
+    """
+    if dialect == "anthropic":
+        if payload.get("max_tokens") != 0:
+            return False
+        thinking = (payload.get("thinking") or {}).get("type") == "enabled"
+        choice = (payload.get("tool_choice") or {}).get("type")
+        refused = [
+            name
+            for name, present in (
+                ("`stream: true`", payload.get("stream") is True),
+                ("extended thinking", thinking),
+                ("a forced `tool_choice`", choice in ("tool", "any")),
+                (
+                    "`output_config.format`",
+                    bool((payload.get("output_config") or {}).get("format")),
+                ),
+            )
+            if present
+        ]
+        if refused:
+            raise InvalidRequest(
+                f"max_tokens: 0 (a cache pre-warm) cannot be combined with {', '.join(refused)}; "
+                "send the pre-warm without it",
+                provider="sim",
+            )
+        return True
+    if not (payload.get("prompt_cache_options") or {}).get("prewarm"):
+        return False
+    if dialect != "openai_responses" or info.regime != "N":
+        raise InvalidRequest(
+            "prompt_cache_options.prewarm: only the Responses API of GPT-5.6 and later "
+            f"models can pre-warm the cache ({dialect}, {info.name})",
+            provider="sim",
+        )
+    return True
+
+
 def output_tokens(blocks: tuple[Block, ...]) -> int:
     total = 0
     for b in blocks:
@@ -83,14 +133,25 @@ class SimEngine:
         default_factory=lambda: AnthropicAccountant(AnthropicSettings())
     )
     openai: OpenAIAccountant = field(default_factory=lambda: OpenAIAccountant(OpenAISettings()))
+    parsed: ChainMemo = field(default_factory=ChainMemo)
     _ids: itertools.count[int] = field(default_factory=itertools.count)
 
     def handle(
-        self, dialect: str, payload: dict[str, Any], *, at: float, workspace: str = "default"
+        self,
+        dialect: str,
+        payload: dict[str, Any],
+        *,
+        at: float,
+        workspace: str = "default",
+        trusted: bool = False,
     ) -> SimResult:
-        """Account the request's cache effect at time `at`, answer it, render the response."""
+        """Account the request's cache effect at time `at`, answer it, render the response.
+
+        `trusted`: the caller never mutates the payload's dicts (true of what the dialects
+        render), so parts seen in earlier calls may be recognized by identity.
+        """
         module = dialect_module(dialect)
-        request = module.parse_request(payload)
+        request = module.parse_request(payload, memo=self.parsed, trusted=trusted)
         model = request.prefix.params.model
         try:
             info = model_info(model)
@@ -104,20 +165,25 @@ class SimEngine:
                 status=404,
             )
         check_tool_pairing(request)
+        prewarm = is_prewarm(dialect, payload, info)
         if dialect == "anthropic":
-            outcome = self.anthropic.account(payload, at=at, workspace=workspace)
+            outcome = self.anthropic.account(payload, at=at, workspace=workspace, trusted=trusted)
         else:
-            outcome = self.openai.account(payload, api=_API[dialect], at=at, org=workspace)  # type: ignore[arg-type]
-        blocks = self.model.respond(request)
+            api = _API[dialect]
+            outcome = self.openai.account(payload, api=api, at=at, org=workspace, trusted=trusted)  # type: ignore[arg-type]
+        blocks = () if prewarm else self.model.respond(request)
+        if prewarm:  # Anthropic says why nothing came back; a Responses pre-warm completes
+            stop = "max_tokens" if dialect == "anthropic" else "end_turn"
+        else:
+            stop = "tool_use" if any(isinstance(b, ToolUseBlock) for b in blocks) else "end_turn"
         prefix = "msg_sim_" if dialect == "anthropic" else "resp_sim_"
         message = AssistantMessage(
-            content=blocks,
-            stop_reason="tool_use"
-            if any(isinstance(b, ToolUseBlock) for b in blocks)
-            else "end_turn",
-            id=f"{prefix}{next(self._ids):06d}",
+            content=blocks, stop_reason=stop, id=f"{prefix}{next(self._ids):06d}"
         )
-        usage = replace(outcome.usage, output=output_tokens(blocks))
+        usage = replace(outcome.usage, output=0 if prewarm else output_tokens(blocks))
         return SimResult(
-            body=module.render_response(message, usage, model), message=message, outcome=outcome
+            body=module.render_response(message, usage, model),
+            message=message,
+            outcome=outcome,
+            usage=usage,
         )

@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 from collections import deque
 from collections.abc import AsyncIterator, Iterable, Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from starlette.applications import Starlette
@@ -38,7 +38,7 @@ from stoker.clock import Clock, SystemClock
 from stoker.errors import ConfigError, InvalidRequest, StokerError, WireError
 from stoker.providers.sim._background import ServedSim, serve_in_background
 from stoker.providers.sim._http import Failure, Ledger, Shape, api_key, error_response, workspace_of
-from stoker.providers.sim.engine import SimEngine, output_tokens
+from stoker.providers.sim.engine import SimEngine
 from stoker.wire.dialects import anthropic, anthropic_stream, openai_chat_stream
 from stoker.wire.dialects import openai_responses_stream as responses_stream
 
@@ -115,8 +115,7 @@ class SimServer:
             return error_response(shape, 400, str(exc))
         except ConfigError as exc:  # a scripted model out of steps: the server's fault
             return error_response(shape, 500, str(exc))
-        usage = replace(result.outcome.usage, output=output_tokens(result.message.content))
-        self.ledger.record(workspace, str(payload["model"]), usage)
+        self.ledger.record(workspace, str(payload["model"]), result.usage)
         if payload.get("stream") is not True:
             if failure is not None:  # a mid-stream failure fails a plain request plainly
                 return error_response(shape, failure.status, failure.message)

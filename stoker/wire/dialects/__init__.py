@@ -4,6 +4,10 @@ Each dialect module offers four pure functions: `render_request(Request) -> dict
 `parse_request(dict) -> Request` (used by the simulator, which must see what a provider
 sees), `render_response(AssistantMessage, Usage, model) -> dict` and
 `parse_response(dict) -> (AssistantMessage, Usage)`.
+
+`parse_request(body, memo=..., trusted=...)` reads each message or item once per memo
+(a `_chain.ChainMemo`) and finds it again by content, or by identity when the caller
+vouches the body is never mutated: the simulator parses only what a call adds.
 """
 
 from __future__ import annotations

@@ -11,13 +11,14 @@ copies, so a marker never leaks into the memo or into the next request.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from stoker.errors import WireError
 from stoker.wire.blocks import Block, ImageBlock, TextBlock, ToolResultBlock
 from stoker.wire.canonical import canonical_json
+from stoker.wire.dialects._chain import ChainMemo, remembered
 from stoker.wire.messages import AssistantMessage, Message, UserMessage
 from stoker.wire.prefix import CacheParams, Prefix
 from stoker.wire.request import Request
@@ -240,25 +241,53 @@ def apply_breakpoints(
                 break
 
 
+# What one wire item reads as: the side that said it ("system" for a system or developer
+# message, whose text is the value), its blocks, whether it closes its message, its role.
+Event = tuple[str, Any, bool, str]
+
+
+def replay(
+    items: list[Any],
+    event_of: Callable[[Any], Event],
+    memo: ChainMemo | None,
+    trusted: bool,
+    tag: str,
+) -> tuple[tuple[Message, ...], list[str]]:
+    """Messages and system texts of wire items, each item read once per memo."""
+    history = History(memo)
+    system: list[str] = []
+    for item in items:
+        side, value, closes, role = remembered(memo, tag, item, trusted, event_of)
+        if side == "system":
+            if history.started:
+                raise WireError(f"a {role} message after the first turn is not supported")
+            system.append(value)
+        else:
+            history.add(side, value, closes=closes)
+    return history.finish(), system
+
+
 class History:
     """Regroups wire items into messages: the inverse of rendering, for `parse_request`.
 
     Items of one side accumulate until the other side speaks or an item `closes` the
     message (a user message closes a user turn; a Chat assistant message its turn).
     Two user turns that render to the same items (results, then text) read back as one.
+    With a memo, a message of the same blocks is built once (messages are values).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, memo: ChainMemo | None = None) -> None:
         self.messages: list[Message] = []
         self._role: str | None = None
         self._blocks: list[Block] = []
         self._closed = False
+        self._memo = memo
 
     @property
     def started(self) -> bool:
         return self._role is not None or bool(self.messages)
 
-    def add(self, role: str, blocks: list[Block], *, closes: bool = False) -> None:
+    def add(self, role: str, blocks: Sequence[Block], *, closes: bool = False) -> None:
         if self._role != role or self._closed:
             self._flush()
         self._role = role
@@ -266,10 +295,20 @@ class History:
         self._closed = closes
 
     def _flush(self) -> None:
-        if self._role == "user":
-            self.messages.append(UserMessage(content=tuple(self._blocks)))
-        elif self._role == "assistant":
-            self.messages.append(AssistantMessage(content=tuple(self._blocks)))
+        if self._role in ("user", "assistant"):
+            role, blocks = self._role, tuple(self._blocks)
+            message: Message | None = (
+                self._memo.get((role, blocks)) if self._memo is not None else None
+            )
+            if message is None:
+                message = (
+                    UserMessage(content=blocks)
+                    if role == "user"
+                    else AssistantMessage(content=blocks)
+                )
+                if self._memo is not None:
+                    self._memo.put((role, blocks), message)
+            self.messages.append(message)
         self._role, self._blocks, self._closed = None, [], False
 
     def finish(self) -> tuple[Message, ...]:

@@ -23,6 +23,7 @@ from stoker.wire.blocks import (
     ToolUseBlock,
 )
 from stoker.wire.canonical import canonical_json
+from stoker.wire.dialects._chain import ChainMemo, remembered
 from stoker.wire.dialects._memo import rendered_history
 from stoker.wire.messages import AssistantMessage, Message, UserMessage
 from stoker.wire.prefix import CacheParams, Prefix
@@ -183,7 +184,18 @@ def _parse_tool_choice(body: dict[str, Any]) -> tuple[str, bool]:
     return name, not choice.get("disable_parallel_tool_use", False)
 
 
-def parse_request(body: dict[str, Any]) -> Request:
+def _parse_message(m: dict[str, Any]) -> Message:
+    content = _parse_content(m["content"])
+    if m["role"] == "user":
+        return UserMessage(content=content)
+    if m["role"] == "assistant":
+        return AssistantMessage(content=content)
+    raise WireError(f"unexpected role {m['role']!r} in messages")
+
+
+def parse_request(
+    body: dict[str, Any], *, memo: ChainMemo | None = None, trusted: bool = False
+) -> Request:
     """Read a Messages API body back into a `Request` (what the simulator's model sees)."""
     try:
         system = body.get("system") or ""
@@ -204,15 +216,7 @@ def parse_request(body: dict[str, Any]) -> Request:
             tool_choice=choice,
             parallel_tool_calls=parallel,
         )
-        messages: list[Message] = []
-        for m in body["messages"]:
-            content = _parse_content(m["content"])
-            if m["role"] == "user":
-                messages.append(UserMessage(content=content))
-            elif m["role"] == "assistant":
-                messages.append(AssistantMessage(content=content))
-            else:
-                raise WireError(f"unexpected role {m['role']!r} in messages")
+        messages = [remembered(memo, NAME, m, trusted, _parse_message) for m in body["messages"]]
         return Request(
             prefix=Prefix(params=params, tools=tools, system=system),
             messages=tuple(messages),

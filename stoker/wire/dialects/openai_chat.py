@@ -29,10 +29,11 @@ from stoker.wire.blocks import (
     ToolResultBlock,
     ToolUseBlock,
 )
+from stoker.wire.dialects._chain import ChainMemo
 from stoker.wire.dialects._memo import rendered_history
 from stoker.wire.dialects._openai_common import (
     Anchor,
-    History,
+    Event,
     Rendered,
     apply_breakpoints,
     arguments_text,
@@ -44,6 +45,7 @@ from stoker.wire.dialects._openai_common import (
     parse_tool_choice,
     plain,
     render_user,
+    replay,
     text_of,
     tool_bytes,
     tool_params,
@@ -151,28 +153,26 @@ def _assistant_blocks(message: dict[str, Any]) -> list[Block]:
     return blocks
 
 
-def parse_request(body: dict[str, Any]) -> Request:
+def _message_event(m: dict[str, Any]) -> Event:
+    role = m["role"]
+    if role in ("system", "developer"):
+        return "system", text_of(m.get("content")), False, role
+    if role == "user":
+        return "user", tuple(parse_parts(m["content"])), True, role
+    if role == "tool":
+        result = ToolResultBlock(tool_use_id=m["tool_call_id"], content=text_of(m.get("content")))
+        return "user", (result,), False, role
+    if role == "assistant":
+        return "assistant", tuple(_assistant_blocks(m)), True, role
+    raise WireError(f"unexpected role {role!r} in messages")
+
+
+def parse_request(
+    body: dict[str, Any], *, memo: ChainMemo | None = None, trusted: bool = False
+) -> Request:
     """Read a Chat Completions body back into a `Request` (what the simulator's model sees)."""
     try:
-        history = History()
-        system: list[str] = []
-        for m in body["messages"]:
-            role = m["role"]
-            if role in ("system", "developer"):
-                if history.started:
-                    raise WireError(f"a {role} message after the first turn is not supported")
-                system.append(text_of(m.get("content")))
-            elif role == "user":
-                history.add("user", parse_parts(m["content"]), closes=True)
-            elif role == "tool":
-                result = ToolResultBlock(
-                    tool_use_id=m["tool_call_id"], content=text_of(m.get("content"))
-                )
-                history.add("user", [result])
-            elif role == "assistant":
-                history.add("assistant", _assistant_blocks(m), closes=True)
-            else:
-                raise WireError(f"unexpected role {role!r} in messages")
+        messages, system = replay(body["messages"], _message_event, memo, trusted, NAME)
         tools = []
         for t in body.get("tools") or ():
             fn = t["function"]
@@ -185,7 +185,7 @@ def parse_request(body: dict[str, Any]) -> Request:
         )
         return Request(
             prefix=Prefix(params=params, tools=tuple(tools), system="\n".join(system)),
-            messages=history.finish(),
+            messages=messages,
             # `max_tokens` is the deprecated name most local servers still read.
             max_tokens=int(body.get("max_completion_tokens") or body.get("max_tokens") or 0),
             cache_key=body.get("prompt_cache_key"),

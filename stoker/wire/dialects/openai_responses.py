@@ -16,6 +16,8 @@ and memoized on the message. Choices made here, and why:
   encrypted content; without it the item cannot be replayed statelessly. Items carry no
   `id`: ids refer to stored items and are rejected when `store` is false. When an effort
   is set, `include` asks for the encrypted content so the next turn can replay it.
+* `max_tokens == 0` (Anthropic's pre-warm) renders as `prompt_cache_options.prewarm`,
+  Responses' own way to write the cache and generate nothing; it parses back to 0.
 * Assistant text goes back as a plain `assistant` message (output parts cannot carry a
   breakpoint, so a breakpoint there moves back to the nearest user-side part).
 """
@@ -34,9 +36,10 @@ from stoker.wire.blocks import (
     ToolResultBlock,
     ToolUseBlock,
 )
+from stoker.wire.dialects._chain import ChainMemo
 from stoker.wire.dialects._memo import rendered_history
 from stoker.wire.dialects._openai_common import (
-    History,
+    Event,
     Rendered,
     apply_breakpoints,
     arguments_text,
@@ -48,6 +51,7 @@ from stoker.wire.dialects._openai_common import (
     parse_tool_choice,
     plain,
     render_user,
+    replay,
     text_of,
     tool_bytes,
     tool_params,
@@ -148,31 +152,31 @@ def render_request(request: Request) -> dict[str, Any]:
     if params.effort is not None:
         body["reasoning"] = {"effort": params.effort}
         body["include"] = ["reasoning.encrypted_content"]
-    body["max_output_tokens"] = request.max_tokens
+    if request.max_tokens == 0:  # a pre-warm: write the cache, generate nothing
+        body["prompt_cache_options"] = {"prewarm": True}
+    else:
+        body["max_output_tokens"] = request.max_tokens
     cache_fields(body, request)
     if request.stream:
         body["stream"] = True
     return body
 
 
-def _parse_item(item: dict[str, Any], history: History, system: list[str]) -> None:
+def _item_event(item: dict[str, Any]) -> Event:
     kind = item.get("type")
     role = item.get("role")
     if kind in (None, "message") and role in ("system", "developer"):
-        if history.started:
-            raise WireError(f"a {role} message after the first turn is not supported")
-        system.append(text_of(item.get("content")))
-    elif kind in (None, "message") and role == "user":
-        history.add("user", parse_parts(item["content"]), closes=True)
-    elif kind in (None, "message") and role == "assistant":
-        history.add("assistant", parse_parts(item["content"]))
-    elif kind == "function_call_output":
+        return "system", text_of(item.get("content")), False, role
+    if kind in (None, "message") and role == "user":
+        return "user", tuple(parse_parts(item["content"])), True, role
+    if kind in (None, "message") and role == "assistant":
+        return "assistant", tuple(parse_parts(item["content"])), False, role
+    if kind == "function_call_output":
         result = ToolResultBlock(tool_use_id=item["call_id"], content=text_of(item["output"]))
-        history.add("user", [result])
-    elif kind in ("function_call", "reasoning"):
-        history.add("assistant", [_parse_output_block(item)])
-    else:
-        raise WireError(f"unsupported Responses input item {kind or role!r}")
+        return "user", (result,), False, "tool"
+    if kind in ("function_call", "reasoning"):
+        return "assistant", (_parse_output_block(item),), False, "assistant"
+    raise WireError(f"unsupported Responses input item {kind or role!r}")
 
 
 def _parse_output_block(item: dict[str, Any]) -> Block:
@@ -184,18 +188,21 @@ def _parse_output_block(item: dict[str, Any]) -> Block:
     return ToolUseBlock(id=item["call_id"], name=item["name"], input_json=args)
 
 
-def parse_request(body: dict[str, Any]) -> Request:
+def parse_request(
+    body: dict[str, Any], *, memo: ChainMemo | None = None, trusted: bool = False
+) -> Request:
     """Read a Responses body back into a `Request` (what the simulator's model sees)."""
     try:
-        history = History()
-        system = [body["instructions"]] if body.get("instructions") else []
         given = body.get("input") or []
-        for item in [{"role": "user", "content": given}] if isinstance(given, str) else given:
-            _parse_item(item, history, system)
+        items = [{"role": "user", "content": given}] if isinstance(given, str) else given
+        messages, system = replay(items, _item_event, memo, trusted, NAME)
+        if body.get("instructions"):
+            system.insert(0, body["instructions"])
         tools = tuple(
             tool_bytes(t["name"], t.get("description"), t.get("parameters"))
             for t in body.get("tools") or ()
         )
+        prewarm = bool((body.get("prompt_cache_options") or {}).get("prewarm"))
         params = CacheParams(
             model=body["model"],
             effort=(body.get("reasoning") or {}).get("effort"),
@@ -204,8 +211,8 @@ def parse_request(body: dict[str, Any]) -> Request:
         )
         return Request(
             prefix=Prefix(params=params, tools=tools, system="\n".join(system)),
-            messages=history.finish(),
-            max_tokens=int(body.get("max_output_tokens") or 0),
+            messages=messages,
+            max_tokens=0 if prewarm else int(body.get("max_output_tokens") or 0),
             cache_key=body.get("prompt_cache_key"),
             cache_retention=body.get("prompt_cache_retention"),
             stream=bool(body.get("stream", False)),
