@@ -10,8 +10,9 @@ which records the change as a declared break.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal, Protocol
 
 from stoker.agent.delegate import Delegator, FanOut, running
@@ -32,9 +33,12 @@ from stoker.agent.starts import (
     resume_start,
 )
 from stoker.cache.keys import lineage_cache_key
-from stoker.cache.planner import CachePolicy, plan
-from stoker.cache.pricing import cost_usd, total_cost
+from stoker.cache.models import ModelInfo
+from stoker.cache.planner import CachePolicy, last_cacheable, plan
+from stoker.cache.pricing import cost_usd
 from stoker.cache.record import build_record, notify
+from stoker.cache.time_policy import Idle, WarmPlan, decide, lifetimes
+from stoker.cache.tokens import estimate_tokens
 from stoker.clock import Clock
 from stoker.errors import ConfigError, PrefixError, SessionNotFound
 from stoker.providers.base import CallContext, Completion, Provider
@@ -51,12 +55,13 @@ from stoker.wire.events import (
 from stoker.wire.fingerprint import EMPTY_CHAIN, chain_step
 from stoker.wire.messages import Message, UserMessage, tool_results, user_text
 from stoker.wire.prefix import Prefix
-from stoker.wire.record import CacheRecord
-from stoker.wire.request import Request
+from stoker.wire.record import CacheRecord, Explanation
+from stoker.wire.request import Breakpoint, Request, Ttl
 from stoker.wire.stored import SessionSource
 from stoker.wire.usage import Usage
 
 DELEGATED = "(handed to a sub-agent; its answer goes to the conversation that asked)"
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -99,8 +104,9 @@ class Session:
     """One conversation. Create with `agent.session()` or `await agent.open(store, id)`.
 
     Public surface (everything else is private):
-      id, role, parent_id, agent, prefix, history, records, usage, cost_usd
+      id, role, parent_id, agent, prefix, history, records
       send(text), fork(), branch(), rebase(reason=...), adopt(agent), drain()
+      warm_plan(), warm()   (keep-warm across idle gaps, see `stoker.agent.keepwarm`)
       Session.open(agent, store, id)   (what `agent.open` calls)
     """
 
@@ -232,16 +238,8 @@ class Session:
 
     @property
     def records(self) -> tuple[CacheRecord, ...]:
-        """One per provider call this object made, oldest first."""
+        """One per provider call this object made (keep-warm included), oldest first."""
         return tuple(self._records)
-
-    @property
-    def usage(self) -> Usage:
-        return Usage.total(r.usage for r in self._records)
-
-    @property
-    def cost_usd(self) -> float | None:
-        return total_cost(r.cost_usd for r in self._records)
 
     # -- turns ------------------------------------------------------------------------------
 
@@ -259,6 +257,7 @@ class Session:
         """
         hooks = callbacks or Callbacks()
         async with self._lock:
+            self._state.turn_starts(self._agent.clock.now())
             message = await self._user_message(text, note, hooks)
             steps = TurnSteps(
                 append=self._append,
@@ -268,6 +267,7 @@ class Session:
                 max_iterations=self._max_iterations or self._agent.max_iterations,
             )
             result = await run_turn(steps, message)
+            self._state.turn_ended()
             review = self._agent.review
             if review is not None and self._role == "main":
                 self._reviews.after_turn(
@@ -282,6 +282,125 @@ class Session:
     async def drain(self) -> list[ReviewOutcome]:
         """Wait for the background reviews started since the last drain; oldest first."""
         return await self._reviews.drain()
+
+    # -- idle gaps ----------------------------------------------------------------------------
+
+    def warm_plan(self, *, gaps: Sequence[float] = ()) -> WarmPlan | None:
+        """What the time policy will do before this session's cache entry expires, and
+        when; None while nothing is cached or a turn is unfinished, and for forks, reviews
+        and sub-agents (they end soon; only what they share with their parent lives on).
+        `gaps` adds observed idle gaps (seconds) to the ones this session saw, e.g. the
+        user's other sessions."""
+        state = self._state
+        if (
+            self._role not in ("main", "branch")
+            or state.last_started is None
+            or state.idle_since is None
+            or state.live_ttl is None
+            or self._unanswered
+        ):
+            return None
+        info = self._info()
+        menu = lifetimes(info)
+        policy = self._agent.cache_policy.keep_warm
+        if state.warm_failed_at is not None:
+            policy = replace(policy, enabled=False)  # once per gap: a failure is not retried
+        live_for = 0.0 if menu is None else menu.long if state.live_ttl == "1h" else menu.short
+        idle = Idle(
+            refreshed_at=state.last_started,
+            live_for=live_for,
+            idle_since=state.idle_since,
+            cached=state.last_cached,
+            tail=self._unwritten_tokens(),
+            long_lived=state.live_ttl == "1h",
+            overhead=estimate_tokens(_KEEP_WARM.content),
+            spent=state.warm_spent,
+            spent_usd=state.warm_spent_usd,
+        )
+        price = info.input / 1_000_000 if info.input is not None else None
+        return decide(idle, info, policy, gaps=[*state.gaps, *gaps], price=price)
+
+    async def warm(self, *, gaps: Sequence[float] = ()) -> CacheRecord | None:
+        """Send the planned keep-warm request if it is due now (see `warm_plan`); its
+        record, or None when nothing was due. It never changes the history, and a failed
+        one is logged and leaves the session as it was."""
+        async with self._lock:
+            plan = self.warm_plan(gaps=gaps)
+            now = self._agent.clock.now()
+            state = self._state
+            if plan is None or not plan.sends or now < plan.at or state.last_started is None:
+                return None
+            if now >= plan.at + self._agent.cache_policy.keep_warm.margin:
+                return None  # too late to be sure the entry is still there: let it go
+            request = self._warm_request(plan)
+            provider = self._agent.provider
+            try:
+                completion = await provider.complete(request, CallContext(session_id=self._id))
+            except Exception as exc:
+                log.warning("keep-warm %s of session %s failed: %r", plan.action, self._id, exc)
+                state.warm_failed_at = now
+                return None
+            info = self._info()
+            record = build_record(
+                session_id=self._id,
+                seq=len(self._records),
+                role=self._role,
+                provider=provider.name,
+                info=info,
+                request=replace(request, messages=tuple(self._history)),
+                previous=None,
+                previous_started_at=None,
+                started_at=completion.started_at,
+                usage=completion.usage,
+                history=state.chain[-1] if state.chain else EMPTY_CHAIN,
+                new_from=len(self._history),
+                retries=completion.retries,
+            )
+            explanation = (
+                Explanation(verdict="kept_warm", detail=plan.reason)
+                if completion.usage.read
+                else Explanation(verdict="expired", detail="the entry was gone: " + plan.reason)
+            )
+            record = replace(record, purpose=plan.action, explanation=explanation)
+            state.after_refresh(request, record)
+            state.warm_spent += _units(completion.usage, info)
+            state.warm_spent_usd += record.cost_usd or 0.0
+            self._records.append(record)
+            notify(record)
+            await self._emit(CacheRecorded(session_id=self._id, record=record))
+            return record
+
+    def _warm_request(self, plan: WarmPlan) -> Request:
+        """History as sent, a placeholder after it, one breakpoint on its last block with
+        the plan's TTL, and the smallest output the provider allows (0 unless extended
+        thinking is on, which needs room for its budget)."""
+        history = tuple(self._history)
+        at = last_cacheable(history)
+        marker = (
+            Breakpoint(message=at[0], block=at[1], ttl=plan.ttl)
+            if at is not None
+            else Breakpoint(message=None, ttl=plan.ttl)
+        )
+        budget = self._prefix.params.thinking_budget
+        info = self._info()
+        return Request(
+            prefix=self._prefix,
+            messages=(*history, _KEEP_WARM),
+            max_tokens=0 if budget is None else budget + 1,
+            breakpoints=(marker,),
+            cache_key=lineage_cache_key(self._root_id) if info.provider == "openai" else None,
+        )
+
+    def _unwritten_tokens(self) -> int:
+        """Tokens of the history after the newest entry (what a keep-warm writes)."""
+        rolling = self._state.rolling
+        if rolling is None:
+            return estimate_tokens(b for m in self._history for b in m.content)
+        message, block = rolling
+        rest = [b for m in self._history[message + 1 :] for b in m.content]
+        if message < len(self._history):
+            rest += list(self._history[message].content[block + 1 :])
+        return estimate_tokens(rest)
 
     # -- new sessions from this one ----------------------------------------------------------
 
@@ -476,7 +595,7 @@ class Session:
             retries=completion.retries,
             facts=completion.facts,
             declared_break=self._declared_break,
-            ttl_seconds=300.0 if self._agent.cache_policy.message_ttl == "5m" else 3600.0,
+            ttl_seconds=self._live_for(state.live_ttl),
         )
         self._declared_break = None
         state.after_call(request, record)
@@ -535,4 +654,27 @@ class Session:
         return {t.name: t for t in self._agent.resolved_tools() if t.name in names}
 
     def _cost(self, usage: Usage) -> float | None:
-        return cost_usd(usage, self._agent.provider.model_info(self._prefix.params.model))
+        return cost_usd(usage, self._info())
+
+    def _info(self) -> ModelInfo:
+        return self._agent.provider.model_info(self._prefix.params.model)
+
+    def _live_for(self, ttl: Ttl | None) -> float:
+        """Seconds an entry of `ttl` lives on this session's provider."""
+        menu = lifetimes(self._info())
+        if menu is None or ttl is None:
+            return 300.0
+        return menu.long if ttl == "1h" else menu.short
+
+
+_KEEP_WARM = user_text("(keep-warm request: no answer is needed)")
+
+
+def _units(usage: Usage, info: ModelInfo) -> float:
+    """Input of `usage` in base-input tokens (what the time policy counts)."""
+    return (
+        usage.uncached
+        + info.write_5m * usage.written_5m
+        + info.write_1h * usage.written_1h
+        + info.read * usage.read
+    )

@@ -301,6 +301,10 @@ def restored_state(stored: StoredSession) -> CacheState:
         state.last_started = last_record.started_at
         state.last_written = last_record.usage.written
         state.last_input_tokens = last_record.usage.input_total
+        state.last_cached = last_record.usage.read + last_record.usage.written
+        breakpoints = last_record.breakpoints
+        state.live_ttl = breakpoints[-1].ttl if breakpoints and state.last_cached else None
+        state.idle_since = last_record.started_at
         state.recorded_upto = count
         for bp in reversed(last_record.breakpoints):
             if bp.message is not None:

@@ -7,22 +7,31 @@ from typing import Any
 
 from stoker.cache.planner import BlockRef
 from stoker.wire.record import CacheRecord
-from stoker.wire.request import Request
+from stoker.wire.request import Request, Ttl
 
 
 @dataclass(slots=True, kw_only=True)
 class CacheState:
     """The previous request (for explanations), where it wrote (for the planner), the
-    history hash chain and the render memo. Owned by one session; forks get a copy."""
+    history hash chain and the render memo, and what the time policy needs: how long the
+    newest entry lives, what it covers, the idle gaps seen. Owned by one session; forks
+    get a copy."""
 
     last_request: Request | None = None
-    last_started: float | None = None
+    last_started: float | None = None  # start of the last call, keep-warm included
     last_written: int | None = None
     last_input_tokens: int = 0
+    last_cached: int = 0  # tokens the newest entry covers (read + written)
+    live_ttl: Ttl | None = None  # the TTL of that entry, from `last_started`
     rolling: BlockRef | None = None
     recorded_upto: int = 0
     chain: list[str] = field(default_factory=list)
     render_memo: dict[str, Any] = field(default_factory=dict)
+    idle_since: float | None = None  # start of the last turn's last call
+    gaps: list[float] = field(default_factory=list)  # idle gaps between turns, seconds
+    warm_spent: float = 0.0  # keep-warm spent in this gap, base-input tokens
+    warm_spent_usd: float = 0.0  # keep-warm spent by the session in all
+    warm_failed_at: float | None = None  # a keep-warm failed; none again until a call
 
     def copy(self) -> CacheState:
         return replace(
@@ -31,14 +40,32 @@ class CacheState:
             render_memo={
                 k: (n, list(items), last) for k, (n, items, last) in self.render_memo.items()
             },
+            gaps=list(self.gaps),
         )
 
     def after_call(self, request: Request, record: CacheRecord) -> None:
         """Remember a finished call: the next one is planned and explained against it."""
         self.last_request = request
-        self.last_started = record.started_at
+        self.after_refresh(request, record)
         self.last_written = record.usage.written
         self.last_input_tokens = record.usage.input_total
         self.recorded_upto = len(request.messages)
+
+    def after_refresh(self, request: Request, record: CacheRecord) -> None:
+        """Remember what a call (a keep-warm too) left in the cache, and until when."""
+        self.last_started = record.started_at
+        self.last_cached = record.usage.read + record.usage.written
+        last = request.breakpoints[-1].ttl if request.breakpoints else None
+        self.live_ttl = last if self.last_cached else None
+        self.warm_failed_at = None
         if request.breakpoints and (at := request.breakpoints[-1].message) is not None:
             self.rolling = (at, request.breakpoints[-1].block)
+
+    def turn_starts(self, now: float) -> None:
+        """A user turn begins: the gap since the last one is an observation."""
+        if self.idle_since is not None:
+            self.gaps.append(now - self.idle_since)
+        self.warm_spent = 0.0
+
+    def turn_ended(self) -> None:
+        self.idle_since = self.last_started

@@ -27,6 +27,7 @@ import httpx
 from rich.table import Table
 
 from stoker.clock import FrozenClock
+from stoker.config import DEFAULT_MODEL
 from stoker.providers.base import CallContext
 from stoker.providers.sim.provider import SimProvider
 from stoker.wire.blocks import TextBlock
@@ -36,7 +37,7 @@ from stoker.wire.prefix import CacheParams, Prefix
 from stoker.wire.request import Breakpoint, Request
 
 HISTORY_SIZES = (10, 100, 1000)
-MODELS = {"anthropic": "claude-sonnet-4-6", "openai_responses": "gpt-5.6"}
+MODELS = {"anthropic": DEFAULT_MODEL, "openai_responses": "gpt-5.6"}
 _PATHS = {"anthropic": "/v1/messages", "openai_responses": "/v1/responses"}
 _TOOL = (
     b'{"description":"Read a file of the workspace.","input_schema":{"properties":{"path":'
@@ -104,7 +105,7 @@ async def _in_process(dialect: str, history: int, calls: int) -> SimBenchRow:
     for _ in range(calls + 1):  # the first call writes the cache and is not counted
         request = conversation.next_request()
         start = time.perf_counter_ns()
-        completion = await provider.complete(request, CallContext(lineage="bench"))
+        completion = await provider.complete(request, CallContext(session_id="bench"))
         samples.append((time.perf_counter_ns() - start) / 1e6)
         conversation.messages.append(completion.message)
         clock.advance(10.0)

@@ -10,9 +10,10 @@ implicit breakpoint covers the rest. Older OpenAI models take no markers.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from stoker.cache.models import ModelInfo
+from stoker.cache.time_policy import TimePolicy
 from stoker.errors import ConfigError
 from stoker.wire.blocks import Block, RedactedThinkingBlock, TextBlock, ThinkingBlock
 from stoker.wire.messages import Message
@@ -23,11 +24,18 @@ BlockRef = tuple[int, int]  # (message index, block index)
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CachePolicy:
-    """Breakpoint settings. `system_ttl="1h"` pays 2x once to survive idle gaps up to an hour."""
+    """How a session uses the cache: where breakpoints go and with which TTL, and how it
+    crosses idle gaps (`keep_warm`, see `stoker.cache.time_policy`).
+
+    The defaults write 5-minute entries and let the time policy seal the prefix under a
+    1-hour entry only when a gap is coming; `system_ttl="1h"` instead pays 2x up front
+    on tools+system in every session.
+    """
 
     system_ttl: Ttl = "5m"
     message_ttl: Ttl = "5m"
     lookback: int = 20
+    keep_warm: TimePolicy = field(default_factory=TimePolicy)
 
     def __post_init__(self) -> None:
         if self.system_ttl == "5m" and self.message_ttl == "1h":
@@ -49,7 +57,7 @@ def _cacheable(block: Block) -> bool:
     return not (isinstance(block, TextBlock) and not block.text)
 
 
-def _last_cacheable(messages: tuple[Message, ...] | list[Message]) -> BlockRef | None:
+def last_cacheable(messages: tuple[Message, ...] | list[Message]) -> BlockRef | None:
     for m in range(len(messages) - 1, -1, -1):
         content = messages[m].content
         for b in range(len(content) - 1, -1, -1):
@@ -92,7 +100,7 @@ def plan_anthropic(
 ) -> Plan:
     """Breakpoints for the next Anthropic request, given where the previous one wrote."""
     bps = [Breakpoint(message=None, ttl=policy.system_ttl)]
-    rolling = _last_cacheable(messages)
+    rolling = last_cacheable(messages)
     if rolling is None:
         return Plan(breakpoints=tuple(bps), rolling=None)
     if (

@@ -24,6 +24,7 @@ Verdict = Literal[
     "concurrent",  # the entry was written by a request whose response had not started yet
     "evicted",  # nothing moved; the provider dropped the entry early
     "cold",  # nothing moved, but the provider holds no entry for this prefix at all
+    "kept_warm",  # a keep-warm request (ping or seal) the time policy sent
     "unexplained",  # read less than expected and no reason was found
 ]
 
@@ -88,6 +89,7 @@ class CacheRecord:
     retries: int = 0
     declared_break: str | None = None
     explanation: Explanation = field(default_factory=lambda: Explanation(verdict="first"))
+    purpose: str = "turn"  # "turn", or a keep-warm request: "ping" or "seal"
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -106,6 +108,7 @@ class CacheRecord:
             "retries": self.retries,
             "declared_break": self.declared_break,
             "explanation": self.explanation.to_dict(),
+            "purpose": self.purpose,
         }
 
     @classmethod
@@ -125,4 +128,5 @@ class CacheRecord:
             retries=data.get("retries", 0),
             declared_break=data.get("declared_break"),
             explanation=Explanation.from_dict(data["explanation"]),
+            purpose=data.get("purpose", "turn"),
         )

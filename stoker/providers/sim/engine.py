@@ -24,10 +24,10 @@ from stoker.cache.accounting import (
     OpenAISettings,
 )
 from stoker.cache.models import ModelInfo, model_info
-from stoker.cache.tokens import count_tokens
+from stoker.cache.tokens import estimate_tokens
 from stoker.errors import ConfigError, InvalidRequest
 from stoker.providers.sim.model import RuleModel, SimModel
-from stoker.wire.blocks import Block, TextBlock, ThinkingBlock, ToolUseBlock
+from stoker.wire.blocks import Block, ToolUseBlock
 from stoker.wire.dialects import dialect_module
 from stoker.wire.dialects._chain import ChainMemo
 from stoker.wire.messages import AssistantMessage, UserMessage
@@ -113,15 +113,7 @@ def is_prewarm(dialect: str, payload: dict[str, Any], info: ModelInfo) -> bool:
 
 
 def output_tokens(blocks: tuple[Block, ...]) -> int:
-    total = 0
-    for b in blocks:
-        if isinstance(b, TextBlock):
-            total += count_tokens(b.text)
-        elif isinstance(b, ThinkingBlock):
-            total += count_tokens(b.thinking)
-        elif isinstance(b, ToolUseBlock):
-            total += count_tokens(b.name) + count_tokens(b.input_json)
-    return max(total, 1)
+    return max(estimate_tokens(blocks), 1)
 
 
 @dataclass(slots=True, kw_only=True)

@@ -1,0 +1,151 @@
+"""The keep-warm scheduler: sends each watched session's ping or seal when it is due.
+
+Sessions decide (`Session.warm_plan`); this only keeps the time. It reads the sessions'
+`Clock`: with the system clock `run()` sleeps until the next due time; with a
+`FrozenClock`, `idle(seconds)` moves the clock through every due time in order and
+fires each one there, so a test or a benchmark crosses a three-hour gap in
+milliseconds and sees exactly the requests a real one would send.
+
+Money caps that span sessions live here too: `hourly_usd` over any rolling hour and
+`total_usd` over the scheduler's life. A keep-warm that would pass a cap is not sent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from stoker.agent.session import Session
+from stoker.clock import Clock, FrozenClock
+from stoker.errors import ConfigError
+from stoker.wire.record import CacheRecord
+
+log = logging.getLogger(__name__)
+
+GapSource = Callable[[Session], Sequence[float]]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SpendLimits:
+    """Keep-warm spend caps across every session of a scheduler (None: no cap)."""
+
+    hourly_usd: float | None = None
+    total_usd: float | None = None
+
+
+class KeepWarm:
+    """Watches sessions and sends their keep-warm requests on time."""
+
+    def __init__(
+        self,
+        clock: Clock,
+        *,
+        limits: SpendLimits | None = None,
+        gaps: GapSource | None = None,
+    ) -> None:
+        self.clock = clock
+        self.limits = limits or SpendLimits()
+        self._gaps = gaps
+        self._sessions: dict[str, Session] = {}
+        self._spent: deque[tuple[float, float]] = deque()  # (when, usd)
+        self._total = 0.0
+        self._changed = asyncio.Event()
+
+    # -- which sessions ------------------------------------------------------------------
+
+    def watch(self, session: Session) -> None:
+        """Keep `session` warm from now on (again, after each of its turns)."""
+        self._sessions[session.id] = session
+        self._changed.set()
+
+    def forget(self, session_id: str) -> None:
+        """Stop keeping a session warm (deleted, evicted, closed)."""
+        self._sessions.pop(session_id, None)
+        self._changed.set()
+
+    def __contains__(self, session_id: object) -> bool:
+        return session_id in self._sessions
+
+    # -- when ------------------------------------------------------------------------------
+
+    def due_times(self) -> dict[str, float]:
+        """When each watched session's next keep-warm is due (sessions with none left out)."""
+        due = {}
+        for sid, session in self._sessions.items():
+            plan = session.warm_plan(gaps=self._gaps_of(session))
+            if plan is not None and plan.sends:
+                due[sid] = plan.at
+        return due
+
+    def next_due(self) -> float | None:
+        return min(self.due_times().values(), default=None)
+
+    async def fire_due(self) -> list[CacheRecord]:
+        """Send every keep-warm due now; their records (failures are logged, not raised)."""
+        now = self.clock.now()
+        records = []
+        for sid, at in sorted(self.due_times().items(), key=lambda item: item[1]):
+            session = self._sessions.get(sid)
+            if session is None or at > now or not self._within_limits(now):
+                continue
+            record = await session.warm(gaps=self._gaps_of(session))
+            if record is not None:
+                records.append(record)
+                self._count(now, record.cost_usd or 0.0)
+        return records
+
+    # -- driving the clock ---------------------------------------------------------------------
+
+    async def idle(self, seconds: float) -> list[CacheRecord]:
+        """Let `seconds` pass on a `FrozenClock`, firing each keep-warm at its due time."""
+        if not isinstance(self.clock, FrozenClock):
+            raise ConfigError("KeepWarm.idle needs a FrozenClock; use run() with a real clock")
+        end = self.clock.at + seconds
+        records: list[CacheRecord] = []
+        while (due := self.next_due()) is not None and due <= end:
+            self.clock.at = max(self.clock.at, due)
+            fired = await self.fire_due()
+            if not fired:
+                break  # due but not sent (a cap, a failure): nothing more will fire here
+            records += fired
+        self.clock.at = end
+        return records
+
+    async def run(self) -> None:
+        """Fire keep-warm requests as they fall due, until cancelled (a real clock)."""
+        while True:
+            self._changed.clear()
+            due = self.next_due()
+            wait = None if due is None else max(0.0, due - self.clock.now())
+            if wait is None or wait > 0:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._changed.wait(), wait)
+                continue
+            try:
+                fired = await self.fire_due()
+            except Exception as exc:  # never let one session stop the others' keep-warm
+                log.warning("keep-warm round failed: %r", exc)
+                fired = []
+            if not fired:
+                await asyncio.sleep(1.0)  # due but held back (a cap): look again shortly
+
+    # -- money ---------------------------------------------------------------------------------
+
+    def _within_limits(self, now: float) -> bool:
+        while self._spent and self._spent[0][0] <= now - 3600.0:
+            self._spent.popleft()
+        hourly, total = self.limits.hourly_usd, self.limits.total_usd
+        if hourly is not None and sum(usd for _, usd in self._spent) >= hourly:
+            return False
+        return total is None or self._total < total
+
+    def _count(self, now: float, usd: float) -> None:
+        self._spent.append((now, usd))
+        self._total += usd
+
+    def _gaps_of(self, session: Session) -> Sequence[float]:
+        return self._gaps(session) if self._gaps is not None else ()

@@ -1,0 +1,224 @@
+"""How a session crosses an idle gap: let the cache expire, ping it, or seal it.
+
+A cache entry lives for its TTL from the start of the last request that wrote or read
+it. When the user is away longer than that, the next turn rewrites the whole prefix at
+write prices. Two requests can prevent it, each sent just before the entry expires:
+
+- a *ping* reads the prefix (refreshing it for another short TTL) and writes the tail
+  the last call left unwritten, at short-TTL prices;
+- a *seal* reads the prefix and writes that tail under a single long-TTL breakpoint: one
+  long entry now covers the whole prefix, so it survives the long TTL (an hour on
+  Anthropic) for the price of one read plus a long write of the tail only.
+
+Which one, if any, is arithmetic over the model's prices and what this user is expected
+to do: `decide` compares each action's cost now with the rewrite it saves times the
+chance the user is back while the entry lives. That chance comes from the gaps seen in
+this session (and whatever the caller adds, e.g. the user's other sessions), counted
+from the time already idle, with an optimistic prior worth one observation: with
+nothing observed Stoker keeps the cache warm. What bounds the loss when the user never
+comes back is the cap: one gap never spends more than one rewrite of the prefix on
+keeping it warm (the break-even rule of renting versus buying), and callers may set
+money caps on top.
+
+Units are base-input tokens (a token billed at the model's plain input price), so the
+arithmetic holds whether or not the model has a price in the table.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from stoker.cache.models import ModelInfo
+from stoker.wire.request import Ttl
+
+Action = Literal["ping", "seal", "expire"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TimePolicy:
+    """A session's rules for idle gaps. `enabled=False` lets every entry expire.
+
+    `margin`: seconds before expiry a keep-warm request starts (it must start, not end,
+    before the entry expires). `gap_cap`: the most one idle gap may spend on keeping
+    warm, in rewrites of the prefix (1.0: never more than the rewrite it tries to save).
+    `session_cap_usd`: the most a session spends on keep-warm in all. `horizon`: a gap
+    longer than this counts as a user who did not come back. `prior_weight`: how many
+    observed gaps the optimistic prior ("the user comes back") is worth.
+    """
+
+    enabled: bool = True
+    margin: float = 30.0
+    gap_cap: float = 1.0
+    session_cap_usd: float | None = None
+    horizon: float = 24 * 3600.0
+    prior_weight: float = 1.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Lifetimes:
+    """The two TTLs a provider offers and what writing under each costs (x base input)."""
+
+    short: float  # seconds
+    long: float
+    write_short: float
+    write_long: float
+    read: float
+
+
+def lifetimes(info: ModelInfo) -> Lifetimes | None:
+    """The TTL menu of `info`'s provider; None where nothing can be kept warm (OpenAI's
+    older models cache implicitly, with free writes and no TTL to choose)."""
+    if info.provider == "anthropic":
+        return Lifetimes(
+            short=300.0,
+            long=3600.0,
+            write_short=info.write_5m,
+            write_long=info.write_1h,
+            read=info.read,
+        )
+    if info.regime == "N":  # GPT-5.6+: 30-minute and 12-hour entries
+        return Lifetimes(
+            short=1800.0,
+            long=12 * 3600.0,
+            write_short=info.write_5m,
+            write_long=info.write_1h,
+            read=info.read,
+        )
+    return None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Idle:
+    """What a session has cached, and since when: the input of a decision."""
+
+    refreshed_at: float  # start of the last request that wrote or read the live entry
+    live_for: float  # seconds that entry lives from `refreshed_at`
+    idle_since: float  # start of the last turn's last call: the gap began there
+    cached: int  # tokens the live entry covers
+    tail: int  # tokens after it that a keep-warm would write (an estimate)
+    long_lived: bool = False  # the live entry is already a long-TTL one (a seal's)
+    overhead: int = 16  # the keep-warm's own placeholder message, never cached
+    spent: float = 0.0  # keep-warm already spent in this gap, base-input tokens
+    spent_usd: float = 0.0  # keep-warm spent by the session in all
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WarmPlan:
+    """What to do before the entry expires, when, and why (costs in base-input tokens)."""
+
+    action: Action
+    at: float  # when to send it; for "expire", when the entry expires
+    ttl: Ttl  # "5m"-bucket (short) or "1h"-bucket (long) write
+    covers_until: float  # when the entry would expire after the action
+    cost: float
+    saves: float
+    chance: float  # estimated chance the user is back while the entry lives
+    reason: str
+
+    @property
+    def sends(self) -> bool:
+        return self.action != "expire"
+
+
+def return_chance(
+    gaps: Sequence[float], *, elapsed: float, within: float, horizon: float, weight: float
+) -> float:
+    """P(the user is back within `within` more seconds | idle for `elapsed` already).
+
+    `gaps` are observed idle gaps in seconds (`inf` for a user who never came back, or
+    anything past `horizon`). Only gaps longer than `elapsed` say something. The prior,
+    worth `weight` of them, treats time away as scale-free (the longer someone has been
+    away, the longer they are likely to stay): back within h after e idle is h / (e + h).
+    """
+    prior = within / (elapsed + within)
+    longer = [g for g in gaps if g > elapsed]
+    back = sum(1 for g in longer if g <= min(elapsed + within, horizon))
+    return (back + weight * prior) / (len(longer) + weight)
+
+
+def decide(
+    idle: Idle,
+    info: ModelInfo,
+    policy: TimePolicy,
+    *,
+    gaps: Sequence[float] = (),
+    price: float | None = None,
+) -> WarmPlan:
+    """The cheapest way across the gap that started at `idle.idle_since`.
+
+    `price` is USD per base-input token, for the session's money cap (None: unknown).
+    """
+    expires = idle.refreshed_at + idle.live_for
+    menu = lifetimes(info)
+
+    def expire(reason: str) -> WarmPlan:
+        return WarmPlan(
+            action="expire",
+            at=expires,
+            ttl="5m",
+            covers_until=expires,
+            cost=0.0,
+            saves=0.0,
+            chance=0.0,
+            reason=reason,
+        )
+
+    if not policy.enabled:
+        return expire("keep-warm is off")
+    if menu is None:
+        return expire(f"{info.name} caches implicitly; there is no TTL to keep")
+    if idle.cached < info.min_cacheable:
+        return expire(f"nothing cached: the prefix is under {info.min_cacheable} tokens")
+    at = expires - policy.margin
+    elapsed = at - idle.idle_since
+    rewrite = (menu.write_short - menu.read) * idle.cached + menu.write_short * idle.tail
+    options = []
+    # A seal needs a position of its own to write the long entry at: the unwritten tail,
+    # or the long entry it refreshes. A short entry read again stays a short one.
+    can_seal = idle.tail > 0 or idle.long_lived
+    for action, life, write, ttl in (
+        *((("seal", menu.long, menu.write_long, "1h"),) if can_seal else ()),
+        ("ping", menu.long if idle.long_lived else menu.short, menu.write_short, "5m"),
+    ):
+        cost = menu.read * idle.cached + write * idle.tail + idle.overhead
+        chance = return_chance(
+            gaps,
+            elapsed=elapsed,
+            within=life,
+            horizon=policy.horizon,
+            weight=policy.prior_weight,
+        )
+        options.append((chance * rewrite - cost, action, life, ttl, cost, chance))
+    net, action, life, ttl, cost, chance = max(options)
+    if net <= 0:
+        return expire(
+            f"a keep-warm costs {cost:,.0f} and saves {chance * rewrite:,.0f} (chance of a "
+            f"return {chance:.0%}): cheaper to rewrite if the user comes back"
+        )
+    cap = policy.gap_cap * menu.write_short * (idle.cached + idle.tail)
+    if idle.spent + cost > cap:
+        return expire(
+            f"this gap already spent {idle.spent:,.0f} of its {cap:,.0f} keep-warm cap "
+            "(one rewrite): letting it expire"
+        )
+    if (
+        policy.session_cap_usd is not None
+        and price is not None
+        and idle.spent_usd + cost * price > policy.session_cap_usd
+    ):
+        return expire(f"the session's keep-warm cap of ${policy.session_cap_usd} is reached")
+    return WarmPlan(
+        action=action,
+        at=at,
+        ttl=ttl,
+        covers_until=at + life,
+        cost=cost,
+        saves=chance * rewrite,
+        chance=chance,
+        reason=(
+            f"{action}: keeps {idle.cached:,} tokens warm for {life / 60:.0f} min for "
+            f"{cost:,.0f} instead of a {rewrite:,.0f} rewrite (chance of a return {chance:.0%})"
+        ),
+    )

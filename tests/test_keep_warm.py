@@ -1,0 +1,181 @@
+"""Idle gaps on a frozen clock: when keep-warm requests fire, what they cost (exactly what
+the simulator's accountant says), what the return reads, and what never happens (a
+keep-warm after a new message, after `forget`, or one that hurts the session)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from typing import Any
+
+import pytest
+
+from stoker.agent.keepwarm import KeepWarm, SpendLimits
+from stoker.cache.models import ModelInfo, model_info
+from stoker.cache.pricing import cost_usd
+from stoker.cache.time_policy import Idle, TimePolicy, decide, return_chance
+from stoker.clock import FrozenClock
+from stoker.errors import ProviderError
+from stoker.providers.base import CallContext, Completion
+from stoker.providers.sim.provider import SimProvider
+from stoker.wire.request import Request
+from tests.helpers import make_registry, sim_agent
+
+START = FrozenClock().at
+SONNET = model_info("claude-sonnet-4-6")
+
+
+async def _idle_then_return(minutes: float) -> tuple[Any, SimProvider, list[Any], Any]:
+    clock = FrozenClock()
+    agent, provider = sim_agent(registry=make_registry(), clock=clock)
+    session = agent.session()
+    scheduler = KeepWarm(clock)
+    scheduler.watch(session)
+    await session.send("read_file 'plan.md'")
+    fired = await scheduler.idle(minutes * 60)
+    back = await session.send("and now?")
+    return session, provider, fired, back
+
+
+@pytest.mark.parametrize(
+    ("minutes", "sealed_at"),
+    [
+        (4, []),  # back before the entry expires: nothing to do
+        (6, [270]),  # sealed 30 s before the 5-minute entry expires
+        (40, [270]),  # one seal covers the hour
+        (180, [270, 270 + 3570, 270 + 2 * 3570]),  # re-sealed before each hour ends
+    ],
+)
+async def test_seals_fire_on_time_and_the_return_reads_the_whole_prefix(
+    minutes: float, sealed_at: list[float]
+) -> None:
+    session, provider, fired, back = await _idle_then_return(minutes)
+    assert [(r.purpose, r.started_at - START) for r in fired] == [("seal", at) for at in sealed_at]
+    first = back.records[0]
+    before = session.records[len(session.records) - len(back.records) - 1]
+    assert first.explanation.verdict == "hit"
+    assert first.usage.read == before.usage.read + before.usage.written
+    assert all(r.explanation.verdict == "kept_warm" for r in fired)
+    if fired:  # the first seal writes the unwritten answer under a 1-hour entry
+        assert fired[0].usage.written_1h > 0
+        assert fired[0].usage.written_5m == 0
+        assert fired[0].usage.output == 0
+    # every figure is the accountant's own, and priced from it
+    for record, outcome in zip(session.records, provider.outcomes, strict=True):
+        assert replace(record.usage, output=0) == replace(outcome.usage, output=0)
+        assert record.cost_usd == cost_usd(record.usage, SONNET)
+
+
+async def test_without_keep_warm_the_same_gap_rewrites_everything() -> None:
+    clock = FrozenClock()
+    agent, _ = sim_agent(registry=make_registry(), clock=clock)
+    agent = replace(
+        agent, cache_policy=replace(agent.cache_policy, keep_warm=TimePolicy(enabled=False))
+    )
+    session = agent.session()
+    scheduler = KeepWarm(clock)
+    scheduler.watch(session)
+    await session.send("read_file 'plan.md'")
+    assert await scheduler.idle(6 * 60) == []
+    back = await session.send("and now?")
+    assert (back.records[0].usage.read, back.records[0].explanation.verdict) == (0, "expired")
+
+
+async def test_a_keep_warm_never_enters_the_history_or_the_next_request() -> None:
+    session, provider, fired, _ = await _idle_then_return(6)
+    assert len(fired) == 1
+    seal_payload = provider.requests[2]
+    assert seal_payload["max_tokens"] == 0
+    assert "keep-warm" in seal_payload["messages"][-1]["content"][0]["text"]
+    texts = [b.get("text", "") for m in provider.requests[-1]["messages"] for b in m["content"]]
+    assert not any("keep-warm" in t for t in texts)
+    assert not any("keep-warm" in m.text for m in session.history if hasattr(m, "text"))
+
+
+async def test_a_new_message_moves_the_keep_warm_and_forget_stops_it() -> None:
+    clock = FrozenClock()
+    agent, _ = sim_agent(registry=make_registry(), clock=clock)
+    session = agent.session()
+    scheduler = KeepWarm(clock)
+    scheduler.watch(session)
+    await session.send("read_file 'plan.md'")
+    await scheduler.idle(200)
+    await session.send("still here")  # the old due time (270 s) no longer applies
+    assert await scheduler.idle(250) == []  # t = 450 s: 250 s after the new turn
+    scheduler.forget(session.id)
+    assert await scheduler.idle(3600) == []
+    assert [r.purpose for r in session.records] == ["turn"] * len(session.records)
+
+
+class FailingKeepWarm:
+    """The sim, failing every keep-warm request (max_tokens 0)."""
+
+    def __init__(self, inner: SimProvider) -> None:
+        self.inner, self.name = inner, inner.name
+
+    def model_info(self, model: str) -> ModelInfo:
+        return self.inner.model_info(model)
+
+    async def complete(self, request: Request, context: CallContext) -> Completion:
+        if request.max_tokens == 0:
+            raise ProviderError("overloaded", provider="sim", status=529)
+        return await self.inner.complete(request, context)
+
+
+async def test_a_failing_seal_leaves_the_session_intact() -> None:
+    clock = FrozenClock()
+    agent, provider = sim_agent(registry=make_registry(), clock=clock)
+    agent = replace(agent, provider=FailingKeepWarm(provider))
+    session = agent.session()
+    scheduler = KeepWarm(clock)
+    scheduler.watch(session)
+    await session.send("read_file 'plan.md'")
+    history = session.history
+    assert await scheduler.idle(6 * 60) == []
+    assert session.history == history
+    plan = session.warm_plan()
+    assert plan is not None
+    assert not plan.sends
+    back = await session.send("and now?")
+    assert back.exit == "answered"
+    assert back.records[0].explanation.verdict == "expired"
+
+
+async def test_the_hourly_money_cap_holds_back_keep_warm() -> None:
+    clock = FrozenClock()
+    agent, _ = sim_agent(registry=make_registry(), clock=clock)
+    scheduler = KeepWarm(clock, limits=SpendLimits(hourly_usd=0.0))
+    session = agent.session()
+    scheduler.watch(session)
+    await session.send("read_file 'plan.md'")
+    assert await scheduler.idle(6 * 60) == []
+
+
+def _idle(**changes: Any) -> Idle:
+    base = Idle(
+        refreshed_at=0.0, live_for=300.0, idle_since=0.0, cached=40_000, tail=200, overhead=16
+    )
+    return replace(base, **changes)
+
+
+def test_the_arithmetic_seals_when_a_return_is_likely_and_lets_go_when_not() -> None:
+    plan = decide(_idle(), SONNET, TimePolicy())
+    assert (plan.action, plan.ttl, plan.at) == ("seal", "1h", 270.0)
+    assert plan.cost == pytest.approx(0.1 * 40_000 + 2.0 * 200 + 16)
+    never_back = [math.inf] * 20  # twenty gaps that never ended
+    assert decide(_idle(), SONNET, TimePolicy(), gaps=never_back).action == "expire"
+    spent = decide(_idle(spent=1.25 * 40_200 - 100), SONNET, TimePolicy())
+    assert spent.action == "expire"
+    assert "cap" in spent.reason
+    assert decide(_idle(), SONNET, TimePolicy(enabled=False)).action == "expire"
+    assert decide(_idle(cached=900), SONNET, TimePolicy()).action == "expire"
+    # with nothing left unwritten a short entry cannot become a long one: ping instead
+    assert decide(_idle(tail=0), SONNET, TimePolicy()).action == "ping"
+
+
+def test_the_chance_of_a_return_follows_observed_gaps() -> None:
+    kwargs: dict[str, float] = {"elapsed": 270, "within": 3600, "horizon": 86400, "weight": 1}
+    assert return_chance([], **kwargs) == pytest.approx(3600 / 3870)
+    assert return_chance([60, 120], **kwargs) == pytest.approx(3600 / 3870)  # too short
+    assert return_chance([1800, 2400], **kwargs) > return_chance([], **kwargs)
+    assert return_chance([9 * 3600] * 4, **kwargs) < 0.2
