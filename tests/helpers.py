@@ -51,3 +51,13 @@ def sim_agent(
     provider = SimProvider(engine=SimEngine(model=model or RuleModel()), clock=clock)
     kwargs.setdefault("system", SYSTEM)
     return Agent(provider=provider, model=llm, clock=clock, **kwargs), provider
+
+
+def without_markers(value: Any) -> Any:
+    """A payload (or a part of one) without its cache_control markers: markers are not
+    part of the cached content, so requests that differ only in them share the cache."""
+    if isinstance(value, dict):
+        return {k: without_markers(v) for k, v in value.items() if k != "cache_control"}
+    if isinstance(value, list):
+        return [without_markers(v) for v in value]
+    return value

@@ -20,12 +20,15 @@ from stoker.wire.messages import AssistantMessage, UserMessage, user_text
 from stoker.wire.record import CacheRecord
 from stoker.wire.request import Request
 from stoker.wire.usage import Usage
-from tests.helpers import make_registry, sim_agent
+from tests.helpers import make_registry, sim_agent, without_markers
 
 
 def _sent(payload: dict) -> tuple[str, str]:  # type: ignore[type-arg]
-    """The tools and system of a payload as the exact JSON text a provider receives."""
-    return json.dumps(payload.get("tools")), json.dumps(payload.get("system"))
+    """The tools and system of a payload as the exact JSON text a provider receives (cache
+    markers aside: they are not part of the cached content)."""
+    return json.dumps(without_markers(payload.get("tools"))), json.dumps(
+        without_markers(payload.get("system"))
+    )
 
 
 async def test_turn_calls_a_tool_then_answers() -> None:

@@ -14,7 +14,7 @@ from stoker.wire.events import CacheRecorded, MemorySink
 from stoker.wire.messages import UserMessage
 from stoker.wire.record import CacheRecord
 from stoker.wire.request import Request
-from tests.helpers import make_registry, sim_agent
+from tests.helpers import make_registry, sim_agent, without_markers
 
 
 @tool
@@ -57,7 +57,9 @@ def _agent(model: Any, **kwargs: Any):  # type: ignore[no-untyped-def]
 
 
 def _sent(payload: dict[str, Any]) -> tuple[str, str]:
-    return json.dumps(payload["tools"]), json.dumps(payload["system"])
+    return json.dumps(without_markers(payload["tools"])), json.dumps(
+        without_markers(payload["system"])
+    )
 
 
 async def test_child_first_request_sends_parent_tools_and_system_and_reads_them() -> None:

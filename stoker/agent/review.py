@@ -160,23 +160,17 @@ def summarize(snapshot: Sequence[Message], history: Sequence[Message]) -> str:
     return " · ".join(labels)
 
 
-async def run_review(
-    session: Reviewable,
-    topic: ReviewTopic,
-    config: ReviewConfig,
-    *,
-    on_summary: Callable[[str], object] | None = None,
-    on_error: Callable[[BaseException], object] | None = None,
-) -> ReviewOutcome:
-    """Run one review fork to completion; never raises (except cancellation)."""
-    snapshot = session.history
+def review_fork(session: Reviewable, config: ReviewConfig) -> ReviewFork:
+    """The review's fork of `session` as it is now: its prefix and history, allowed only
+    the review tools. Made when the turn ends, not when the review task first runs, so a
+    turn or a rebase that follows meanwhile cannot change what the review starts from."""
     rebase = None
     if config.model is not None and config.model != session.prefix.params.model:
         rebase = Rebase(
             reason=f"review on {config.model}: another model is another cache namespace",
             model=config.model,
         )
-    fork = session.fork(
+    return session.fork(
         policy=DispatchPolicy(
             allowed=config.allowed_tools, deny_risky=True, reason="background review"
         ),
@@ -184,10 +178,21 @@ async def run_review(
         max_iterations=config.max_iterations,
         rebase=rebase,
     )
+
+
+async def run_review(
+    fork: ReviewFork,
+    topic: ReviewTopic,
+    *,
+    on_summary: Callable[[str], object] | None = None,
+    on_error: Callable[[BaseException], object] | None = None,
+) -> ReviewOutcome:
+    """Run one review fork to completion; never raises (except cancellation)."""
+    snapshot = fork.history
     try:
         await fork.send(PROMPTS[topic])
     except Exception as exc:
-        logger.warning("background %s review of %s failed: %r", topic, session.id, exc)
+        logger.warning("background %s review %s failed: %r", topic, fork.id, exc)
         if on_error is not None:
             on_error(exc)
         return ReviewOutcome(topic=topic, summary="", session_id=fork.id, error=exc)
@@ -217,8 +222,9 @@ class BackgroundReviews:
         topic = self.counters.after_turn(result.iterations, config)
         if topic is None:
             return
+        fork = review_fork(session, config)
         task = asyncio.create_task(
-            run_review(session, topic, config, on_summary=on_summary, on_error=on_error),
+            run_review(fork, topic, on_summary=on_summary, on_error=on_error),
             name=f"stoker-review-{session.id}",
         )
         self.pending.append(task)

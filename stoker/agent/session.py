@@ -112,6 +112,7 @@ class Session:
 
     __slots__ = (
         "_agent",
+        "_anchor",
         "_declared_break",
         "_fanout",
         "_history",
@@ -153,6 +154,7 @@ class Session:
         self._lock = asyncio.Lock()
         self._pending: list[Event] = list(start.events)
         self._declared_break = start.declared_break
+        self._anchor = start.anchor
         self._unanswered = start.unanswered
         self._rerun = start.rerun
         self._fanout = FanOut()
@@ -448,6 +450,7 @@ class Session:
             config=self._agent.config_snapshot(),
             announced=self._toolkits.announced if self._toolkits else None,
             now=self._agent.clock.now(),
+            declared_break=self._declared_break,
         )
 
     # -- deliberate changes ----------------------------------------------------------------
@@ -559,7 +562,13 @@ class Session:
 
     def _request(self, *, stream: bool) -> Request:
         info = self._agent.provider.model_info(self._prefix.params.model)
-        p = plan(info, self._history, previous=self._state.rolling, policy=self._agent.cache_policy)
+        p = plan(
+            info,
+            self._history,
+            previous=self._state.rolling,
+            policy=self._agent.cache_policy,
+            anchor=self._anchor,
+        )
         return Request(
             prefix=self._prefix,
             messages=tuple(self._history),
@@ -598,6 +607,7 @@ class Session:
             ttl_seconds=self._live_for(state.live_ttl),
         )
         self._declared_break = None
+        self._anchor = None
         state.after_call(request, record)
         self._records.append(record)
         notify(record)

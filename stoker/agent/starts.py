@@ -19,6 +19,7 @@ from typing import Any, Final
 
 from stoker.agent.resume import ToolsMode, reconcile
 from stoker.agent.state import CacheState
+from stoker.cache.planner import BlockRef, last_cacheable
 from stoker.integrations import ToolkitView
 from stoker.tools import DispatchPolicy, Tool
 from stoker.wire.blocks import ToolResultBlock, ToolUseBlock
@@ -104,6 +105,7 @@ class SessionStart:
     declared_break: str | None = None  # declared, not yet carried by a call
     extra_tools: Mapping[str, Tool] = field(default_factory=dict)  # a rebase's own tools
     announced: ToolkitView | None = None  # what the source told the model of its toolkits
+    anchor: BlockRef | None = None  # a block the first call marks (where a fork branched)
     unanswered: tuple[ToolUseBlock, ...] = ()  # calls the next user message must answer
     rerun: bool = False  # answer `unanswered` by running them again, not with a placeholder
 
@@ -121,6 +123,7 @@ class Snapshot:
     config: dict[str, Any]  # the agent's config snapshot
     announced: ToolkitView | None
     now: float
+    declared_break: str | None = None  # declared on the parent, not yet carried by a call
 
 
 def declared(
@@ -239,9 +242,10 @@ def fork_start(
         max_iterations=max_iterations,
         state=parent.state,
         events=tuple(events),
-        declared_break=rebase.reason if rebase is not None else None,
+        declared_break=rebase.reason if rebase is not None else parent.declared_break,
         extra_tools={t.name: t for t in rebase.tools or ()} if rebase is not None else {},
         announced=parent.announced,
+        anchor=last_cacheable(parent.history),
         unanswered=last.tool_calls if isinstance(last, AssistantMessage) else (),
     )
 

@@ -97,12 +97,21 @@ def plan_anthropic(
     *,
     previous: BlockRef | None,
     policy: CachePolicy = CachePolicy(),
+    anchor: BlockRef | None = None,
 ) -> Plan:
-    """Breakpoints for the next Anthropic request, given where the previous one wrote."""
-    bps = [Breakpoint(message=None, ttl=policy.system_ttl)]
+    """Breakpoints for the next Anthropic request, given where the previous one wrote.
+
+    `anchor` is the end of a parent's history on a fork's first call. The fork writes an
+    entry there for the parent: its next call reads the shared history instead of writing
+    it a second time. The entry is a 1-hour one, so the parent can still seal its prefix
+    before a gap (a short entry read again stays short, and a seal needs a position of its
+    own). Providers want every 1-hour marker before any 5-minute one, so the markers up to
+    the anchor are 1-hour ones too; they cover what is already cached and cost nothing.
+    """
     rolling = last_cacheable(messages)
     if rolling is None:
-        return Plan(breakpoints=tuple(bps), rolling=None)
+        return Plan(breakpoints=(Breakpoint(message=None, ttl=policy.system_ttl),), rolling=None)
+    marks: set[BlockRef] = set()
     if (
         previous is not None
         and previous != rolling
@@ -110,7 +119,19 @@ def plan_anthropic(
         and previous < rolling
         and positions_between(messages, previous, rolling) >= policy.lookback
     ):
-        bps.append(Breakpoint(message=previous[0], block=previous[1], ttl=policy.message_ttl))
+        marks.add(previous)
+    if anchor is not None and _valid(messages, anchor) and anchor < rolling:
+        marks.add(anchor)
+    else:
+        anchor = None
+
+    def ttl(ref: BlockRef | None) -> Ttl:
+        if anchor is not None and (ref is None or ref <= anchor):
+            return "1h"
+        return policy.system_ttl if ref is None else policy.message_ttl
+
+    bps = [Breakpoint(message=None, ttl=ttl(None))]
+    bps += [Breakpoint(message=m, block=b, ttl=ttl((m, b))) for m, b in sorted(marks)]
     bps.append(Breakpoint(message=rolling[0], block=rolling[1], ttl=policy.message_ttl))
     return Plan(breakpoints=tuple(bps), rolling=rolling)
 
@@ -128,7 +149,8 @@ def plan(
     *,
     previous: BlockRef | None,
     policy: CachePolicy = CachePolicy(),
+    anchor: BlockRef | None = None,
 ) -> Plan:
     if info.provider == "anthropic":
-        return plan_anthropic(messages, previous=previous, policy=policy)
+        return plan_anthropic(messages, previous=previous, policy=policy, anchor=anchor)
     return plan_openai(info)

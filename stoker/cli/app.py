@@ -120,6 +120,37 @@ def bench_resume(
         console.print("[dim]PostgreSQL not measured: pass --postgres DSN[/]")
 
 
+@bench_app.command("cache")
+def bench_cache(
+    workload: str = typer.Option("all", help="hard, extended, or all."),
+    as_json: bool = typer.Option(False, "--json", help="Print the figures as JSON."),
+) -> None:
+    """Whole sessions on the simulator with a frozen clock, held to the ideal (every
+    distinct prefix token written once): per phase and in total."""
+    from stoker.bench.cache import cache_json, cache_table, run_cache_bench
+
+    names = ("hard", "extended") if workload == "all" else (workload,)
+    if any(n not in ("hard", "extended") for n in names):
+        console.print(f"[red]error:[/] unknown workload {workload!r}: hard, extended or all")
+        raise typer.Exit(2)
+    results = asyncio.run(run_cache_bench(names))
+    if as_json:
+        typer.echo(cache_json(results))
+        return
+    for figures in results:
+        console.print(cache_table(figures))
+        for phase in figures.phases:
+            if phase.keep_warm_calls:
+                share = phase.keep_warm_units / phase.rewrite_units if phase.rewrite_units else 0
+                console.print(
+                    f"  {phase.name}: keep-warm spent {phase.keep_warm_units:,.0f} base-input "
+                    f"tokens, {share:.0%} of one rewrite ({phase.rewrite_units:,.0f})"
+                )
+        for miss in figures.total.misses:
+            console.print(f"  miss {miss}")
+        console.print(f"  undeclared misses: {figures.total.undeclared}")
+
+
 @bench_app.command("firstturn")
 def bench_firstturn(runs: int = typer.Option(10, help="Sessions measured per case.")) -> None:
     """First-turn latency with a warm vs cold toolkit cache (toolkit fetch: 200 ms)."""

@@ -40,7 +40,7 @@ from stoker.cache.accounting._state import CacheEntry, EntryStore
 from stoker.cache.accounting.outcome import CacheBreakpoint, CacheOutcome, MissFact
 from stoker.cache.models import model_info
 from stoker.errors import ConfigError, InvalidRequest
-from stoker.wire.dialects._chain import DEFAULT_CAPACITY
+from stoker.wire.dialects._chain import DEFAULT_CAPACITY, ChainMemo
 from stoker.wire.usage import Usage
 
 
@@ -290,3 +290,15 @@ class AnthropicAccountant:
             entry = store.get(key)
             if entry is not None:
                 store.touch(key, expires_at=at + s.ttl_seconds[entry.ttl], at=at)
+
+
+def prefix_blocks(payload: dict[str, Any], *, workspace: str = "default") -> list[tuple[str, int]]:
+    """(cache key, tokens) of each block of `payload` in render order: what "every distinct
+    prefix token written once" counts when a benchmark holds a session to the ideal."""
+    model = payload.get("model")
+    if not isinstance(model, str):
+        raise InvalidRequest("model: Field required", provider="anthropic")
+    r = render(
+        payload, model_info(model), workspace=workspace, collapse_tool_runs=True, memo=ChainMemo()
+    )
+    return [(r.key(i), block.tokens) for i, block in enumerate(r.blocks)]
