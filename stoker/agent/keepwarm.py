@@ -16,7 +16,7 @@ import asyncio
 import contextlib
 import logging
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 from stoker.agent.session import Session
@@ -27,6 +27,9 @@ from stoker.wire.record import CacheRecord
 log = logging.getLogger(__name__)
 
 GapSource = Callable[[Session], Sequence[float]]
+Fire = Callable[[Session, Sequence[float]], Awaitable[CacheRecord | None]]
+"""How a due keep-warm is sent: `session.warm(gaps=...)`, or the caller's own way (the
+gateway takes the session's lock across replicas and checks the store first)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -46,10 +49,12 @@ class KeepWarm:
         *,
         limits: SpendLimits | None = None,
         gaps: GapSource | None = None,
+        fire: Fire | None = None,
     ) -> None:
         self.clock = clock
         self.limits = limits or SpendLimits()
         self._gaps = gaps
+        self._fire = fire
         self._sessions: dict[str, Session] = {}
         self._spent: deque[tuple[float, float]] = deque()  # (when, usd)
         self._total = 0.0
@@ -92,7 +97,10 @@ class KeepWarm:
             session = self._sessions.get(sid)
             if session is None or at > now or not self._within_limits(now):
                 continue
-            record = await session.warm(gaps=self._gaps_of(session))
+            gaps = self._gaps_of(session)
+            record = await (
+                self._fire(session, gaps) if self._fire is not None else session.warm(gaps=gaps)
+            )
             if record is not None:
                 records.append(record)
                 self._count(now, record.cost_usd or 0.0)

@@ -35,6 +35,10 @@ from stoker.wire.request import Ttl
 
 Action = Literal["ping", "seal", "expire"]
 
+LONGEST_TTL = 12 * 3600.0
+"""The longest entry lifetime of any provider here (OpenAI's 12 hours): an entry last used
+longer ago than this is gone, whatever it was."""
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TimePolicy:

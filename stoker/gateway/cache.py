@@ -51,10 +51,12 @@ class AgentCache:
         max_size: int = DEFAULT_LIMITS.cache_size,
         idle_ttl: float = DEFAULT_LIMITS.idle_ttl,
         now: Callable[[], float] = time.monotonic,
+        on_evict: Callable[[str], object] | None = None,
     ) -> None:
         self.max_size = max_size
         self.idle_ttl = idle_ttl
         self._now = now
+        self._on_evict = on_evict
         self._entries: OrderedDict[str, CachedAgent] = OrderedDict()
         self.evictions: Counter[str] = Counter()
 
@@ -98,6 +100,8 @@ class AgentCache:
         if entry is not None:
             self.evictions[reason] += 1
             log.debug("evicted session %s: %s", session_id, reason)
+            if self._on_evict is not None:
+                self._on_evict(session_id)
         return entry
 
     def sweep(self) -> None:

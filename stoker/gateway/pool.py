@@ -68,11 +68,14 @@ class AgentPool:
         idle_ttl: float = DEFAULT_LIMITS.idle_ttl,
         clock: Clock | None = None,
         monotonic: Callable[[], float] = time.monotonic,
+        on_evict: Callable[[str], object] | None = None,
     ) -> None:
         self.store = store
         self.defaults = defaults or SessionSettings()
         self.registry = registry
-        self.agents = AgentCache(max_size=cache_size, idle_ttl=idle_ttl, now=monotonic)
+        self.agents = AgentCache(
+            max_size=cache_size, idle_ttl=idle_ttl, now=monotonic, on_evict=on_evict
+        )
         self.stats: Counter[str] = Counter()
         self._api_key = api_key
         self._key_sha = key_digest(api_key)

@@ -16,8 +16,9 @@ from collections import Counter
 from collections.abc import Callable, Coroutine, Mapping
 from typing import Any, TypeVar
 
+from stoker.agent.keepwarm import SpendLimits
 from stoker.agent.session import Callbacks
-from stoker.clock import Clock
+from stoker.clock import Clock, SystemClock
 from stoker.config import DEFAULT_LIMITS
 from stoker.errors import SessionNotFound
 from stoker.gateway.cache import AgentCache
@@ -25,6 +26,7 @@ from stoker.gateway.commands import Command
 from stoker.gateway.commands import parse as parse_command
 from stoker.gateway.commands import run as run_command
 from stoker.gateway.errors import BadRequest, NotFound, PayloadTooLarge
+from stoker.gateway.keepwarm import GatewayKeepWarm
 from stoker.gateway.pool import KEEP, AgentPool
 from stoker.gateway.providers import (
     ProviderFactory,
@@ -59,8 +61,11 @@ class Gateway:
         max_message_chars: int = DEFAULT_LIMITS.max_message_chars,
         clock: Clock | None = None,
         monotonic: Callable[[], float] = time.monotonic,
+        keep_warm: bool = True,
+        keep_warm_limits: SpendLimits | None = None,
     ) -> None:
         self.store = store
+        clock = clock or SystemClock()
         self.pool = AgentPool(
             store=store,
             defaults=defaults,
@@ -71,7 +76,10 @@ class Gateway:
             idle_ttl=idle_ttl,
             clock=clock,
             monotonic=monotonic,
+            on_evict=lambda session_id: self.keep_warm.forget(session_id),
         )
+        self.keep_warm = GatewayKeepWarm(self.pool, clock, keep_warm_limits)
+        self._keep_warm_on = keep_warm
         self.max_message_chars = max_message_chars
         self._tasks: set[asyncio.Task[Any]] = set()
 
@@ -206,10 +214,13 @@ class Gateway:
         entry = await self.pool.acquire(user, session_id, head)
         session = entry.session
         note = entry.settings.ephemeral_prompt or None
+        self.keep_warm.turn_starting(user, session_id)
         try:
             result = await session.send(text, note=note, callbacks=callbacks)
         finally:
             self.pool.agents.release(entry)
+        if self._keep_warm_on:
+            self.keep_warm.turn_ended(user, session)
         return Reply.of_turn(session_id, result)
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -223,6 +234,9 @@ class Gateway:
         if self.pool.registry is not None:
             self.pool.agent_for(defaults).resolved_tools()
         await self.store.list_sessions(limit=1)
+        if self._keep_warm_on:
+            await self.keep_warm.reschedule(limit=self.agents.max_size)
+            self.keep_warm.start()
 
     def spawn(self, coro: Coroutine[Any, Any, T]) -> asyncio.Task[T]:
         """Run `coro` to the end even if whoever started it goes away (a closed stream)."""
@@ -238,6 +252,7 @@ class Gateway:
 
     async def close(self) -> None:
         """Wait for messages still running, then close the providers' connections."""
+        await self.keep_warm.stop()
         if self._tasks:
             await asyncio.gather(*self._tasks, return_exceptions=True)
         await self.pool.close()
