@@ -10,6 +10,7 @@ memoized parse must read back the same `Request` as a parse without memo.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 from hypothesis import HealthCheck, given, settings
@@ -60,6 +61,14 @@ class Conversation:
         elif kind not in ("gap", "fork", "edit"):
             self.messages += self.make(kind, n, self.count)
         self.count += 1
+
+    def play(self, steps: list[Step]) -> Iterator[tuple[int, float]]:
+        """Apply each step; yield its number and the time its call starts."""
+        at = 0.0
+        for kind, n in steps:
+            self.apply(kind, n)
+            at += GAPS[n % len(GAPS)] if kind == "gap" else 5.0
+            yield n, at
 
 
 def claude_messages(kind: str, n: int, i: int) -> list[dict[str, Any]]:
@@ -115,10 +124,7 @@ def test_anthropic_incremental_accounting_equals_a_full_recomputation(
     cold = AnthropicAccountant(AnthropicSettings(memo_capacity=2))
     memo = ChainMemo()
     conversation = Conversation(claude_messages)
-    at = 0.0
-    for kind, n in steps:
-        conversation.apply(kind, n)
-        at += GAPS[n % len(GAPS)] if kind == "gap" else 5.0
+    for n, at in conversation.play(steps):
         if not conversation.messages:
             continue
         payload = claude_payload(conversation.messages, n, model)
@@ -173,10 +179,7 @@ def test_openai_incremental_accounting_equals_a_full_recomputation(
     cold = OpenAIAccountant(OpenAISettings(memo_capacity=2))
     memo = ChainMemo()
     conversation = Conversation(responses_messages)
-    at = 0.0
-    for kind, n in steps:
-        conversation.apply(kind, n)
-        at += GAPS[n % len(GAPS)] if kind == "gap" else 5.0
+    for n, at in conversation.play(steps):
         payload = responses_payload(conversation.messages, n, model)
         outcome = warm.account(payload, api="responses", at=at, trusted=trusted)
         assert outcome == cold.account(payload, api="responses", at=at)
