@@ -104,7 +104,8 @@ def _text_block(text: str) -> dict[str, Any]:
     return {"type": "text", "text": text}
 
 
-def _sources(payload: dict[str, Any]) -> Iterator[Source]:
+def _head(payload: dict[str, Any]) -> Iterator[Source]:
+    """Tools, then system blocks."""
     for i, tool in enumerate(payload.get("tools") or ()):
         # Deferred tools are not rendered into the prefix; tool search appends them inline.
         if isinstance(tool, dict) and not tool.get("defer_loading"):
@@ -116,21 +117,27 @@ def _sources(payload: dict[str, Any]) -> Iterator[Source]:
     elif system:
         for i, block in enumerate(system):
             yield ("system", None, -1, i, _as_dict(block, f"system.{i}"))
+
+
+def _messages(payload: dict[str, Any]) -> list[Any]:
     messages = payload.get("messages")
     if not isinstance(messages, list):
         raise _invalid("messages: Field required (a list of messages)")
-    for m, message in enumerate(messages):
-        if not isinstance(message, dict) or "role" not in message:
-            raise _invalid(f"messages.{m}: each message needs a `role` and `content`")
-        content = message.get("content", "")
-        role = message["role"]
-        if isinstance(content, str):
-            yield ("messages", role, m, 0, _text_block(content))
-            continue
-        for b, block in enumerate(content):
-            if not isinstance(block, dict):
-                _as_dict(block, f"messages.{m}.content.{b}")
-            yield ("messages", role, m, b, block)
+    return messages
+
+
+def _message_sources(m: int, message: Any) -> Iterator[Source]:
+    if not isinstance(message, dict) or "role" not in message:
+        raise _invalid(f"messages.{m}: each message needs a `role` and `content`")
+    content = message.get("content", "")
+    role = message["role"]
+    if isinstance(content, str):
+        yield ("messages", role, m, 0, _text_block(content))
+        return
+    for b, block in enumerate(content):
+        if not isinstance(block, dict):
+            _as_dict(block, f"messages.{m}.content.{b}")
+        yield ("messages", role, m, b, block)
 
 
 def _as_dict(block: Any, path: str) -> dict[str, Any]:
@@ -309,6 +316,60 @@ def _new_block(source: Source, chain: str, previous: Block | None, collapse: boo
     )
 
 
+_RESUME = ("resume",)  # where a workspace's memo keeps its last trusted render
+
+
+@dataclass(slots=True, kw_only=True)
+class _Walk:
+    """A render in progress: the blocks so far and the state the next block depends on.
+    Saved after each message of a trusted render, so a request that repeats the same
+    message objects first resumes after them instead of walking them again."""
+
+    blocks: list[Block]
+    sources: list[Source]
+    markers: list[Marker]
+    chain: str = ""
+    turn: tuple[str, str | None] = ("tools", None)
+
+    def mark(self) -> tuple[int, int, str, tuple[str, str | None]]:
+        return (len(self.blocks), len(self.markers), self.chain, self.turn)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Resume:
+    head: tuple[Any, ...]  # the tools and system blocks
+    messages: tuple[Any, ...]  # the message objects, held likewise
+    ids: list[int]
+    marks: tuple[tuple[int, int, str, tuple[str, str | None]], ...]  # after the head, each message
+    walk: _Walk
+
+
+def _resumed(
+    resume: _Resume | None, head: tuple[Any, ...], messages: list[Any]
+) -> tuple[_Walk, int, list[tuple[int, int, str, tuple[str, str | None]]]] | None:
+    """The walk after the longest run of leading messages that are the very objects of the
+    last render (with the same tools and system), and how many messages that covers."""
+    if resume is None or head != resume.head:  # few objects; equal content is enough
+        return None
+    n = min(len(messages), len(resume.ids))
+    ids = list(map(id, messages[:n]))
+    if ids != resume.ids[:n]:
+        n = next(i for i, (a, b) in enumerate(zip(ids, resume.ids, strict=False)) if a != b)
+    blocks, markers, chain, turn = resume.marks[n]
+    walk = resume.walk
+    return (
+        _Walk(
+            blocks=walk.blocks[:blocks],
+            sources=walk.sources[:blocks],
+            markers=walk.markers[:markers],
+            chain=chain,
+            turn=turn,
+        ),
+        n,
+        list(resume.marks[: n + 1]),
+    )
+
+
 def render(
     payload: dict[str, Any],
     info: ModelInfo,
@@ -321,51 +382,77 @@ def render(
     """Blocks, keys and validated breakpoints of `payload` (raises `InvalidRequest`).
 
     Blocks seen before after the same prefix come from `memo`: by identity when the
-    caller vouches that the payload is never mutated (`trusted`), else by content.
+    caller vouches that the payload is never mutated (`trusted`), else by content. A
+    trusted request that extends the last one starts where that one's shared part ended.
     """
-    messages = payload.get("messages")
-    strip_before = (
-        _latest_turn(messages) if info.strips_thinking and isinstance(messages, list) else -1
-    )
-    blocks: list[Block] = []
-    sources: list[Source] = []
-    markers: list[Marker] = []
-    chain = ""
-    turn: tuple[str, str | None] = ("tools", None)
-    previous: Block | None = None
-    for source in _sources(payload):
-        level, role, m, _, raw = source
-        if role == "assistant" and m < strip_before and raw.get("type") in _THINKING:
-            _marker_of(source)  # dropped from the prompt, but still validated
-            continue
-        # [inferred] a role change is rendered as a turn boundary; consecutive messages of
-        # one role are merged by the API, so only a change of role enters the key.
-        change = (level, role) if (level, role) != turn else None
-        known = memo.known((chain, change), raw, trusted)
-        if known is not None:
-            _, block, ttl = known
-        else:
-            ttl = _marker_of(source)
-            before = chain
-            if change is not None:
-                chain = _step(memo, chain, f"{level}|{role}")
-            after = link(chain, _hash_body(raw))
-            block = memo.get(after)
-            if block is None:
-                block = _new_block(source, after, previous, collapse_tool_runs)
-                memo.put(after, block)
-            memo.remember((before, change), raw, trusted, block, ttl)
-        turn = (level, role)
-        if ttl is not None:
-            markers.append(Marker(index=block.index, ttl=ttl))
-        blocks.append(block)
-        sources.append(source)
-        chain = block.chain
-        previous = block
-    markers = _with_automatic(payload, blocks, sources, markers)
+    messages = _messages(payload)
+    strip_before = _latest_turn(messages) if info.strips_thinking else -1
+    head_sources = list(_head(payload))
+    head = tuple(source[4] for source in head_sources)
+    resumable = trusted and strip_before < 0
+    found = _resumed(memo.get(_RESUME), head, messages) if resumable else None
+    if found is None:
+        walk, start = _Walk(blocks=[], sources=[], markers=[]), 0
+        for source in head_sources:
+            _step_block(walk, source, memo, trusted, collapse_tool_runs)
+        marks = [walk.mark()]
+    else:
+        walk, start, marks = found
+    for m in range(start, len(messages)):
+        for source in _message_sources(m, messages[m]):
+            if source[1] == "assistant" and m < strip_before and source[4].get("type") in _THINKING:
+                _marker_of(source)  # dropped from the prompt, but still validated
+                continue
+            _step_block(walk, source, memo, trusted, collapse_tool_runs)
+        marks.append(walk.mark())
+    if resumable:
+        memo.put(
+            _RESUME,
+            _Resume(
+                head=head,
+                messages=tuple(messages),
+                ids=list(map(id, messages)),
+                marks=tuple(marks),
+                walk=walk,
+            ),
+        )
+    blocks, sources = walk.blocks, walk.sources
+    markers = _with_automatic(payload, blocks, sources, list(walk.markers))
     _validate(markers)
-    roots = _roots(payload, info, workspace, previous)
+    roots = _roots(payload, info, workspace, blocks[-1] if blocks else None)
     return Rendered(blocks=tuple(blocks), markers=tuple(markers), roots=roots)
+
+
+def _step_block(
+    walk: _Walk, source: Source, memo: ChainMemo, trusted: bool, collapse_tool_runs: bool
+) -> None:
+    """Add one block to the walk: found in `memo` after the same chain, or made."""
+    level, role, _, _, raw = source
+    chain = walk.chain
+    # [inferred] a role change is rendered as a turn boundary; consecutive messages of
+    # one role are merged by the API, so only a change of role enters the key.
+    change = (level, role) if (level, role) != walk.turn else None
+    known = memo.known((chain, change), raw, trusted)
+    if known is not None:
+        _, block, ttl = known
+    else:
+        ttl = _marker_of(source)
+        before = chain
+        if change is not None:
+            chain = _step(memo, chain, f"{level}|{role}")
+        after = link(chain, _hash_body(raw))
+        block = memo.get(after)
+        if block is None:
+            previous = walk.blocks[-1] if walk.blocks else None
+            block = _new_block(source, after, previous, collapse_tool_runs)
+            memo.put(after, block)
+        memo.remember((before, change), raw, trusted, block, ttl)
+    walk.turn = (level, role)
+    if ttl is not None:
+        walk.markers.append(Marker(index=block.index, ttl=ttl))
+    walk.blocks.append(block)
+    walk.sources.append(source)
+    walk.chain = block.chain
 
 
 def _step(memo: ChainMemo, chain: str, part: str) -> str:

@@ -30,7 +30,7 @@ from stoker.providers.sim.model import RuleModel, SimModel
 from stoker.wire.blocks import Block, ToolUseBlock
 from stoker.wire.dialects import dialect_module
 from stoker.wire.dialects._chain import ChainMemo
-from stoker.wire.messages import AssistantMessage, UserMessage
+from stoker.wire.messages import AssistantMessage, Message, UserMessage
 from stoker.wire.request import Request
 from stoker.wire.usage import Usage
 
@@ -47,10 +47,18 @@ class SimResult:
     usage: Usage
 
 
-def check_tool_pairing(request: Request) -> None:
-    """Reject what real APIs reject: a tool_use not answered by the next user message."""
+def check_tool_pairing(request: Request, *, checked: tuple[Message, ...] = ()) -> None:
+    """Reject what real APIs reject: a tool_use not answered by the next user message.
+
+    `checked` is an earlier request's history that passed: when this one starts with it,
+    only what follows its last message needs looking at.
+    """
     messages = request.messages
-    for i, message in enumerate(messages):
+    start = 0
+    if checked and messages[: len(checked)] == checked:  # identical objects compare at once
+        start = len(checked) - 1
+    for i in range(start, len(messages)):
+        message = messages[i]
         if not isinstance(message, AssistantMessage) or not message.tool_calls:
             continue
         following = messages[i + 1] if i + 1 < len(messages) else None
@@ -127,6 +135,7 @@ class SimEngine:
     openai: OpenAIAccountant = field(default_factory=lambda: OpenAIAccountant(OpenAISettings()))
     parsed: ChainMemo = field(default_factory=ChainMemo)
     _ids: itertools.count[int] = field(default_factory=itertools.count)
+    _paired: dict[str, tuple[Message, ...]] = field(default_factory=dict)  # per workspace
 
     def handle(
         self,
@@ -156,7 +165,8 @@ class SimEngine:
                 provider="sim",
                 status=404,
             )
-        check_tool_pairing(request)
+        check_tool_pairing(request, checked=self._paired.get(workspace, ()))
+        self._paired[workspace] = request.messages
         prewarm = is_prewarm(dialect, payload, info)
         if dialect == "anthropic":
             outcome = self.anthropic.account(payload, at=at, workspace=workspace, trusted=trusted)
