@@ -34,7 +34,7 @@ from stoker.agent.starts import (
 )
 from stoker.cache.keys import lineage_cache_key
 from stoker.cache.models import ModelInfo
-from stoker.cache.planner import CachePolicy, last_cacheable, plan
+from stoker.cache.planner import CachePolicy, last_cacheable, plan, stripped_from
 from stoker.cache.pricing import cost_usd
 from stoker.cache.record import build_record, notify
 from stoker.cache.time_policy import Idle, WarmPlan, decide, lifetimes
@@ -395,7 +395,7 @@ class Session:
 
     def _unwritten_tokens(self) -> int:
         """Tokens of the history after the newest entry (what a keep-warm writes)."""
-        rolling = self._state.rolling
+        rolling = self._state.own_write
         if rolling is None:
             return estimate_tokens(b for m in self._history for b in m.content)
         message, block = rolling
@@ -432,6 +432,8 @@ class Session:
             rebase=rebase,
             cost=self._cost,
         )
+        if rebase is None:
+            self._state.forked_at(self._prefix, start.anchor)
         return Session(start, agent=self._agent, store=store or self._store)
 
     def branch(self, *, at: int | None = None, store: EventSink | None = None) -> Session:
@@ -565,9 +567,10 @@ class Session:
         p = plan(
             info,
             self._history,
-            previous=self._state.rolling,
+            previous=self._state.last_write(self._prefix),
             policy=self._agent.cache_policy,
             anchor=self._anchor,
+            thinking=self._prefix.params.thinking_budget is not None,
         )
         return Request(
             prefix=self._prefix,
@@ -606,6 +609,7 @@ class Session:
             declared_break=self._declared_break,
             ttl_seconds=self._live_for(state.live_ttl),
         )
+        record = self._with_stripping(record, request)
         self._declared_break = None
         self._anchor = None
         state.after_call(request, record)
@@ -657,6 +661,22 @@ class Session:
         )
 
     # -- helpers ------------------------------------------------------------------------------
+
+    def _with_stripping(self, record: CacheRecord, request: Request) -> CacheRecord:
+        """Say so when the model dropped earlier thinking: the part of the history after it
+        reads as new to the provider, whatever Stoker does (a cost of the model, not a miss)."""
+        if self._prefix.params.thinking_budget is None or not self._info().strips_thinking:
+            return record
+        cut = stripped_from(request.messages)
+        if cut is None:
+            return record
+        note = (
+            f"; {self._prefix.params.model} drops earlier thinking at a new turn, so the "
+            f"history after messages[{cut[0]}] was written again"
+        )
+        return replace(
+            record, explanation=replace(record.explanation, detail=record.explanation.detail + note)
+        )
 
     def _advertised(self, prefix: Prefix) -> dict[str, Tool]:
         """Runtime tools that `prefix` advertises (an unadvertised tool is unknown)."""

@@ -24,7 +24,7 @@ from stoker.integrations import ToolkitView
 from stoker.tools import DispatchPolicy, Tool
 from stoker.wire.blocks import ToolResultBlock, ToolUseBlock
 from stoker.wire.events import Event, MessageAppended, PrefixRebased, SessionCreated
-from stoker.wire.fingerprint import EMPTY_CHAIN, chain_step
+from stoker.wire.fingerprint import EMPTY_CHAIN, chain_step, key_of
 from stoker.wire.messages import AssistantMessage, Message, tool_results
 from stoker.wire.prefix import Prefix
 from stoker.wire.request import Request
@@ -217,6 +217,9 @@ def fork_start(
         "policy": policy_config(narrowed),
         "max_iterations": max_iterations,
     }
+    anchor = last_cacheable(parent.history)
+    if anchor is not None and rebase is None:  # the parent can read what the fork writes here
+        config["anchor"] = {"prefix_key": key_of(parent.prefix), "at": list(anchor)}
     created = SessionCreated(
         session_id=sid,
         prefix=parent.prefix,
@@ -245,7 +248,7 @@ def fork_start(
         declared_break=rebase.reason if rebase is not None else parent.declared_break,
         extra_tools={t.name: t for t in rebase.tools or ()} if rebase is not None else {},
         announced=parent.announced,
-        anchor=last_cacheable(parent.history),
+        anchor=anchor,
         unanswered=last.tool_calls if isinstance(last, AssistantMessage) else (),
     )
 
@@ -261,8 +264,7 @@ def branch_start(source: Snapshot, *, at: int | None) -> SessionStart:
     state = source.state
     state.chain = state.chain[:count]
     state.render_memo = {}
-    if state.rolling is not None and state.rolling[0] >= count:
-        state.rolling = None
+    state.written = {fp: at for fp, at in state.written.items() if at[0] < count}
     # Explain the branch's first call against its branch point, not the source's latest
     # request: a branch diverges from the source's future by design, not by accident.
     state.last_request = Request(prefix=source.prefix, messages=history)
@@ -295,7 +297,7 @@ def restored_state(stored: StoredSession) -> CacheState:
     chain: list[str] = []
     for m in stored.messages:
         chain.append(chain_step(chain[-1] if chain else EMPTY_CHAIN, m))
-    state = CacheState(chain=chain)
+    state = CacheState(chain=chain, written=dict(stored.writes))
     last_record, messages = stored.last_record, stored.messages
     if last_record is not None:
         count = last_record.fingerprints.message_count
@@ -310,10 +312,10 @@ def restored_state(stored: StoredSession) -> CacheState:
         state.live_ttl = breakpoints[-1].ttl if breakpoints and state.last_cached else None
         state.idle_since = last_record.started_at
         state.recorded_upto = count
-        for bp in reversed(last_record.breakpoints):
-            if bp.message is not None:
-                state.rolling = (bp.message, bp.block)
-                break
+        state.own_write = next(
+            ((bp.message, bp.block) for bp in reversed(breakpoints) if bp.message is not None),
+            None,
+        )
     return state
 
 

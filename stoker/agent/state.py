@@ -6,6 +6,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from stoker.cache.planner import BlockRef
+from stoker.wire.fingerprint import key_of
+from stoker.wire.prefix import Prefix
 from stoker.wire.record import CacheRecord
 from stoker.wire.request import Request, Ttl
 
@@ -23,7 +25,8 @@ class CacheState:
     last_input_tokens: int = 0
     last_cached: int = 0  # tokens the newest entry covers (read + written)
     live_ttl: Ttl | None = None  # the TTL of that entry, from `last_started`
-    rolling: BlockRef | None = None
+    written: dict[str, BlockRef] = field(default_factory=dict)  # prefix key -> its last write
+    own_write: BlockRef | None = None  # where this session's own last call wrote
     recorded_upto: int = 0
     chain: list[str] = field(default_factory=list)
     render_memo: dict[str, Any] = field(default_factory=dict)
@@ -41,7 +44,20 @@ class CacheState:
                 k: (n, list(items), last) for k, (n, items, last) in self.render_memo.items()
             },
             gaps=list(self.gaps),
+            written=dict(self.written),
         )
+
+    def last_write(self, prefix: Prefix) -> BlockRef | None:
+        """Where the last call with this very prefix wrote (this session's, or a fork's
+        anchor): its keys are this prefix's, so after a switch away and back (a model,
+        thinking) the planner can reach it again."""
+        return self.written.get(key_of(prefix))
+
+    def forked_at(self, prefix: Prefix, anchor: BlockRef | None) -> None:
+        """A fork's first call writes an entry at `anchor`, the end of this history."""
+        current = self.written.get(key_of(prefix))
+        if anchor is not None and (current is None or current < anchor):
+            self.written[key_of(prefix)] = anchor
 
     def after_call(self, request: Request, record: CacheRecord) -> None:
         """Remember a finished call: the next one is planned and explained against it."""
@@ -59,7 +75,8 @@ class CacheState:
         self.live_ttl = last if self.last_cached else None
         self.warm_failed_at = None
         if request.breakpoints and (at := request.breakpoints[-1].message) is not None:
-            self.rolling = (at, request.breakpoints[-1].block)
+            self.own_write = (at, request.breakpoints[-1].block)
+            self.written[key_of(request.prefix)] = self.own_write
 
     def turn_starts(self, now: float) -> None:
         """A user turn begins: the gap since the last one is an observation."""

@@ -16,7 +16,7 @@ from stoker.cache.models import ModelInfo
 from stoker.cache.time_policy import TimePolicy
 from stoker.errors import ConfigError
 from stoker.wire.blocks import Block, RedactedThinkingBlock, TextBlock, ThinkingBlock
-from stoker.wire.messages import Message
+from stoker.wire.messages import AssistantMessage, Message, UserMessage
 from stoker.wire.request import Breakpoint, Ttl
 
 BlockRef = tuple[int, int]  # (message index, block index)
@@ -92,12 +92,37 @@ def _valid(messages: tuple[Message, ...] | list[Message], ref: BlockRef) -> bool
     return ref[0] < len(messages) and ref[1] < len(messages[ref[0]].content)
 
 
+def stripped_from(messages: tuple[Message, ...] | list[Message]) -> BlockRef | None:
+    """On a model that strips earlier thinking: when the newest message starts a new user
+    turn, the last block before the first assistant message that loses its thinking. The
+    prefix the provider sees changes after it, so it is the last entry a request can read.
+    """
+    if not messages or not isinstance(last := messages[-1], UserMessage) or not last.text:
+        return None
+    turn = next(
+        (
+            i
+            for i in range(len(messages) - 2, -1, -1)
+            if isinstance(messages[i], UserMessage) and messages[i].text
+        ),
+        -1,
+    )
+    for i in range(turn + 1, len(messages) - 1):
+        message = messages[i]
+        if isinstance(message, AssistantMessage) and any(
+            isinstance(b, ThinkingBlock | RedactedThinkingBlock) for b in message.content
+        ):
+            return last_cacheable(messages[:i])
+    return None
+
+
 def plan_anthropic(
     messages: tuple[Message, ...] | list[Message],
     *,
     previous: BlockRef | None,
     policy: CachePolicy = CachePolicy(),
     anchor: BlockRef | None = None,
+    strips_thinking: bool = False,
 ) -> Plan:
     """Breakpoints for the next Anthropic request, given where the previous one wrote.
 
@@ -107,6 +132,10 @@ def plan_anthropic(
     before a gap (a short entry read again stays short, and a seal needs a position of its
     own). Providers want every 1-hour marker before any 5-minute one, so the markers up to
     the anchor are 1-hour ones too; they cover what is already cached and cost nothing.
+
+    `strips_thinking`: the model drops earlier thinking blocks once a new user turn comes,
+    so a tool loop's entries stop matching; a breakpoint where the loop began keeps the
+    longest prefix that still matches within reach of the lookback.
     """
     rolling = last_cacheable(messages)
     if rolling is None:
@@ -124,6 +153,9 @@ def plan_anthropic(
         marks.add(anchor)
     else:
         anchor = None
+    cut = stripped_from(messages) if strips_thinking else None
+    if cut is not None and positions_between(messages, cut, rolling) >= policy.lookback:
+        marks.add(cut)
 
     def ttl(ref: BlockRef | None) -> Ttl:
         if anchor is not None and (ref is None or ref <= anchor):
@@ -150,7 +182,14 @@ def plan(
     previous: BlockRef | None,
     policy: CachePolicy = CachePolicy(),
     anchor: BlockRef | None = None,
+    thinking: bool = False,
 ) -> Plan:
     if info.provider == "anthropic":
-        return plan_anthropic(messages, previous=previous, policy=policy, anchor=anchor)
+        return plan_anthropic(
+            messages,
+            previous=previous,
+            policy=policy,
+            anchor=anchor,
+            strips_thinking=thinking and info.strips_thinking,
+        )
     return plan_openai(info)

@@ -151,6 +151,24 @@ def bench_cache(
         console.print(f"  undeclared misses: {figures.total.undeclared}")
 
 
+@bench_app.command("fuzz")
+def bench_fuzz(
+    examples: int = typer.Option(200, min=1, help="Random sessions to run."),
+    steps: int = typer.Option(40, min=1, help="Operations per session at most."),
+) -> None:
+    """Random sessions (loops, forks, reviews, sub-agents, resumes, rebuilds, model and
+    thinking switches, toolkits, idle gaps) where every call must read the best it could."""
+    try:
+        from hypothesis.stateful import run_state_machine_as_test
+
+        from stoker.bench.fuzz import CacheMachine, fuzz_settings
+    except ImportError as exc:
+        console.print(f"[red]error:[/] {exc}; install the fuzzer with pip install 'stoker[bench]'")
+        raise typer.Exit(1) from exc
+    run_state_machine_as_test(CacheMachine, settings=fuzz_settings(examples, steps))
+    console.print(f"{examples} random sessions of up to {steps} operations: every invariant held")
+
+
 @bench_app.command("firstturn")
 def bench_firstturn(runs: int = typer.Option(10, help="Sessions measured per case.")) -> None:
     """First-turn latency with a warm vs cold toolkit cache (toolkit fetch: 200 ms)."""

@@ -61,6 +61,18 @@ class SessionStore(Protocol):
     async def close(self) -> None: ...
 
 
+def _write_op(session_id: str, key: str, message: int, block: int) -> Op:
+    """Remember the furthest place a prefix wrote in a session: its own calls, or a fork's
+    first call at the end of its history (which may come after the session moved on)."""
+    return (
+        "INSERT INTO session_writes (session_id, prefix_key, message, block) VALUES (?, ?, ?, ?) "
+        "ON CONFLICT (session_id, prefix_key) DO UPDATE SET message = excluded.message, "
+        "block = excluded.block WHERE (session_writes.message, session_writes.block) < "
+        "(excluded.message, excluded.block)",
+        (session_id, key, message, block),
+    )
+
+
 def _title(message: UserMessage) -> str:
     return " ".join(message.prompt.split())[:80]
 
@@ -152,6 +164,9 @@ class SqlEventStore:
         sid = event.session_id
         ops: list[Op] = []
         if isinstance(event, SessionCreated):
+            anchor = event.config.get("anchor")
+            if event.parent_id is not None and isinstance(anchor, dict):
+                ops.append(_write_op(event.parent_id, anchor["prefix_key"], *anchor["at"]))
             ops.append(
                 (
                     "INSERT INTO sessions (id, root_id, parent_id, role, created_at, updated_at, "
@@ -191,13 +206,17 @@ class SqlEventStore:
                         )
                     )
         elif isinstance(event, CacheRecorded):
+            record = event.record
             ops.append(
                 (
                     "UPDATE sessions SET last_record = ?, declared_break = NULL, updated_at = ? "
                     "WHERE id = ?",
-                    (dumps(event.record.to_dict()), now, sid),
+                    (dumps(record.to_dict()), now, sid),
                 )
             )
+            last = record.breakpoints[-1] if record.breakpoints else None
+            if last is not None and last.message is not None:
+                ops.append(_write_op(sid, record.fingerprints.prefix_key, last.message, last.block))
         elif isinstance(event, PrefixRebased):
             ops.append(
                 (
@@ -285,6 +304,10 @@ class SqlEventStore:
         role, parent_id, root_id, created_at, prefix, config, last_record, pending = rows[0]
         settings = json.loads(config)
         messages, used = await self._own_messages(session_id)
+        writes = await self._read(
+            "SELECT prefix_key, message, block FROM session_writes WHERE session_id = ?",
+            (session_id,),
+        )
         forked_at = settings.get("forked_at")
         if parent_id is not None and isinstance(forked_at, int):
             parent = await self.load(parent_id)
@@ -302,6 +325,7 @@ class SqlEventStore:
             used_tools=used,
             last_record=CacheRecord.from_dict(json.loads(last_record)) if last_record else None,
             declared_break=pending,
+            writes={key: (int(m), int(b)) for key, m, b in writes},
         )
 
     async def _own_messages(self, session_id: str) -> tuple[tuple[Message, ...], frozenset[str]]:
@@ -421,6 +445,7 @@ class SqlEventStore:
             for table, col in (
                 ("events", "session_id"),
                 ("used_tools", "session_id"),
+                ("session_writes", "session_id"),
                 ("sessions", "id"),
             ):
                 ops.append((f"DELETE FROM {table} WHERE {col} = ?", (sid,)))

@@ -82,6 +82,19 @@ MIGRATIONS: tuple[Migration, ...] = (
             "ALTER TABLE sessions RENAME COLUMN pending_break TO declared_break",
         ),
     ),
+    Migration(
+        version=5,
+        name="where each prefix last wrote, so a switch back reads it after a restart",
+        statements=(
+            """CREATE TABLE session_writes (
+                session_id TEXT NOT NULL,
+                prefix_key TEXT NOT NULL,
+                message INTEGER NOT NULL,
+                block INTEGER NOT NULL,
+                PRIMARY KEY (session_id, prefix_key)
+            )""",
+        ),
+    ),
 )
 
 LATEST = MIGRATIONS[-1].version

@@ -10,10 +10,12 @@ new blocks). Message block hashes are computed once, when a message is built.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from stoker.wire.messages import Message
+from stoker.wire.prefix import Prefix
 from stoker.wire.request import Request
 
 EMPTY_CHAIN = "0" * 16
@@ -34,6 +36,11 @@ class SlotFingerprints:
     message_count: int
     new_from: int  # index of the first message in `new_messages`
     new_messages: tuple[tuple[str, ...], ...]
+
+    @property
+    def prefix_key(self) -> str:
+        """Which prefix the call sent (see `prefix_key`)."""
+        return prefix_key(self.params, self.tools, self.system)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -57,6 +64,19 @@ class SlotFingerprints:
             new_from=data["new_from"],
             new_messages=tuple(tuple(m) for m in data["new_messages"]),
         )
+
+
+def prefix_key(params: str, tools: Sequence[str], system: str) -> str:
+    """One key for a prefix from its slot fingerprints: calls with equal keys share their
+    cache keys message for message, so where one wrote another can read."""
+    return hashlib.sha256("|".join([params, *tools, system]).encode()).hexdigest()[:16]
+
+
+def key_of(prefix: Prefix) -> str:
+    """`prefix_key` of a prefix."""
+    return prefix_key(
+        prefix.params_fingerprint, prefix.tool_fingerprints, prefix.system_fingerprint
+    )
 
 
 def fingerprints(request: Request, *, history: str, new_from: int) -> SlotFingerprints:

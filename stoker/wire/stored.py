@@ -29,6 +29,7 @@ class StoredSession:
     used_tools: frozenset[str]
     last_record: CacheRecord | None = None
     declared_break: str | None = None  # declared, not yet carried by a call
+    writes: dict[str, tuple[int, int]] = field(default_factory=dict)  # prefix key -> last write
     root_id: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
 

@@ -1,0 +1,9 @@
+"""The cache-invariant fuzzer, bounded: random sessions where every call must read the best
+it could and no miss is an undeclared break (see `stoker.bench.fuzz`)."""
+
+from __future__ import annotations
+
+from stoker.bench.fuzz import CacheMachine, fuzz_settings
+
+TestCacheInvariants = CacheMachine.TestCase
+TestCacheInvariants.settings = fuzz_settings(examples=20)
