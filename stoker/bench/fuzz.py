@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import shutil
 import tempfile
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -39,11 +39,10 @@ from stoker.agent.review import ReviewConfig
 from stoker.agent.session import Session
 from stoker.bench.cache import SYSTEM, TOOLS, WorkloadModel
 from stoker.cache.accounting.anthropic import prefix_blocks
-from stoker.cache.models import ModelInfo
 from stoker.clock import FrozenClock
 from stoker.config import DEFAULT_MODEL
 from stoker.integrations import PluginToolkit, ToolkitCache, ToolkitRegistry
-from stoker.providers.base import CallContext, Completion
+from stoker.providers.base import CallContext, Completion, ProviderWrapper
 from stoker.providers.sim.engine import SimEngine
 from stoker.providers.sim.provider import SimProvider
 from stoker.store.sqlite import SQLiteStore
@@ -78,32 +77,26 @@ class Violation:
     why: str
 
 
-@dataclass(slots=True)
-class Auditor:
+class Auditor(ProviderWrapper):
     """The simulator, checked call by call: what each call read against the best it could."""
 
-    inner: SimProvider
-    violations: list[Violation] = field(default_factory=list)
-    calls: int = 0
-
-    @property
-    def name(self) -> str:
-        return self.inner.name
-
-    def model_info(self, model: str) -> ModelInfo:
-        return self.inner.model_info(model)
+    def __init__(self, inner: SimProvider) -> None:
+        super().__init__(inner)
+        self.sim = inner
+        self.violations: list[Violation] = []
+        self.calls = 0
 
     async def complete(self, request: Request, context: CallContext) -> Completion:
         payload = dialect_module("anthropic").render_request(request)
-        at = self.inner.clock.now()
-        entries = self.inner.engine.anthropic.entries(self.inner.workspace)
+        at = self.sim.clock.now()
+        entries = self.sim.engine.anthropic.entries(self.sim.workspace)
         best, cum = 0, 0
-        for key, tokens in prefix_blocks(payload, workspace=self.inner.workspace):
+        for key, tokens in prefix_blocks(payload, workspace=self.sim.workspace):
             cum += tokens
             entry = entries.get(key)
             if entry is not None and entry.live(at):
                 best = cum
-        completion = await self.inner.complete(request, context)
+        completion = await self.sim.complete(request, context)
         self.calls += 1
         if completion.usage.read != best:
             self.violations.append(

@@ -11,10 +11,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from stoker.cache.models import ModelInfo
 from stoker.config import Config
 from stoker.gateway.timing import provider_call
-from stoker.providers.base import CallContext, Completion, Provider
+from stoker.providers.base import CallContext, Completion, Provider, ProviderWrapper
 from stoker.providers.select import select_provider
 from stoker.providers.sim.provider import SimProvider
 from stoker.wire.request import Request
@@ -61,25 +60,8 @@ def default_provider_factory(route: ProviderRoute) -> Provider:
     return select_provider(spec, config=config).provider
 
 
-class TimedProvider:
+class TimedProvider(ProviderWrapper):
     """A provider whose calls are timed into the current request's tally."""
-
-    __slots__ = ("inner",)
-
-    def __init__(self, inner: Provider) -> None:
-        self.inner = inner
-
-    @property
-    def name(self) -> str:
-        return self.inner.name
-
-    def model_info(self, model: str) -> ModelInfo:
-        return self.inner.model_info(model)
 
     async def complete(self, request: Request, context: CallContext) -> Completion:
         return await provider_call(self.inner.complete(request, context))
-
-    async def aclose(self) -> None:
-        close = getattr(self.inner, "aclose", None)
-        if close is not None:
-            await close()

@@ -47,3 +47,26 @@ class Provider(Protocol):
         ...
 
     async def complete(self, request: Request, context: CallContext) -> Completion: ...
+
+
+class ProviderWrapper:
+    """A provider around another: its name, model facts and closing come from `inner`;
+    a subclass changes `complete` (to time calls, audit them, inject faults)."""
+
+    def __init__(self, inner: Provider) -> None:
+        self.inner = inner
+
+    @property
+    def name(self) -> str:
+        return self.inner.name
+
+    def model_info(self, model: str) -> ModelInfo:
+        return self.inner.model_info(model)
+
+    async def complete(self, request: Request, context: CallContext) -> Completion:
+        return await self.inner.complete(request, context)
+
+    async def aclose(self) -> None:
+        close = getattr(self.inner, "aclose", None)
+        if close is not None:
+            await close()
