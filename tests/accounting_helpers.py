@@ -1,7 +1,7 @@
 """Builders of wire payloads whose blocks have an exact token count.
 
-`"x " * n` is exactly n tokens with `count_tokens`, so every number of the reference's
-test vectors can be asserted exactly.
+`"x " * n` is exactly n tokens with `count_tokens`, so every number of the worked
+examples in docs/provider-caching.md can be asserted exactly.
 """
 
 from __future__ import annotations

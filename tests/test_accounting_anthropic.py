@@ -1,4 +1,5 @@
-"""Anthropic cache accounting against the test vectors of reference section 1.11.
+"""Anthropic cache accounting against the worked examples T1-T11 of
+docs/provider-caching.md, "Anthropic simulator".
 
 Model claude-sonnet-4-6 (minimum 1,024), tools 2,000 tokens in one block, system 1,000
 tokens in one block, unless a test says otherwise.

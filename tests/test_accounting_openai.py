@@ -1,4 +1,5 @@
-"""OpenAI cache accounting against the test vectors of reference section 2.7.
+"""OpenAI cache accounting against the worked examples N1-N4 of docs/provider-caching.md,
+"OpenAI simulator".
 
 gpt-5.6 is regime N (implicit + explicit breakpoints, paid writes, minimum 1,024);
 gpt-4.1 is regime L (implicit 128-token grid from 1,024, free writes).

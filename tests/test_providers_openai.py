@@ -1,7 +1,8 @@
 """The OpenAI adapter against servers that answer like vLLM and llama.cpp, and its cache options.
 
-A small stand-in server returns each engine's usage shape (reference section 4) and
-keeps what it received, so the tests see both directions of the wire.
+A small stand-in server returns each engine's usage shape (docs/provider-caching.md,
+"OpenAI-compatible servers") and keeps what it received, so the tests see both
+directions of the wire.
 """
 
 from __future__ import annotations

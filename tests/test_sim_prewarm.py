@@ -1,7 +1,8 @@
-"""Pre-warm requests are priced exactly: Anthropic `max_tokens: 0` (reference 1.8) and
-OpenAI Responses `prompt_cache_options.prewarm` (reference 2.4).
+"""Pre-warm requests are priced exactly: Anthropic `max_tokens: 0` and OpenAI Responses
+`prompt_cache_options.prewarm` (docs/provider-caching.md, "Anthropic pre-warm" and
+"OpenAI prewarm").
 
-Same token arithmetic as the reference's test vectors: tools 2,000 and system 1,000
+Same token arithmetic as the worked examples there: tools 2,000 and system 1,000
 tokens (Anthropic, claude-sonnet-4-6), developer 1,500 tokens (OpenAI, gpt-5.6).
 """
 

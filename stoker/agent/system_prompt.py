@@ -1,8 +1,8 @@
 """The system prompt, built once per session and then frozen.
 
 It carries the date, never the time: a timestamp in the system block would change the
-prefix every request (cache-breakers row 1). Anything that changes during a session
-goes into the newest user message instead.
+prefix every request (docs/cache-breakers.md, "Timestamps in the system prompt").
+Anything that changes during a session goes into the newest user message instead.
 """
 
 from __future__ import annotations

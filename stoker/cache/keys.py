@@ -1,7 +1,8 @@
 """OpenAI's `prompt_cache_key`: one per lineage, shared by forks, sub-agents and resumes.
 
-A key derived from a per-run id starts every run on a cold shard (cache-breakers row 12);
-deriving it from the root session id keeps the whole lineage on one.
+A key derived from a per-run id starts every run on a cold shard; deriving it from the
+root session id keeps the whole lineage on one (docs/cache-breakers.md, "Unstable OpenAI
+cache keys").
 """
 
 from __future__ import annotations

@@ -3,8 +3,8 @@ own choices (`/model`, `/reasoning`), as one frozen value.
 
 Keeping every setting in one value is what makes the agent cache safe: the signature is
 computed over all of its fields, so a config edit cannot leave a stale agent behind
-(cache-breakers, "a config edit that did not change the signature"). Secrets are not
-here: the provider key stays with the gateway and only its digest is signed.
+(docs/cache-breakers.md, "Gateway rebuilds"). Secrets are not here: the provider key
+stays with the gateway and only its digest is signed.
 """
 
 from __future__ import annotations
@@ -91,6 +91,7 @@ def keeps_namespace(info: ModelInfo) -> bool:
 
     Anthropic salts only the messages with thinking and effort, unless the model renders
     them ahead of the tools (then every slot moves); OpenAI's effort rewrites hidden
-    system instructions, a new prefix (reference/prompt-caching.md, sections 1.3 and 2).
+    system instructions, a new prefix (docs/provider-caching.md, "Anthropic render order"
+    and "OpenAI regimes").
     """
     return info.provider == "anthropic" and not info.renders_thinking_before_tools

@@ -5,7 +5,8 @@ Imports only `stoker.errors`, `stoker.clock`, `stoker.wire` and `stoker.tools`; 
 `mcp` SDK is imported when an MCP toolkit first connects. Toolkit tools never enter
 `tools[]`: they are listed sorted with canonical schemas, reached through a fixed tool,
 and announced by notes at turn boundaries, so connecting a server never moves the
-prefix (cache-breakers #2, #3, #7).
+prefix (docs/cache-breakers.md: "Tool order", "JSON key order and whitespace",
+"Per-turn tool lists").
 """
 
 from __future__ import annotations

@@ -2,12 +2,13 @@
 
 A toolkit is a source of tools that can come and go at runtime: an MCP server, a
 plugin. Its tools never enter the request's `tools[]` directly (that would change the
-prefix whenever a server connects, cache-breakers #7); they are reached through a
-fixed tool such as `delegate`, and described to the model in notes. What a toolkit
-lists must still be byte-stable, because those notes and the session's toolkit
-fingerprint are built from it: `sorted_specs` sorts by name and every `ToolSpec`
-holds a key-sorted copy of its schema, so a server that answers in another order
-after a reconnect changes nothing (cache-breakers #2 and #3).
+prefix whenever a server connects: docs/cache-breakers.md, "Per-turn tool lists"); they
+are reached through a fixed tool such as `delegate`, and described to the model in
+notes. What a toolkit lists must still be byte-stable, because those notes and the
+session's toolkit fingerprint are built from it: `sorted_specs` sorts by name and every
+`ToolSpec` holds a key-sorted copy of its schema, so a server that answers in another
+order after a reconnect changes nothing (docs/cache-breakers.md, "Tool order" and "JSON
+key order and whitespace").
 """
 
 from __future__ import annotations

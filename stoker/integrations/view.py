@@ -3,7 +3,7 @@
 A session keeps the `fingerprint` of its view. At a turn boundary a new view with
 another fingerprint means a toolkit connected, disconnected or changed; the session
 says so in a note in the new user message (`describe_change`) instead of changing
-`tools[]`, so the cached prefix survives (cache-breakers #7).
+`tools[]`, so the cached prefix survives (docs/cache-breakers.md, "Per-turn tool lists").
 """
 
 from __future__ import annotations

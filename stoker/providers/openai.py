@@ -45,7 +45,8 @@ _READS = (
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ServerQuirks:
-    """How one OpenAI-compatible server treats the prompt cache (reference section 4).
+    """How one OpenAI-compatible server treats the prompt cache (docs/provider-caching.md,
+    "OpenAI-compatible servers").
 
     `read_fields`: where it reports cached tokens (dotted paths in the response body);
     the dialect reads all of them. `sends_cache_key`: whether `prompt_cache_key` does

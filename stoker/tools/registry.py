@@ -2,8 +2,9 @@
 
 `resolve` is deterministic whatever the registration order: the tools it returns
 become the `tools` of the request prefix, and a different order is a full cache miss
-(cache-breakers #2). Forks and sub-agents must reuse the parent's resolved tuple, not
-resolve again with other toolsets (cache-breakers #8).
+(docs/cache-breakers.md, "Tool order"). Forks and sub-agents must reuse the parent's
+resolved tuple, not resolve again with other toolsets (docs/cache-breakers.md, "Forks and
+sub-agents that differ from the parent").
 """
 
 from __future__ import annotations

@@ -1,9 +1,10 @@
 """Anthropic request payload -> blocks in render order, with prefix keys and breakpoints.
 
-Rendering follows reference section 1.11: tools, then system, then message content
-blocks, each hashed cumulatively; system-level switches salt the keys of system and
-message blocks, message-level switches those of message blocks. It also validates the
-breakpoints the way the Messages API does, raising `InvalidRequest` (HTTP 400).
+Rendering follows docs/provider-caching.md, "Anthropic render order": tools, then
+system, then message content blocks, each hashed cumulatively; system-level switches
+salt the keys of system and message blocks, message-level switches those of message
+blocks. It also validates the breakpoints the way the Messages API does, raising
+`InvalidRequest` (HTTP 400).
 
 A block's size, kind and place depend only on the prefix up to it, so each is computed
 once per prefix and found again in a `ChainMemo`: a call costs its new blocks, a lookup
@@ -259,7 +260,8 @@ def _citations_on(block: dict[str, Any]) -> bool:
 def _roots(
     payload: dict[str, Any], info: ModelInfo, workspace: str, last: Block | None
 ) -> dict[Level, str]:
-    """The key root of each level: namespace, then SYS_SALT, then MSG_SALT (reference 1.11).
+    """The key root of each level: the namespace, then salted for system, then again for
+    messages (docs/provider-caching.md, "Anthropic simulator").
 
     Salting the root instead of the chain at the level's first block gives keys that are
     equal exactly when the chained ones were, and keeps the content chain salt-free.

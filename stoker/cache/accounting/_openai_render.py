@@ -1,10 +1,11 @@
 """OpenAI request payload (Chat Completions or Responses) -> a token stream with boundaries.
 
 Render order is hidden tokens -> tools -> instructions / system / developer -> input
-items (reference 2.7). Each tool, message part, call and output is one segment: a header
-(role, ids, structure) plus its counted tokens. Text is split with `split_tokens`, which
-joins back byte for byte, so prefix keys see exact strings, and a key can be taken at
-any token (regime L's grid) or at a message end (regime N).
+items (docs/provider-caching.md, "OpenAI simulator"). Each tool, message part, call and
+output is one segment: a header (role, ids, structure) plus its counted tokens. Text is
+split with `split_tokens`, which joins back byte for byte, so prefix keys see exact
+strings, and a key can be taken at any token (regime L's grid) or at a message end
+(regime N).
 
 Each unit (tool, instructions, message or item) is rendered once per prefix and found
 again in a `ChainMemo`, segments and their keys included: a call costs its new units, a

@@ -1,4 +1,6 @@
-"""Anthropic's prompt cache, computed exactly: reference section 1.11, as pure code.
+"""Anthropic's prompt cache, computed exactly, as pure code.
+
+The rules and what is [inferred] are in docs/provider-caching.md, "Anthropic simulator".
 
 `AnthropicAccountant.account(payload, at=t)` takes a Messages API body as it goes over
 the wire and returns what the API would report as cache reads and writes, keeping the
@@ -88,7 +90,7 @@ class AnthropicSettings:
 
 
 class AnthropicAccountant:
-    """Entries per workspace and the 1.11 algorithm over them. Not thread-safe."""
+    """Entries per workspace and the simulator's algorithm over them. Not thread-safe."""
 
     __slots__ = ("_settings", "_stores")
 

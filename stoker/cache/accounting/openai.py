@@ -1,4 +1,6 @@
-"""OpenAI's prompt cache, computed exactly: reference section 2.7, both regimes, as pure code.
+"""OpenAI's prompt cache, computed exactly for both regimes, as pure code.
+
+The rules and what is [inferred] are in docs/provider-caching.md, "OpenAI simulator".
 
 `OpenAIAccountant.account(payload, api=..., at=t)` takes a Chat Completions or Responses
 body as it goes over the wire. The model table says which regime applies:
@@ -35,8 +37,9 @@ class OpenAISettings:
 
     `hidden_tokens`: OpenAI's own instructions ahead of tools (never reported).
     `lookup`: regime N lookup set, the guide's "endings" (first 2 + latest 50 explicit,
-    plus the implicit one, 20 earlier endings and the initial developer block) or the API
-    reference's "latest80" (the latest 80 boundaries, no lookback limit); they conflict.
+    plus the implicit one, 20 earlier endings and the initial developer block) or OpenAI's
+    API reference's "latest80" (the latest 80 boundaries, no lookback limit); they
+    conflict (docs/provider-caching.md, "OpenAI breakpoints and TTLs").
     `idle_seconds` / `max_lifetime_seconds`: regime L expiry per `prompt_cache_retention`.
     `default_retention`: regime L retention when the request names none (24h for non-ZDR
     organisations). `ttl_seconds`: regime N TTLs. `grid_anchor`: regime L boundaries at
@@ -89,7 +92,7 @@ class OpenAISettings:
 
 
 class OpenAIAccountant:
-    """Entries per organisation and the 2.7 algorithms over them. Not thread-safe."""
+    """Entries per organisation and the two regimes' algorithms over them. Not thread-safe."""
 
     __slots__ = ("_settings", "_stores")
 
@@ -205,7 +208,7 @@ class OpenAIAccountant:
         return _outcome(r, Usage(uncached=total - cached, read=cached), (), hit_index, misses[:1])
 
     def _breakpoints(self, r: Rendered, store: EntryStore, at: float, minimum: int) -> CacheOutcome:
-        """Regime N: the W / L / A / P algorithm of reference 2.7."""
+        """Regime N: write points, lookup points, the read, and what is written past it."""
         s = self._settings
         hidden = r.hidden
         endings = list(r.endings)

@@ -80,9 +80,10 @@ def check_tool_pairing(request: Request, *, checked: tuple[Message, ...] = ()) -
 def is_prewarm(dialect: str, payload: dict[str, Any], info: ModelInfo) -> bool:
     """Whether the request only warms the cache (generates nothing, bills no output).
 
-    Anthropic: `max_tokens: 0` (reference 1.8), refused with `stream`, extended thinking,
-    a forced tool choice or a structured output format. OpenAI: Responses
-    `prompt_cache_options.prewarm` on GPT-5.6+ (reference 2.4); Chat has no such option.
+    Anthropic: `max_tokens: 0`, refused with `stream`, extended thinking, a forced tool
+    choice or a structured output format. OpenAI: Responses `prompt_cache_options.prewarm`
+    on GPT-5.6+; Chat has no such option. (docs/provider-caching.md, "Anthropic pre-warm"
+    and "OpenAI prewarm".)
     """
     if dialect == "anthropic":
         if payload.get("max_tokens") != 0:

@@ -6,7 +6,8 @@ and memoized on the message. Choices made here, and why:
 * The system prompt is the first `input` item, a `developer` message, not top-level
   `instructions`: `prompt_cache_breakpoint` is not allowed on `instructions`, and on
   GPT-5.6+ a breakpoint at the end of the static prefix is what lets two conversations
-  with the same system prompt share a cache entry (reference 2.4).
+  with the same system prompt share a cache entry (docs/provider-caching.md, "OpenAI
+  breakpoints and TTLs").
 * Tools are sent with `"strict": false`: when it is omitted, Responses rewrites the
   schema into strict mode (every optional field becomes required), unlike Chat.
 * Tool calls are `function_call` items with `arguments` = `ToolUseBlock.input_json`
