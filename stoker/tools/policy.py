@@ -1,7 +1,7 @@
 """What a run may call, held in a context variable.
 
-Advertising is not allowing (DESIGN invariant 3): every request of a session sends the
-same tools, because the tool list is part of the cache key; what a particular run —
+Advertising is not allowing: every request of a session sends the same tools, because
+the tool list is part of the cache key; what a particular run —
 a background review, a sub-agent — may actually *call* is this policy. A fork narrows
 its policy and keeps sending every tool, so it reads the parent's cache.
 """

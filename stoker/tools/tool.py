@@ -3,8 +3,8 @@
 A `Tool` is what the model sees (name, description, input schema) plus how to run it.
 What the model sees is computed once, as canonical JSON bytes (`spec_bytes`), because
 it is part of the request prefix: the same tool must be the same bytes in every
-process, every turn and every fork (DESIGN invariant 1). A tool has one name, the wire
-name (invariant 4), used in schemas, history, policies and resume checks.
+process, every turn and every fork. A tool has one name, the wire name, used in
+schemas, history, policies and resume checks.
 
 Schemas derived from functions carry no `title` keys: pydantic derives them from the
 Python names, they repeat what the property names already say, cost prompt tokens, and
