@@ -18,21 +18,32 @@ from stoker.wire.usage import Usage
 
 @dataclass(slots=True, kw_only=True)
 class TurnView:
-    """One user turn: what was asked, the final answer, every provider call it made."""
+    """One user turn: what was asked, the final answer, every provider call it made, and
+    the keep-warm requests (pings, seals) sent in the idle gap after it, kept apart."""
 
     number: int
     user: str
     answer: str = ""
     tools: list[str] = field(default_factory=list)
     records: list[CacheRecord] = field(default_factory=list)
+    keep_warm: list[CacheRecord] = field(default_factory=list)
 
     @property
     def usage(self) -> Usage:
+        """The turn's own calls (keep-warm apart: `keep_warm_usage`)."""
         return Usage.total(r.usage for r in self.records)
 
     @property
     def cost_usd(self) -> float | None:
         return total_cost(r.cost_usd for r in self.records)
+
+    @property
+    def keep_warm_usage(self) -> Usage:
+        return Usage.total(r.usage for r in self.keep_warm)
+
+    @property
+    def keep_warm_cost_usd(self) -> float | None:
+        return total_cost(r.cost_usd for r in self.keep_warm)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -45,11 +56,16 @@ class SessionView:
 
     @property
     def usage(self) -> Usage:
-        return Usage.total(t.usage for t in self.turns)
+        """Every call, keep-warm included: what the session was billed."""
+        return Usage.total(u for t in self.turns for u in (t.usage, t.keep_warm_usage))
 
     @property
     def cost_usd(self) -> float | None:
-        return total_cost(t.cost_usd for t in self.turns)
+        return total_cost(c for t in self.turns for c in (t.cost_usd, t.keep_warm_cost_usd))
+
+    @property
+    def keep_warm(self) -> tuple[CacheRecord, ...]:
+        return tuple(r for t in self.turns for r in t.keep_warm)
 
 
 async def show_session(store: SqlEventStore, session_id: str) -> SessionView:
@@ -74,7 +90,8 @@ async def show_session(store: SqlEventStore, session_id: str) -> SessionView:
                 if message.text:
                     turns[-1].answer = message.text
         elif type_ == "cache_recorded" and turns:
-            turns[-1].records.append(CacheRecord.from_dict(data))
+            record = CacheRecord.from_dict(data)
+            (turns[-1].records if record.purpose == "turn" else turns[-1].keep_warm).append(record)
     return SessionView(
         id=session_id, role=role, model=model, turns=tuple(turns), rebases=tuple(rebases)
     )

@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from stoker.agent.agent import Agent
+from stoker.agent.keepwarm import KeepWarm
 from stoker.bench.cache import SYSTEM, TOOLS
 from stoker.bench.fuzz import Auditor, ThinkingModel
 from stoker.clock import FrozenClock
@@ -88,3 +89,16 @@ async def test_stripped_thinking_after_a_cut_loop_and_a_rebuild_reads_what_still
     assert first.explanation.verdict == "hit"
     assert "drops earlier thinking" in first.explanation.detail
     assert first.breakpoints[1].message == 0  # where the loop began: the last match
+
+
+async def test_no_keep_warm_while_a_rebase_waits_for_the_next_call() -> None:
+    clock, engine = FrozenClock(), SimEngine(model=ThinkingModel())
+    agent, auditor = _agent(engine, clock)
+    session = agent.session()
+    scheduler = KeepWarm(clock)
+    scheduler.watch(session)
+    await session.send("Work on it: run 2 steps")
+    await session.rebase(reason="a new tool", tools=[*TOOLS, changelog])
+    assert session.warm_plan() is None  # what is cached is the old prefix
+    assert await scheduler.idle(6 * 60) == []
+    assert auditor.violations == []

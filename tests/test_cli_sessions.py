@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
+from typing import Any
 
 from typer.testing import CliRunner
 
+from stoker.agent.keepwarm import KeepWarm
 from stoker.cli import app
+from stoker.clock import FrozenClock
 from stoker.session_views import show_session
 from stoker.store.sqlite import SQLiteStore
 from tests.helpers import make_registry, sim_agent
@@ -89,3 +93,27 @@ async def test_titles_and_views_show_the_users_words_not_the_notes(tmp_path: Pat
         await store.close()
     assert summary.title == "what is new?"
     assert view.turns[0].user == "what is new?"
+
+
+def test_show_lists_keep_warm_apart_from_the_turns(tmp_path: Path) -> None:
+    clock = FrozenClock()
+    agent, _ = sim_agent(registry=make_registry(), clock=clock)
+
+    async def idle_session() -> tuple[Any, Any, Any]:
+        async with SQLiteStore(tmp_path / "s.db") as store:
+            session = await agent.open(store, "idle-session")
+            scheduler = KeepWarm(clock)
+            scheduler.watch(session)
+            await session.send("read_file 'plan.md'")
+            (seal,) = await scheduler.idle(6 * 60)
+            await session.send("back again")
+            return session, seal, await show_session(store, session.id)
+
+    session, seal, view = asyncio.run(idle_session())
+    assert [len(t.records) for t in view.turns] == [2, 1]
+    assert view.turns[0].keep_warm == [seal]
+    assert view.usage.read == sum(r.usage.read for r in session.records)  # all billed calls
+    shown = runner.invoke(app, ["sessions", "show", "idle-session", "--db", tmp_path / "s.db"])
+    assert shown.exit_code == 0, shown.output
+    assert "keep-warm seal" in shown.output
+    assert "keep-warm: 1 requests" in shown.output

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 
+from stoker.gateway.views import usage_view
 from stoker.store.base import SqlEventStore
 from stoker.store.postgres import PostgresStore
 from tests.store_fixtures import reopen
@@ -31,6 +32,15 @@ async def test_an_idle_session_is_sealed_and_the_return_reads_it(store: SqlEvent
     assert len(await _seals(store, sid)) == 1
     reply = await gw.send("alice", sid, "and now?")
     assert reply.requests[0]["explanation"]["verdict"] == "hit"
+    usage = usage_view(await gw.view("alice", sid))  # what /usage and the dashboard show
+    assert [(r["turn"], r["purpose"]) for r in usage["requests"]] == [
+        (1, "turn"),
+        (1, "turn"),
+        (1, "seal"),
+        (2, "turn"),
+    ]
+    assert usage["keep_warm"]["requests"] == 1
+    assert usage["keep_warm"]["cost_usd"] == fired[0].cost_usd
 
 
 async def test_no_keep_warm_after_delete_eviction_or_a_new_message(store: SqlEventStore) -> None:

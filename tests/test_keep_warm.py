@@ -4,22 +4,29 @@ keep-warm after a new message, after `forget`, or one that hurts the session).""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import math
+import time
 from dataclasses import replace
 from typing import Any
 
 import pytest
 
+from stoker.agent.agent import Agent
 from stoker.agent.keepwarm import KeepWarm, SpendLimits
+from stoker.cache.accounting import OpenAIAccountant, OpenAISettings
 from stoker.cache.models import ModelInfo, model_info
+from stoker.cache.planner import CachePolicy
 from stoker.cache.pricing import cost_usd
 from stoker.cache.time_policy import Idle, TimePolicy, decide, return_chance
 from stoker.clock import FrozenClock
 from stoker.errors import ProviderError
 from stoker.providers.base import CallContext, Completion
+from stoker.providers.sim.engine import SimEngine
 from stoker.providers.sim.provider import SimProvider
 from stoker.wire.request import Request
-from tests.helpers import make_registry, sim_agent
+from tests.helpers import SYSTEM, make_registry, sim_agent
 
 START = FrozenClock().at
 SONNET = model_info("claude-sonnet-4-6")
@@ -179,3 +186,57 @@ def test_the_chance_of_a_return_follows_observed_gaps() -> None:
     assert return_chance([60, 120], **kwargs) == pytest.approx(3600 / 3870)  # too short
     assert return_chance([1800, 2400], **kwargs) > return_chance([], **kwargs)
     assert return_chance([9 * 3600] * 4, **kwargs) < 0.2
+
+
+class ShiftedClock:
+    """The wall clock moved back by `offset` seconds (set to 0 to bring it to now)."""
+
+    def __init__(self, offset: float) -> None:
+        self.offset = offset
+
+    def now(self) -> float:
+        return time.time() - self.offset
+
+
+async def test_run_fires_on_a_real_clock_and_stops_when_cancelled() -> None:
+    clock = ShiftedClock(offset=269.8)  # the turn happens 269.8 s "ago"...
+    agent, provider = sim_agent(registry=make_registry())
+    agent = replace(agent, clock=clock, provider=replace(provider, clock=clock))
+    session = agent.session()
+    await session.send("read_file 'plan.md'")
+    clock.offset = 0.0  # ...so its seal is due 0.2 s from now (30 s before expiry)
+    scheduler = KeepWarm(clock)
+    scheduler.watch(session)
+    runner = asyncio.create_task(scheduler.run())
+    try:
+        for _ in range(100):
+            if session.records[-1].purpose == "seal":
+                break
+            await asyncio.sleep(0.05)
+    finally:
+        runner.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await runner
+    assert session.records[-1].purpose == "seal"
+    assert session.records[-1].explanation.verdict == "kept_warm"
+
+
+@pytest.mark.parametrize("keep", [True, False])
+async def test_openai_extended_retention_carries_a_session_across_a_gap(keep: bool) -> None:
+    clock = FrozenClock()
+    engine = SimEngine(openai=OpenAIAccountant(OpenAISettings(default_retention="in_memory")))
+    provider = SimProvider(engine=engine, clock=clock)
+    agent = Agent(
+        "gpt-5.5",
+        provider=provider,
+        registry=make_registry(),
+        system=SYSTEM,
+        clock=clock,
+        cache_policy=CachePolicy(keep_warm=TimePolicy(enabled=keep)),
+    )
+    session = agent.session()
+    await session.send("hello")
+    clock.advance(minutes=20)  # past in-memory retention, within 24h retention's idle time
+    back = await session.send("still there?")
+    assert provider.requests[-1].get("prompt_cache_retention") == ("24h" if keep else None)
+    assert (back.records[0].usage.read > 0) is keep

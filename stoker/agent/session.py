@@ -37,7 +37,7 @@ from stoker.cache.models import ModelInfo
 from stoker.cache.planner import CachePolicy, last_cacheable, plan, stripped_from
 from stoker.cache.pricing import cost_usd
 from stoker.cache.record import build_record, notify
-from stoker.cache.time_policy import Idle, WarmPlan, decide, lifetimes
+from stoker.cache.time_policy import Idle, WarmPlan, decide, lifetimes, retention
 from stoker.cache.tokens import estimate_tokens
 from stoker.clock import Clock
 from stoker.errors import ConfigError, PrefixError, SessionNotFound
@@ -289,8 +289,9 @@ class Session:
 
     def warm_plan(self, *, gaps: Sequence[float] = ()) -> WarmPlan | None:
         """What the time policy will do before this session's cache entry expires, and
-        when; None while nothing is cached or a turn is unfinished, and for forks, reviews
-        and sub-agents (they end soon; only what they share with their parent lives on).
+        when; None while nothing is cached, a turn is unfinished or a rebase waits for the
+        next call (what is cached is the old prefix), and for forks, reviews and
+        sub-agents (they end soon; only what they share with their parent lives on).
         `gaps` adds observed idle gaps (seconds) to the ones this session saw, e.g. the
         user's other sessions."""
         state = self._state
@@ -300,6 +301,7 @@ class Session:
             or state.idle_since is None
             or state.live_ttl is None
             or self._unanswered
+            or self._declared_break is not None  # the next call sends another prefix anyway
         ):
             return None
         info = self._info()
@@ -578,6 +580,7 @@ class Session:
             max_tokens=self._agent.max_tokens,
             breakpoints=p.breakpoints,
             cache_key=lineage_cache_key(self._root_id) if info.provider == "openai" else None,
+            cache_retention=retention(info, self._agent.cache_policy.keep_warm),
             stream=stream,
             render_memo=self._state.render_memo,
         )

@@ -31,6 +31,7 @@ class ModelInfo:
     interval: int = 128
     renders_thinking_before_tools: bool = False
     strips_thinking: bool = False
+    retention_24h: bool = False
 
 
 @cache

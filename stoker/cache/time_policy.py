@@ -72,8 +72,13 @@ class Lifetimes:
 
 
 def lifetimes(info: ModelInfo) -> Lifetimes | None:
-    """The TTL menu of `info`'s provider; None where nothing can be kept warm (OpenAI's
-    older models cache implicitly, with free writes and no TTL to choose)."""
+    """The TTL menu of `info`'s provider, where Stoker sends keep-warm requests: Anthropic.
+
+    None for OpenAI. Its older models cache implicitly with free writes (what a request
+    can ask for is `prompt_cache_retention`, see `retention`); on GPT-5.6+ an explicit
+    breakpoint may not sit on an assistant's output, so a seal has no position of its own
+    to write a 12-hour entry at, and a pre-warm ping is left for later work.
+    """
     if info.provider == "anthropic":
         return Lifetimes(
             short=300.0,
@@ -82,15 +87,14 @@ def lifetimes(info: ModelInfo) -> Lifetimes | None:
             write_long=info.write_1h,
             read=info.read,
         )
-    if info.regime == "N":  # GPT-5.6+: 30-minute and 12-hour entries
-        return Lifetimes(
-            short=1800.0,
-            long=12 * 3600.0,
-            write_short=info.write_5m,
-            write_long=info.write_1h,
-            read=info.read,
-        )
     return None
+
+
+def retention(info: ModelInfo, policy: TimePolicy) -> str | None:
+    """`prompt_cache_retention` for a request: "24h" where the model accepts it and the
+    policy keeps caches across gaps (it costs nothing extra; without it an organisation
+    under zero data retention gets in-memory entries, gone after a few idle minutes)."""
+    return "24h" if policy.enabled and info.retention_24h else None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -172,7 +176,10 @@ def decide(
     if not policy.enabled:
         return expire("keep-warm is off")
     if menu is None:
-        return expire(f"{info.name} caches implicitly; there is no TTL to keep")
+        return expire(
+            f"keep-warm requests go to Anthropic models only; {info.name}'s entries live by "
+            "its provider's rules"
+        )
     if idle.cached < info.min_cacheable:
         return expire(f"nothing cached: the prefix is under {info.min_cacheable} tokens")
     at = expires - policy.margin

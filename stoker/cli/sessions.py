@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -12,6 +13,9 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from stoker.agent.keepwarm import KeepWarm
+from stoker.agent.session import Session
+from stoker.cache.pricing import total_cost
 from stoker.cli.render import cost_text, records_table
 from stoker.cli.settings import settings
 from stoker.config import DEFAULT_MODEL, DEFAULT_PROVIDER, Config
@@ -84,8 +88,17 @@ def show(session_id: str, db: str = typer.Option(None, help=DB_HELP)) -> None:
             f"   [dim]read {u.read} · written {u.written} · uncached {u.uncached} · "
             f"output {u.output} · {cost_text(t.cost_usd)} · why: {why}[/]"
         )
+        for r in t.keep_warm:
+            k = r.usage
+            console.print(
+                f"   [cyan]keep-warm {r.purpose}[/] [dim]read {k.read} · written {k.written} · "
+                f"{cost_text(r.cost_usd)} · {r.explanation.detail}[/]"
+            )
     for reason in view.rebases:
         console.print(f"[yellow]declared cache break:[/] {reason}")
+    if view.keep_warm:
+        spent = total_cost(r.cost_usd for r in view.keep_warm)
+        console.print(f"keep-warm: {len(view.keep_warm)} requests, {cost_text(spent)}")
     u = view.usage
     console.print(
         f"total: {len(view.turns)} turns, read {u.read}, written {u.written}, "
@@ -109,6 +122,21 @@ def remove(session_id: str, db: str = typer.Option(None, help=DB_HELP)) -> None:
     console.print(f"removed {session_id}")
 
 
+async def _converse(session: Session) -> None:
+    while True:
+        try:
+            text = await asyncio.to_thread(console.input, "[bold]you> [/]")
+        except EOFError:
+            return
+        if text.strip() in ("/exit", "/quit"):
+            return
+        if not text.strip():
+            continue
+        result = await session.send(text)
+        console.print(result.text or f"[yellow]({result.exit})[/]")
+        console.print(records_table([("chat", "-", r) for r in result.records], title=""))
+
+
 def chat(
     resume: str = typer.Option(None, "--resume", help="Continue a stored session by id."),
     db: str = typer.Option(None, help=DB_HELP),
@@ -120,21 +148,19 @@ def chat(
     config = settings(db=db, provider=provider, model=model)
 
     async def run(store: SqlEventStore) -> None:
-        agent = default_agent(config=config, workdir=Path(workdir))
-        session = await agent.open(store, resume, create=resume is None)
-        console.print(f"[dim]session {session.id} — /exit to leave[/]")
-        while True:
+        async with default_agent(config=config, workdir=Path(workdir)) as agent:
+            session = await agent.open(store, resume, create=resume is None)
+            console.print(f"[dim]session {session.id} — /exit to leave[/]")
+            # While you read or think, the time policy keeps the cache warm if it pays.
+            keep_warm = KeepWarm(agent.clock)
+            keep_warm.watch(session)
+            timers = asyncio.create_task(keep_warm.run())
             try:
-                text = await asyncio.to_thread(console.input, "[bold]you> [/]")
-            except EOFError:
-                break
-            if text.strip() in ("/exit", "/quit"):
-                break
-            if not text.strip():
-                continue
-            result = await session.send(text)
-            console.print(result.text or f"[yellow]({result.exit})[/]")
-            console.print(records_table([("chat", "-", r) for r in result.records], title=""))
+                await _converse(session)
+            finally:
+                timers.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await timers
         console.print(f"[dim]resume with: stoker chat --resume {session.id}[/]")
 
     _with_store(config, run)

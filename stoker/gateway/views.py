@@ -27,6 +27,7 @@ def record_view(record: CacheRecord, *, turn: int | None = None) -> dict[str, An
         "seq": record.seq,
         "turn": turn,
         "role": record.role,
+        "purpose": record.purpose,
         "model": record.model,
         "started_at": record.started_at,
         "usage": {**u.to_dict(), "written": u.written, "input_total": u.input_total},
@@ -124,12 +125,19 @@ def summary_view(s: SessionSummary) -> dict[str, Any]:
 
 def usage_view(view: SessionView) -> dict[str, Any]:
     """Totals and every provider call of a session, in order, with its explanation."""
-    requests = [record_view(r, turn=t.number) for t in view.turns for r in t.records]
+    requests = [
+        record_view(r, turn=t.number) for t in view.turns for r in (*t.records, *t.keep_warm)
+    ]
     return {
         "session_id": view.id,
         "model": requests[-1]["model"] if requests else view.model,  # after any /model
         "usage": usage_dict(view.usage),
         "cost_usd": total_cost(r["cost_usd"] for r in requests),
+        "keep_warm": {
+            "requests": len(view.keep_warm),
+            "usage": usage_dict(Usage.total(r.usage for r in view.keep_warm)),
+            "cost_usd": total_cost(r.cost_usd for r in view.keep_warm),
+        },
         "requests": requests,
         "rebases": list(view.rebases),
     }

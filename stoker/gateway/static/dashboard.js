@@ -84,8 +84,10 @@
     const points = [];
     requests.forEach((r, i) => {
       const x = PAD.left + i * slot + (slot - barW) / 2;
-      const group = el("g", { "data-request": i, "data-turn": r.turn, "data-verdict": r.explanation.verdict });
-      group.append(el("title", {}, `#${i + 1} turn ${r.turn}: read ${r.usage.read}, written ${r.usage.written}, ` +
+      const group = el("g", { "data-request": i, "data-turn": r.turn, "data-verdict": r.explanation.verdict,
+        "data-purpose": r.purpose, opacity: r.purpose === "turn" ? 1 : 0.55 });
+      const what = r.purpose === "turn" ? `turn ${r.turn}` : `keep-warm ${r.purpose} after turn ${r.turn}`;
+      group.append(el("title", {}, `#${i + 1} ${what}: read ${r.usage.read}, written ${r.usage.written}, ` +
         `uncached ${r.usage.uncached}, ${money(r.cost_usd)} — ${r.explanation.text}`));
       let y = H - PAD.bottom;
       for (const [bucket, color] of [["read", "#2e9e5b"], ["written", "#e39b2d"], ["uncached", "#9aa3b5"]]) {
@@ -102,14 +104,18 @@
     }
     const u = usage.usage;
     $("title").textContent = `${usage.session_id} (${usage.model})`;
+    const kw = usage.keep_warm;
     $("totals").textContent = `${requests.length} requests · read ${u.read} · written ${u.written} · ` +
-      `uncached ${u.uncached} · output ${u.output} · ${money(usage.cost_usd)}`;
+      `uncached ${u.uncached} · output ${u.output} · ${money(usage.cost_usd)}` +
+      (kw.requests ? ` · keep-warm: ${kw.requests} requests, ${money(kw.cost_usd)}` : "");
     const rows = $("requests");
     rows.replaceChildren();
     requests.forEach((r, i) => {
       const tr = document.createElement("tr");
       tr.dataset.request = String(i);
-      for (const cell of [i + 1, r.turn, r.usage.read, r.usage.written, r.usage.uncached, r.usage.output,
+      tr.dataset.purpose = r.purpose;
+      const turn = r.purpose === "turn" ? r.turn : `${r.turn} (${r.purpose})`;
+      for (const cell of [i + 1, turn, r.usage.read, r.usage.written, r.usage.uncached, r.usage.output,
         money(r.cost_usd), r.explanation.text]) {
         const td = document.createElement("td");
         td.textContent = String(cell);
