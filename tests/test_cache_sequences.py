@@ -102,3 +102,19 @@ async def test_no_keep_warm_while_a_rebase_waits_for_the_next_call() -> None:
     assert session.warm_plan() is None  # what is cached is the old prefix
     assert await scheduler.idle(6 * 60) == []
     assert auditor.violations == []
+
+
+async def test_keep_warm_on_a_model_that_strips_thinking_reads_up_to_the_cut() -> None:
+    clock, engine = FrozenClock(), SimEngine(model=ThinkingModel())
+    agent, auditor = _agent(engine, clock, model="claude-sonnet-4-5", thinking_budget=1024)
+    session = agent.session()
+    scheduler = KeepWarm(clock)
+    scheduler.watch(session)
+    await session.send("Audit the service: run 10 steps")
+    fired = await scheduler.idle(6 * 60)
+    assert [r.purpose for r in fired] == ["ping"]  # nothing unwritten before the cut
+    assert fired[0].breakpoints[0].message == 0  # the placeholder would strip what follows
+    assert auditor.violations == []
+    back = await session.send("Continue, please")
+    assert back.records[0].usage.read == fired[0].usage.read
+    assert auditor.violations == []

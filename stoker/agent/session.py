@@ -34,7 +34,7 @@ from stoker.agent.starts import (
 )
 from stoker.cache.keys import lineage_cache_key
 from stoker.cache.models import ModelInfo
-from stoker.cache.planner import CachePolicy, last_cacheable, plan, stripped_from
+from stoker.cache.planner import BlockRef, CachePolicy, last_cacheable, plan, stripped_from
 from stoker.cache.pricing import cost_usd
 from stoker.cache.record import build_record, notify
 from stoker.cache.time_policy import Idle, WarmPlan, decide, lifetimes, retention
@@ -310,12 +310,17 @@ class Session:
         if state.warm_failed_at is not None:
             policy = replace(policy, enabled=False)  # once per gap: a failure is not retried
         live_for = 0.0 if menu is None else menu.long if state.live_ttl == "1h" else menu.short
+        cached, tail = state.last_cached, self._unwritten_tokens()
+        target, stripped = self._warm_target()
+        if stripped and target is not None:  # only the prefix up to the cut will be read
+            after = [b for m in self._history[target[0] + 1 :] for b in m.content]
+            cached, tail = max(0, cached - estimate_tokens(after)), 0
         idle = Idle(
             refreshed_at=state.last_started,
             live_for=live_for,
             idle_since=state.idle_since,
-            cached=state.last_cached,
-            tail=self._unwritten_tokens(),
+            cached=cached,
+            tail=tail,
             long_lived=state.live_ttl == "1h",
             overhead=estimate_tokens(_KEEP_WARM.content),
             spent=state.warm_spent,
@@ -379,7 +384,7 @@ class Session:
         the plan's TTL, and the smallest output the provider allows (0 unless extended
         thinking is on, which needs room for its budget)."""
         history = tuple(self._history)
-        at = last_cacheable(history)
+        at, _ = self._warm_target()
         marker = (
             Breakpoint(message=at[0], block=at[1], ttl=plan.ttl)
             if at is not None
@@ -394,6 +399,17 @@ class Session:
             breakpoints=(marker,),
             cache_key=lineage_cache_key(self._root_id) if info.provider == "openai" else None,
         )
+
+    def _warm_target(self) -> tuple[BlockRef | None, bool]:
+        """Where a keep-warm's breakpoint goes: the end of the history, or, on a model that
+        drops earlier thinking at a new turn (a keep-warm is one), the last block before
+        the first thinking it drops: the next turn reads no further anyway. And which."""
+        history = tuple(self._history)
+        if self._prefix.params.thinking_budget is not None and self._info().strips_thinking:
+            cut = stripped_from((*history, _KEEP_WARM))
+            if cut is not None:
+                return cut, True
+        return last_cacheable(history), False
 
     def _unwritten_tokens(self) -> int:
         """Tokens of the history after the newest entry (what a keep-warm writes)."""
