@@ -86,6 +86,20 @@ async def test_without_keep_warm_the_same_gap_rewrites_everything() -> None:
     assert await scheduler.idle(6 * 60) == []
     back = await session.send("and now?")
     assert (back.records[0].usage.read, back.records[0].explanation.verdict) == (0, "expired")
+    assert back.records[0].explanation.classification == "time policy"
+    assert "let it expire: keep-warm is off" in back.records[0].explanation.detail
+
+
+async def test_a_gap_nobody_kept_warm_says_the_seal_was_planned_but_not_sent() -> None:
+    clock = FrozenClock()
+    agent, _ = sim_agent(registry=make_registry(), clock=clock)
+    session = agent.session()  # no KeepWarm scheduler watches it
+    await session.send("read_file 'plan.md'")
+    clock.advance(minutes=6)
+    back = await session.send("and now?")
+    first = back.records[0].explanation
+    assert (first.verdict, first.classification) == ("expired", "keep-warm not run")
+    assert "planned a seal but none was sent" in first.detail
 
 
 async def test_a_keep_warm_never_enters_the_history_or_the_next_request() -> None:

@@ -115,6 +115,7 @@ class Session:
         "_anchor",
         "_declared_break",
         "_fanout",
+        "_gap_plan",
         "_history",
         "_id",
         "_lock",
@@ -158,6 +159,7 @@ class Session:
         self._unanswered = start.unanswered
         self._rerun = start.rerun
         self._fanout = FanOut()
+        self._gap_plan: WarmPlan | None = None
         self._reviews = BackgroundReviews()
         integrations = agent.integrations
         self._toolkits = (
@@ -259,6 +261,7 @@ class Session:
         """
         hooks = callbacks or Callbacks()
         async with self._lock:
+            self._gap_plan = self.warm_plan()  # what the time policy meant for this gap
             self._state.turn_starts(self._agent.clock.now())
             message = await self._user_message(text, note, hooks)
             steps = TurnSteps(
@@ -312,9 +315,13 @@ class Session:
         live_for = 0.0 if menu is None else menu.long if state.live_ttl == "1h" else menu.short
         cached, tail = state.last_cached, self._unwritten_tokens()
         target, stripped = self._warm_target()
-        if stripped and target is not None:  # only the prefix up to the cut will be read
-            after = [b for m in self._history[target[0] + 1 :] for b in m.content]
+        own = state.own_write
+        if stripped and target is not None and own is not None and own > target:
+            # Only the prefix up to the cut will be read: the last entry covers more.
+            after = [b for m in self._history[target[0] + 1 : own[0] + 1] for b in m.content]
             cached, tail = max(0, cached - estimate_tokens(after)), 0
+        elif stripped:
+            tail = 0
         idle = Idle(
             refreshed_at=state.last_started,
             live_for=live_for,
@@ -380,11 +387,14 @@ class Session:
             return record
 
     def _warm_request(self, plan: WarmPlan) -> Request:
-        """History as sent, a placeholder after it, one breakpoint on its last block with
-        the plan's TTL, and the smallest output the provider allows (0 unless extended
-        thinking is on, which needs room for its budget)."""
-        history = tuple(self._history)
+        """The history as sent up to where the keep-warm's breakpoint goes, a placeholder
+        after it, that one breakpoint with the plan's TTL, and the smallest output the
+        provider allows (0 unless extended thinking is on, which needs room for its
+        budget)."""
         at, _ = self._warm_target()
+        # Up to the message the breakpoint ends: anything after it would be billed as new
+        # input on every keep-warm (all of a tool loop, on a model that strips thinking).
+        history = tuple(self._history[: at[0] + 1] if at is not None else self._history)
         marker = (
             Breakpoint(message=at[0], block=at[1], ttl=plan.ttl)
             if at is not None
@@ -628,7 +638,7 @@ class Session:
             declared_break=self._declared_break,
             ttl_seconds=self._live_for(state.live_ttl),
         )
-        record = self._with_stripping(record, request)
+        record = self._with_gap_plan(self._with_stripping(record, request))
         self._declared_break = None
         self._anchor = None
         state.after_call(request, record)
@@ -680,6 +690,28 @@ class Session:
         )
 
     # -- helpers ------------------------------------------------------------------------------
+
+    def _with_gap_plan(self, record: CacheRecord) -> CacheRecord:
+        """On the first call after a gap whose entry expired, say whether the time policy
+        chose that (and why) or meant to keep it warm and nothing sent the keep-warm."""
+        plan, self._gap_plan = self._gap_plan, None
+        if plan is None or record.explanation.verdict != "expired":
+            return record
+        if plan.sends:
+            note = (
+                f"; the time policy planned a {plan.action} but none was sent (run a "
+                "stoker.agent.keepwarm.KeepWarm, or stoker chat / stoker serve)"
+            )
+            classification = "keep-warm not run"
+        else:
+            note = f"; the time policy let it expire: {plan.reason}"
+            classification = "time policy"
+        explanation = replace(
+            record.explanation,
+            detail=record.explanation.detail + note,
+            classification=classification,
+        )
+        return replace(record, explanation=explanation)
 
     def _with_stripping(self, record: CacheRecord, request: Request) -> CacheRecord:
         """Say so when the model dropped earlier thinking: the part of the history after it
