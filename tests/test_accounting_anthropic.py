@@ -104,7 +104,7 @@ def test_t6_more_than_20_new_blocks_miss_the_previous_write() -> None:
     )
     outcome = acc.account(payload, at=10.0)
     assert outcome.usage == Usage(written_5m=3300)
-    assert outcome.misses == (MissFact(kind="lookback", index=2, tokens=3050, positions_back=25),)
+    assert outcome.misses == (MissFact(cause="lookback", index=2, tokens=3050, positions_back=25),)
 
 
 def test_t7_parallel_tool_runs_count_as_one_position_each() -> None:
@@ -136,7 +136,7 @@ def test_t8_prefix_below_the_model_minimum_is_not_cached() -> None:
     payload = body(user(text(50)), model="claude-opus-4-6", system=[text(950)])
     outcome = AnthropicAccountant().account(payload, at=0.0)
     assert outcome.usage == Usage(uncached=3000)
-    assert outcome.misses == (MissFact(kind="below_minimum", tokens=3000, minimum=4096),)
+    assert outcome.misses == (MissFact(cause="below_minimum", tokens=3000, minimum=4096),)
 
 
 def test_t9_a_5m_entry_is_gone_6_minutes_after_the_writing_request_started() -> None:
@@ -145,7 +145,7 @@ def test_t9_a_5m_entry_is_gone_6_minutes_after_the_writing_request_started() -> 
     outcome = acc.account(turn2(), at=360.0)
     assert outcome.usage == Usage(written_5m=3310)
     assert outcome.misses == (
-        MissFact(kind="expired", index=2, tokens=3050, ttl="5m", expired_for=60.0, idle=360.0),
+        MissFact(cause="expired", index=2, tokens=3050, ttl="5m", expired_for=60.0, idle=360.0),
     )
 
 
@@ -154,7 +154,7 @@ def test_t10_parallel_identical_requests_both_write() -> None:
     first = acc.account(turn1(), at=0.0)
     second = acc.account(turn1(), at=0.0)
     assert first.usage == second.usage == Usage(written_5m=3050)
-    assert second.misses == (MissFact(kind="concurrent", index=2, tokens=3050, available_in=2.0),)
+    assert second.misses == (MissFact(cause="concurrent", index=2, tokens=3050, available_in=2.0),)
     assert acc.account(turn1(), at=2.0).usage == Usage(read=3050)
 
 
@@ -221,7 +221,7 @@ def test_key_order_inside_tool_use_input_is_part_of_the_key() -> None:
 def test_no_breakpoints_reads_and_writes_nothing() -> None:
     outcome = AnthropicAccountant().account(turn1() | {"cache_control": None}, at=0.0)
     assert outcome.usage == Usage(uncached=3050)
-    assert outcome.misses == (MissFact(kind="no_breakpoints"),)
+    assert outcome.misses == (MissFact(cause="no_breakpoints"),)
 
 
 def test_workspaces_are_isolated() -> None:
@@ -240,7 +240,7 @@ def test_lru_eviction_is_reported() -> None:
     acc.account(body(user(text(50, prefix="other"))), at=1.0)
     outcome = acc.account(turn1(), at=2.0)
     assert outcome.usage == Usage(written_5m=3050)
-    assert outcome.misses == (MissFact(kind="evicted", index=2, tokens=3050),)
+    assert outcome.misses == (MissFact(cause="evicted", index=2, tokens=3050),)
 
 
 def test_earlier_breakpoints_are_refreshed_for_free() -> None:
@@ -372,16 +372,16 @@ def test_usage_under_anthropic_field_names() -> None:
 
 
 def test_miss_facts_describe_themselves() -> None:
-    fact = MissFact(kind="expired", tokens=3050, ttl="5m", expired_for=60.0, idle=360.0)
+    fact = MissFact(cause="expired", tokens=3050, ttl="5m", expired_for=60.0, idle=360.0)
     assert "expired 60 s ago" in fact.describe()
-    assert "4,096" in MissFact(kind="below_minimum", tokens=3000, minimum=4096).describe()
+    assert "4,096" in MissFact(cause="below_minimum", tokens=3000, minimum=4096).describe()
 
 
 def test_min_cacheable_override_per_model() -> None:
     acc = AnthropicAccountant(AnthropicSettings(min_cacheable={"claude-sonnet-4-6": 4000}))
     outcome = acc.account(turn1(), at=0.0)
     assert outcome.usage == Usage(uncached=3050)
-    assert outcome.misses == (MissFact(kind="below_minimum", tokens=3050, minimum=4000),)
+    assert outcome.misses == (MissFact(cause="below_minimum", tokens=3050, minimum=4000),)
 
 
 def test_models_rendering_thinking_before_tools_lose_tools_too(

@@ -136,7 +136,7 @@ def test_explicit_mode_without_breakpoints_caches_nothing() -> None:
     for at in (0.0, 1.0):
         outcome = acc.account(payload, api="responses", at=at)
         assert outcome.usage == Usage(uncached=1600)
-        assert outcome.misses == (MissFact(kind="no_breakpoints"),)
+        assert outcome.misses == (MissFact(cause="no_breakpoints"),)
 
 
 def test_changing_prompt_cache_key_misses() -> None:
@@ -158,7 +158,7 @@ def test_regime_n_ttl_split_and_expiry() -> None:
     later = acc.account(payload, api="responses", at=3600.0)
     assert later.usage == Usage(read=1500, written_5m=100)
     assert later.misses == (
-        MissFact(kind="expired", index=1, tokens=1600, ttl="30m", expired_for=1800.0, idle=3600.0),
+        MissFact(cause="expired", index=1, tokens=1600, ttl="30m", expired_for=1800.0, idle=3600.0),
     )
 
 
@@ -176,7 +176,7 @@ def test_regime_l_in_memory_entries_expire_when_idle() -> None:
     assert outcome.usage == Usage(uncached=2048)
     assert outcome.misses == (
         MissFact(
-            kind="expired", index=1, tokens=2048, ttl="in_memory", expired_for=1.0, idle=601.0
+            cause="expired", index=1, tokens=2048, ttl="in_memory", expired_for=1.0, idle=601.0
         ),
     )
 
@@ -202,7 +202,7 @@ def test_regime_l_below_minimum() -> None:
     payload = chat({"role": "system", "content": pad(1000)}, model=OLD)
     outcome = OpenAIAccountant().account(payload, api="chat", at=0.0)
     assert outcome.usage == Usage(uncached=1000)
-    assert outcome.misses == (MissFact(kind="below_minimum", tokens=1000, minimum=1024),)
+    assert outcome.misses == (MissFact(cause="below_minimum", tokens=1000, minimum=1024),)
 
 
 def test_hidden_tokens_shift_the_grid_but_are_not_reported() -> None:
@@ -239,7 +239,7 @@ def test_lookback_covers_20_earlier_endings_then_reports_the_one_beyond() -> Non
         items += [{"role": "assistant", "content": pad(5)}, asks(f"q{k}", 5)]
     outcome = acc.account(responses(*items), api="responses", at=1.0)
     assert outcome.usage.read == 0
-    assert outcome.misses == (MissFact(kind="lookback", index=1, tokens=1030, positions_back=21),)
+    assert outcome.misses == (MissFact(cause="lookback", index=1, tokens=1030, positions_back=21),)
     latest80 = OpenAIAccountant(OpenAISettings(lookup="latest80"))
     latest80.account(responses(*items[:2]), api="responses", at=0.0)
     assert latest80.account(responses(*items), api="responses", at=1.0).usage.read == 1030
@@ -251,7 +251,7 @@ def test_parallel_requests_do_not_read_each_other() -> None:
     acc.account(payload, api="responses", at=0.0)
     outcome = acc.account(payload, api="responses", at=0.5)
     assert outcome.usage == Usage(written_5m=1600)
-    assert outcome.misses == (MissFact(kind="concurrent", index=1, tokens=1600, available_in=1.0),)
+    assert outcome.misses == (MissFact(cause="concurrent", index=1, tokens=1600, available_in=1.0),)
 
 
 def test_chat_explicit_breakpoint_on_a_text_part() -> None:

@@ -7,10 +7,12 @@ from dataclasses import replace
 
 import pytest
 
+from stoker.agent.agent import Agent
 from stoker.agent.session import Callbacks
 from stoker.agent.starts import Rebase
 from stoker.cache.record import build_record, notify
 from stoker.clock import FrozenClock
+from stoker.errors import ConfigError
 from stoker.providers.sim.model import Call, ScriptedModel
 from stoker.testing import assert_no_undeclared_breaks
 from stoker.tools import DispatchPolicy
@@ -256,3 +258,17 @@ async def test_history_is_immutable_values() -> None:
     reply = session.history[1]
     assert isinstance(reply, AssistantMessage)
     assert reply.content == (TextBlock(text="Understood: hello"),)
+
+
+async def test_tools_take_loose_tools_and_toolsets_alike_and_agents_close_with_async_with() -> None:
+    registry = make_registry()
+    files = registry.get("files")
+    async with Agent("sim:claude-sonnet-4-6", tools=[files, *registry.get("shell").tools]) as agent:
+        assert [t.name for t in agent.resolved_tools()] == ["list_files", "read_file", "run_shell"]
+        assert agent.model == "claude-sonnet-4-6"
+        assert agent.provider.name == "sim"
+
+
+def test_an_agent_without_a_provider_says_how_to_name_one() -> None:
+    with pytest.raises(ConfigError, match="'sim:claude-sonnet-4-6'"):
+        Agent("claude-sonnet-4-6")

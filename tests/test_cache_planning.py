@@ -34,7 +34,7 @@ def test_25_block_turn_misses_with_one_rolling_breakpoint() -> None:
     second = _account(acct, TURN2, (Breakpoint(message=2, block=0),), at=10.0)
     assert first.usage.written == first.total_tokens
     assert second.usage.read == 0
-    assert [f.kind for f in second.misses] == ["lookback"]
+    assert [f.cause for f in second.misses] == ["lookback"]
 
 
 def test_25_block_turn_hits_with_the_planners_intermediate_breakpoint() -> None:

@@ -29,11 +29,15 @@ from stoker.config import Config
 from stoker.errors import ConfigError, ToolError
 from stoker.providers.base import Provider
 from stoker.providers.select import select_provider
-from stoker.tools import Tool, ToolRegistry
+from stoker.tools import Tool, ToolRegistry, Toolset
 from stoker.wire.events import EventSink
 from stoker.wire.messages import Message
 from stoker.wire.prefix import CacheParams, Prefix
 from stoker.wire.stored import SessionSource
+
+
+def _tools_of(item: Tool | Toolset) -> Sequence[Tool]:
+    return item.tools if isinstance(item, Toolset) else (item,)
 
 
 def _sha(text: str) -> str:
@@ -53,7 +57,7 @@ class Agent:
 
     model: str = field(kw_only=False)
     provider: Provider = field(default=None, compare=False)  # type: ignore[assignment]
-    tools: Sequence[Tool] = ()
+    tools: Sequence[Tool | Toolset] = ()  # loose tools, and toolsets always on
     registry: ToolRegistry | None = field(default=None, compare=False)
     toolsets: tuple[str, ...] | None = None  # enabled toolsets of the registry; None = all
     disabled_toolsets: tuple[str, ...] = ()
@@ -116,7 +120,8 @@ class Agent:
             self.registry.resolve(self.toolsets, self.disabled_toolsets) if self.registry else ()
         )
         toolkit_tools = (use_toolkit_tool(self.integrations),) if self.integrations else ()
-        for t in (*registry_tools, *self.tools, *toolkit_tools):
+        loose = [t for item in self.tools for t in _tools_of(item)]
+        for t in (*registry_tools, *loose, *toolkit_tools):
             if t.name in found and found[t.name] != t:
                 raise ToolError(f"two different tools are named {t.name!r}; rename one of them")
             found[t.name] = t

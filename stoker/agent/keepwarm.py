@@ -56,6 +56,8 @@ class KeepWarm:
         self._gaps = gaps
         self._fire = fire
         self._sessions: dict[str, Session] = {}
+        self._due: dict[str, float] = {}
+        self._undecided: set[str] = set()
         self._spent: deque[tuple[float, float]] = deque()  # (when, usd)
         self._total = 0.0
         self._changed = asyncio.Event()
@@ -63,13 +65,17 @@ class KeepWarm:
     # -- which sessions ------------------------------------------------------------------
 
     def watch(self, session: Session) -> None:
-        """Keep `session` warm from now on (again, after each of its turns)."""
+        """Keep `session` warm from now on (call again after its turns to reschedule; a
+        due time left over from before a turn only fires a check that sends nothing)."""
         self._sessions[session.id] = session
+        self._schedule(session)
         self._changed.set()
 
     def forget(self, session_id: str) -> None:
         """Stop keeping a session warm (deleted, evicted, closed)."""
         self._sessions.pop(session_id, None)
+        self._due.pop(session_id, None)
+        self._undecided.discard(session_id)
         self._changed.set()
 
     def __contains__(self, session_id: object) -> bool:
@@ -77,14 +83,28 @@ class KeepWarm:
 
     # -- when ------------------------------------------------------------------------------
 
+    def _schedule(self, session: Session) -> None:
+        """Its next due time, from its plan. The time depends on the session alone, so it
+        is kept until the session is watched again or its keep-warm fires; a session with
+        none (nothing cached yet, or a policy that lets it expire) is asked again each time
+        the schedule is read, since its next turn may change that."""
+        plan = session.warm_plan(gaps=self._gaps_of(session))
+        if plan is not None and plan.sends:
+            self._due[session.id] = plan.at
+            self._undecided.discard(session.id)
+        else:
+            self._due.pop(session.id, None)
+            self._undecided.add(session.id)
+
     def due_times(self) -> dict[str, float]:
         """When each watched session's next keep-warm is due (sessions with none left out)."""
-        due = {}
-        for sid, session in self._sessions.items():
-            plan = session.warm_plan(gaps=self._gaps_of(session))
-            if plan is not None and plan.sends:
-                due[sid] = plan.at
-        return due
+        for sid in list(self._undecided):
+            session = self._sessions.get(sid)
+            if session is None:
+                self._undecided.discard(sid)
+            else:
+                self._schedule(session)
+        return dict(self._due)
 
     def next_due(self) -> float | None:
         return min(self.due_times().values(), default=None)
@@ -95,7 +115,9 @@ class KeepWarm:
         records = []
         for sid, at in sorted(self.due_times().items(), key=lambda item: item[1]):
             session = self._sessions.get(sid)
-            if session is None or at > now or not self._within_limits(now):
+            if at > now:
+                break
+            if session is None or not self._within_limits(now):
                 continue
             gaps = self._gaps_of(session)
             record = await (
@@ -104,6 +126,8 @@ class KeepWarm:
             if record is not None:
                 records.append(record)
                 self._count(now, record.cost_usd or 0.0)
+            if sid in self._sessions:  # still watched (a gateway may have let it go)
+                self._schedule(session)
         return records
 
     # -- driving the clock ---------------------------------------------------------------------
@@ -116,10 +140,9 @@ class KeepWarm:
         records: list[CacheRecord] = []
         while (due := self.next_due()) is not None and due <= end:
             self.clock.at = max(self.clock.at, due)
-            fired = await self.fire_due()
-            if not fired:
-                break  # due but not sent (a cap, a failure): nothing more will fire here
-            records += fired
+            records += await self.fire_due()
+            if self.next_due() == due:
+                break  # due but held back (a cap): nothing more will fire in this gap
         self.clock.at = end
         return records
 

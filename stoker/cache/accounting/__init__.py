@@ -16,7 +16,7 @@ from stoker.cache.accounting.openai import (
     OpenAIAccountant,
     OpenAISettings,
 )
-from stoker.cache.accounting.outcome import CacheBreakpoint, CacheOutcome, MissFact, MissKind
+from stoker.cache.accounting.outcome import CacheBreakpoint, CacheOutcome, MissCause, MissFact
 
 __all__ = [
     "AnthropicAccountant",
@@ -24,8 +24,8 @@ __all__ = [
     "CacheBreakpoint",
     "CacheEntry",
     "CacheOutcome",
+    "MissCause",
     "MissFact",
-    "MissKind",
     "OpenAIAccountant",
     "OpenAISettings",
 ]

@@ -170,12 +170,12 @@ class AnthropicAccountant:
             )
 
         if not r.markers:
-            return outcome(Usage(uncached=total), None, MissFact(kind="no_breakpoints"))
+            return outcome(Usage(uncached=total), None, MissFact(cause="no_breakpoints"))
         minimum = s.minimum_for(model)
         blocks = r.blocks
         last = blocks[r.markers[-1].index].cum
         if last < minimum:
-            fact = MissFact(kind="below_minimum", tokens=last, minimum=minimum)
+            fact = MissFact(cause="below_minimum", tokens=last, minimum=minimum)
             return outcome(Usage(uncached=total), None, fact)
 
         hit = self._lookup(r, store, at)
@@ -233,11 +233,11 @@ class AnthropicAccountant:
                 entry = store.get(key)
                 if entry is None:
                     if store.was_evicted(key):
-                        return MissFact(kind="evicted", index=i, tokens=block.cum)
+                        return MissFact(cause="evicted", index=i, tokens=block.cum)
                     continue
                 if entry.expires_at <= at:
                     return MissFact(
-                        kind="expired",
+                        cause="expired",
                         index=i,
                         tokens=block.cum,
                         ttl=entry.ttl,
@@ -246,7 +246,7 @@ class AnthropicAccountant:
                     )
                 if entry.available_at > at:
                     return MissFact(
-                        kind="concurrent",
+                        cause="concurrent",
                         index=i,
                         tokens=block.cum,
                         available_in=entry.available_at - at,
@@ -264,7 +264,9 @@ class AnthropicAccountant:
                     return None
                 entry = store.get(r.key(i))
                 if entry is not None and entry.live(at):
-                    return MissFact(kind="lookback", index=i, tokens=block.cum, positions_back=back)
+                    return MissFact(
+                        cause="lookback", index=i, tokens=block.cum, positions_back=back
+                    )
         return None
 
     def _update(

@@ -182,7 +182,7 @@ class OpenAIAccountant:
         total = self._billed_total(r)
         bounds = self._grid(r, minimum, interval)
         if not bounds:
-            fact = MissFact(kind="below_minimum", tokens=r.total - r.hidden, minimum=minimum)
+            fact = MissFact(cause="below_minimum", tokens=r.total - r.hidden, minimum=minimum)
             return _outcome(r, Usage(uncached=total), (), None, [fact])
         keys = _Keys(r)
         hit = max((b for b in bounds if _live(store, keys[b], at)), default=None)
@@ -280,10 +280,10 @@ class OpenAIAccountant:
     ) -> list[MissFact]:
         hidden = r.hidden
         if not writes:
-            return [MissFact(kind="no_breakpoints")]
+            return [MissFact(cause="no_breakpoints")]
         longest = max(writes) - hidden
         if longest < minimum:
-            return [MissFact(kind="below_minimum", tokens=longest, minimum=minimum)]
+            return [MissFact(cause="below_minimum", tokens=longest, minimum=minimum)]
         above = [
             p for p in sorted(lookups, reverse=True) if p - hidden > read and p - hidden >= minimum
         ]
@@ -294,7 +294,7 @@ class OpenAIAccountant:
             if _live(store, keys[p], at):
                 tokens = p - hidden
                 idx = r.segment_at(p)
-                facts.append(MissFact(kind="lookback", index=idx, tokens=tokens, positions_back=n))
+                facts.append(MissFact(cause="lookback", index=idx, tokens=tokens, positions_back=n))
                 break
         return facts
 
@@ -308,11 +308,11 @@ class OpenAIAccountant:
             entry = store.get(keys[p])
             if entry is None:
                 if store.was_evicted(keys[p]):
-                    facts.append(MissFact(kind="evicted", index=index, tokens=tokens))
+                    facts.append(MissFact(cause="evicted", index=index, tokens=tokens))
             elif entry.expires_at <= at:
                 facts.append(
                     MissFact(
-                        kind="expired",
+                        cause="expired",
                         index=index,
                         tokens=tokens,
                         ttl=entry.ttl,
@@ -323,7 +323,7 @@ class OpenAIAccountant:
             elif entry.available_at > at:
                 wait = entry.available_at - at
                 facts.append(
-                    MissFact(kind="concurrent", index=index, tokens=tokens, available_in=wait)
+                    MissFact(cause="concurrent", index=index, tokens=tokens, available_in=wait)
                 )
         return facts
 

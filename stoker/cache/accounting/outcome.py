@@ -12,7 +12,7 @@ from typing import Literal
 
 from stoker.wire.usage import Usage
 
-MissKind = Literal[
+MissCause = Literal[
     "expired", "concurrent", "lookback", "below_minimum", "no_breakpoints", "evicted"
 ]
 
@@ -22,13 +22,13 @@ class MissFact:
     """One reason the request read less than it could have.
 
     `index` is the block (Anthropic) or segment (OpenAI) whose entry is concerned and
-    `tokens` the prefix length that entry covers; the other fields belong to one kind:
+    `tokens` the prefix length that entry covers; the other fields belong to one cause:
     `expired_for`/`idle` (expired), `available_in` (concurrent: written by a request whose
     response had not started), `positions_back` (lookback: 0 is the breakpoint itself),
     `minimum` (below_minimum, with `tokens` the prefix that was too short).
     """
 
-    kind: MissKind
+    cause: MissCause
     index: int | None = None
     tokens: int | None = None
     ttl: str | None = None
@@ -41,30 +41,30 @@ class MissFact:
     def describe(self) -> str:
         """One sentence saying what happened and what would have avoided it."""
         prefix = f"the {self.tokens:,}-token prefix" if self.tokens is not None else "the prefix"
-        if self.kind == "expired":
+        if self.cause == "expired":
             ttl = f" (TTL {self.ttl})" if self.ttl else ""
             return (
                 f"the cache entry for {prefix} expired {self.expired_for or 0:.0f} s ago{ttl}, "
                 f"{self.idle or 0:.0f} s after it was last used; send a request (or a keep-warm "
                 "ping) before the TTL runs out, or write it with a longer TTL"
             )
-        if self.kind == "concurrent":
+        if self.cause == "concurrent":
             return (
                 f"{prefix} was written by a request whose response had not started yet; it "
                 f"becomes readable in {self.available_in or 0:.1f} s. Wait for the first "
                 "response before sending requests that share the prefix"
             )
-        if self.kind == "lookback":
+        if self.cause == "lookback":
             return (
                 f"an entry for {prefix} exists {self.positions_back} positions behind the "
                 "breakpoint, outside the lookback window; add a breakpoint closer to it"
             )
-        if self.kind == "below_minimum":
+        if self.cause == "below_minimum":
             return (
                 f"{prefix} is shorter than the model's minimum cacheable length of "
                 f"{self.minimum or 0:,} tokens, so nothing was cached"
             )
-        if self.kind == "no_breakpoints":
+        if self.cause == "no_breakpoints":
             return "the request has no cache breakpoint, so nothing was read or written"
         return (
             f"the cache entry for {prefix} was evicted before its TTL ran out; "

@@ -28,7 +28,7 @@ COLD = (
 def facts_of(outcome: CacheOutcome) -> tuple[tuple[str, str], ...]:
     """The accountant's miss facts as (kind, sentence) pairs for the explainer; a call
     that read nothing, for no reason the accountant found, was a cold cache."""
-    facts: tuple[tuple[str, str], ...] = tuple((f.kind, f.describe()) for f in outcome.misses)
+    facts: tuple[tuple[str, str], ...] = tuple((f.cause, f.describe()) for f in outcome.misses)
     if not facts and outcome.usage.read == 0 and outcome.breakpoints:
         facts = (("cold", COLD),)
     return facts
@@ -54,6 +54,15 @@ class SimProvider:
     def model_info(self, model: str) -> ModelInfo:
         """The simulator serves only models it has facts for; others fail clearly."""
         return model_info(model)
+
+    async def aclose(self) -> None:
+        """Nothing to close (no connections); here so every provider closes the same way."""
+
+    async def __aenter__(self) -> SimProvider:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
 
     def dialect_for(self, model: str) -> str:
         return "anthropic" if model_info(model).provider == "anthropic" else self.openai_api
