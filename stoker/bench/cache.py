@@ -56,7 +56,7 @@ OTHER_MODEL = "claude-sonnet-4-5"  # `/model` there and back: same price, anothe
 SYSTEM = (
     "You are the maintenance agent of a mid-sized Python service. You read the code, run "
     "the checks, and explain what you found in plain words before you change anything. "
-) * 80  # about 3,000 tokens: a working agent's instructions, conventions and examples
+) * 80  # about 3,900 tokens: a working agent's instructions, conventions and examples
 _STEPS = re.compile(r"run (\d+) steps")
 _READ_ALL = frozenset({"hit", "first", "kept_warm"})
 
