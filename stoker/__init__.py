@@ -12,7 +12,8 @@ from stoker.agent.delegate import DelegateConfig, delegate_tool
 from stoker.agent.integrations import Integrations
 from stoker.agent.loop import TurnResult
 from stoker.agent.review import ReviewConfig
-from stoker.agent.session import Callbacks, Session
+from stoker.agent.seams import Callbacks
+from stoker.agent.session import Session
 from stoker.agent.starts import INHERIT, Rebase
 from stoker.cache.explain import explain
 from stoker.cache.planner import CachePolicy

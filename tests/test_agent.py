@@ -8,7 +8,7 @@ from dataclasses import replace
 import pytest
 
 from stoker.agent.agent import Agent
-from stoker.agent.session import Callbacks
+from stoker.agent.seams import Callbacks
 from stoker.agent.starts import Rebase
 from stoker.cache.record import build_record, notify
 from stoker.clock import FrozenClock

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from stoker.agent.session import Callbacks
+from stoker.agent.seams import Callbacks
 from stoker.gateway.session_settings import SessionSettings
 from stoker.gateway.signature import key_digest, signature
 from stoker.store.base import SqlEventStore

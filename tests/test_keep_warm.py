@@ -15,6 +15,7 @@ import pytest
 
 from stoker.agent.agent import Agent
 from stoker.agent.keepwarm import KeepWarm, SpendLimits
+from stoker.agent.session import Session
 from stoker.cache.accounting import OpenAIAccountant, OpenAISettings
 from stoker.cache.models import ModelInfo, model_info
 from stoker.cache.planner import CachePolicy
@@ -32,13 +33,19 @@ START = FrozenClock().at
 SONNET = model_info("claude-sonnet-4-6")
 
 
-async def _idle_then_return(minutes: float) -> tuple[Any, SimProvider, list[Any], Any]:
+async def _watched() -> tuple[Session, KeepWarm, SimProvider]:
+    """A session after one tool-using turn, watched by a scheduler on a frozen clock."""
     clock = FrozenClock()
     agent, provider = sim_agent(registry=make_registry(), clock=clock)
     session = agent.session()
     scheduler = KeepWarm(clock)
     scheduler.watch(session)
     await session.send("read_file 'plan.md'")
+    return session, scheduler, provider
+
+
+async def _idle_then_return(minutes: float) -> tuple[Session, SimProvider, list[Any], Any]:
+    session, scheduler, provider = await _watched()
     fired = await scheduler.idle(minutes * 60)
     back = await session.send("and now?")
     return session, provider, fired, back
@@ -114,12 +121,7 @@ async def test_a_keep_warm_never_enters_the_history_or_the_next_request() -> Non
 
 
 async def test_a_new_message_moves_the_keep_warm_and_forget_stops_it() -> None:
-    clock = FrozenClock()
-    agent, _ = sim_agent(registry=make_registry(), clock=clock)
-    session = agent.session()
-    scheduler = KeepWarm(clock)
-    scheduler.watch(session)
-    await session.send("read_file 'plan.md'")
+    session, scheduler, _ = await _watched()
     await scheduler.idle(200)
     await session.send("still here")  # the old due time (270 s) no longer applies
     assert await scheduler.idle(250) == []  # t = 450 s: 250 s after the new turn
@@ -254,3 +256,14 @@ async def test_openai_extended_retention_carries_a_session_across_a_gap(keep: bo
     back = await session.send("still there?")
     assert provider.requests[-1].get("prompt_cache_retention") == ("24h" if keep else None)
     assert (back.records[0].usage.read > 0) is keep
+
+
+async def test_a_turn_after_a_seal_brings_the_next_keep_warm_forward() -> None:
+    # The seal's entry lives an hour; the turn after it writes 5-minute entries, so the
+    # next keep-warm is due 270 s after that turn, not an hour after the seal.
+    session, scheduler, _ = await _watched()
+    await scheduler.idle(300)
+    await session.send("and now?")
+    turn_started = session.records[-1].started_at
+    fired = await scheduler.idle(3600)
+    assert fired[0].started_at == turn_started + 270

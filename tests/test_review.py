@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from stoker.agent.review import ReviewConfig, ReviewCounters, summarize
-from stoker.agent.session import Callbacks
+from stoker.agent.seams import Callbacks
 from stoker.providers.sim.model import RuleModel, tool_call
 from stoker.tools import Toolset, tool
 from stoker.wire.blocks import Block, TextBlock, ToolResultBlock

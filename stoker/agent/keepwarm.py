@@ -56,8 +56,7 @@ class KeepWarm:
         self._gaps = gaps
         self._fire = fire
         self._sessions: dict[str, Session] = {}
-        self._due: dict[str, float] = {}
-        self._undecided: set[str] = set()
+        self._target: float | None = None  # the due time `run` sleeps until
         self._spent: deque[tuple[float, float]] = deque()  # (when, usd)
         self._total = 0.0
         self._changed = asyncio.Event()
@@ -65,46 +64,31 @@ class KeepWarm:
     # -- which sessions ------------------------------------------------------------------
 
     def watch(self, session: Session) -> None:
-        """Keep `session` warm from now on (call again after its turns to reschedule; a
-        due time left over from before a turn only fires a check that sends nothing)."""
+        """Keep `session` warm from now on, whatever its turns do to its plan."""
         self._sessions[session.id] = session
-        self._schedule(session)
-        self._changed.set()
+        plan = session.warm_plan(gaps=self._gaps_of(session))
+        if plan is not None and plan.sends and (self._target is None or plan.at < self._target):
+            self._changed.set()  # sooner than `run` sleeps for: wake it
 
     def forget(self, session_id: str) -> None:
         """Stop keeping a session warm (deleted, evicted, closed)."""
         self._sessions.pop(session_id, None)
-        self._due.pop(session_id, None)
-        self._undecided.discard(session_id)
-        self._changed.set()
 
     def __contains__(self, session_id: object) -> bool:
         return session_id in self._sessions
 
     # -- when ------------------------------------------------------------------------------
 
-    def _schedule(self, session: Session) -> None:
-        """Its next due time, from its plan. The time depends on the session alone, so it
-        is kept until the session is watched again or its keep-warm fires; a session with
-        none (nothing cached yet, or a policy that lets it expire) is asked again each time
-        the schedule is read, since its next turn may change that."""
-        plan = session.warm_plan(gaps=self._gaps_of(session))
-        if plan is not None and plan.sends:
-            self._due[session.id] = plan.at
-            self._undecided.discard(session.id)
-        else:
-            self._due.pop(session.id, None)
-            self._undecided.add(session.id)
-
     def due_times(self) -> dict[str, float]:
-        """When each watched session's next keep-warm is due (sessions with none left out)."""
-        for sid in list(self._undecided):
-            session = self._sessions.get(sid)
-            if session is None:
-                self._undecided.discard(sid)
-            else:
-                self._schedule(session)
-        return dict(self._due)
+        """When each watched session's next keep-warm is due (sessions with none left out).
+        Asked of each session's plan every time: a turn or a rebase changes it, and this
+        is read when a timer fires, not on every turn."""
+        due = {}
+        for sid, session in self._sessions.items():
+            plan = session.warm_plan(gaps=self._gaps_of(session))
+            if plan is not None and plan.sends:
+                due[sid] = plan.at
+        return due
 
     def next_due(self) -> float | None:
         return min(self.due_times().values(), default=None)
@@ -126,8 +110,6 @@ class KeepWarm:
             if record is not None:
                 records.append(record)
                 self._count(now, record.cost_usd or 0.0)
-            if sid in self._sessions:  # still watched (a gateway may have let it go)
-                self._schedule(session)
         return records
 
     # -- driving the clock ---------------------------------------------------------------------
@@ -150,7 +132,7 @@ class KeepWarm:
         """Fire keep-warm requests as they fall due, until cancelled (a real clock)."""
         while True:
             self._changed.clear()
-            due = self.next_due()
+            due = self._target = self.next_due()
             wait = None if due is None else max(0.0, due - self.clock.now())
             if wait is None or wait > 0:
                 with contextlib.suppress(TimeoutError):

@@ -12,14 +12,16 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
-from typing import Any, Literal, Protocol
+from dataclasses import replace
+from typing import Any, Literal
 
+from stoker.agent import warmth
 from stoker.agent.delegate import Delegator, FanOut, running
-from stoker.agent.integrations import Integrations, ToolkitTracker
+from stoker.agent.integrations import ToolkitTracker
 from stoker.agent.loop import TurnResult, TurnSteps, run_turn
 from stoker.agent.resume import ToolsMode
-from stoker.agent.review import BackgroundReviews, ReviewConfig, ReviewOutcome
+from stoker.agent.review import BackgroundReviews, ReviewOutcome
+from stoker.agent.seams import Callbacks, SessionAgent
 from stoker.agent.starts import (
     INHERIT,
     Inherit,
@@ -34,15 +36,13 @@ from stoker.agent.starts import (
 )
 from stoker.cache.keys import lineage_cache_key
 from stoker.cache.models import ModelInfo
-from stoker.cache.planner import BlockRef, CachePolicy, last_cacheable, plan, stripped_from
+from stoker.cache.planner import plan
 from stoker.cache.pricing import cost_usd
 from stoker.cache.record import build_record, notify
-from stoker.cache.time_policy import Idle, WarmPlan, decide, lifetimes, retention
-from stoker.cache.tokens import estimate_tokens
-from stoker.clock import Clock
+from stoker.cache.time_policy import WarmPlan, decide, lifetimes, retention
 from stoker.errors import ConfigError, PrefixError, SessionNotFound
-from stoker.providers.base import CallContext, Completion, Provider
-from stoker.tools import DispatchPolicy, Tool, ToolContext, ToolProgress, run_tool_calls
+from stoker.providers.base import CallContext, Completion
+from stoker.tools import DispatchPolicy, Tool, ToolContext, run_tool_calls
 from stoker.wire.blocks import TextBlock, ToolResultBlock, ToolUseBlock
 from stoker.wire.events import (
     CacheRecorded,
@@ -55,49 +55,13 @@ from stoker.wire.events import (
 from stoker.wire.fingerprint import EMPTY_CHAIN, chain_step
 from stoker.wire.messages import Message, UserMessage, tool_results, user_text
 from stoker.wire.prefix import Prefix
-from stoker.wire.record import CacheRecord, Explanation
-from stoker.wire.request import Breakpoint, Request, Ttl
+from stoker.wire.record import CacheRecord
+from stoker.wire.request import Request, Ttl
 from stoker.wire.stored import SessionSource
 from stoker.wire.usage import Usage
 
 DELEGATED = "(handed to a sub-agent; its answer goes to the conversation that asked)"
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Callbacks:
-    """Hooks for one `send`: they end with it, so a finished run's consumer is let go."""
-
-    on_text: Callable[[str], object] | None = None
-    on_tool: Callable[[ToolProgress], object] | None = None
-    on_status: Callable[[str], object] | None = None
-    on_record: Callable[[CacheRecord], object] | None = None  # after each provider call
-    on_review: Callable[[str], object] | None = None  # one summary line per review
-    on_review_error: Callable[[BaseException], object] | None = None
-
-
-class SessionAgent(Protocol):
-    """What a session needs of its agent. `Agent` implements it; the session knows the
-    agent only through this, so `agent.py` may build sessions without an import cycle."""
-
-    @property
-    def provider(self) -> Provider: ...
-    @property
-    def clock(self) -> Clock: ...
-    @property
-    def cache_policy(self) -> CachePolicy: ...
-    @property
-    def max_tokens(self) -> int: ...
-    @property
-    def max_iterations(self) -> int: ...
-    @property
-    def review(self) -> ReviewConfig | None: ...
-    @property
-    def integrations(self) -> Integrations | None: ...
-    @property
-    def platform(self) -> str: ...
-    def resolved_tools(self) -> tuple[Tool, ...]: ...
-    def config_snapshot(self) -> dict[str, Any]: ...
 
 
 class Session:
@@ -221,7 +185,8 @@ class Session:
 
     @property
     def role(self) -> str:
-        """ "main", or how it was made: "fork", "review", "subagent", "branch"."""
+        """What the session is: "main", or how it was made ("fork", "review", "subagent",
+        "branch")."""
         return self._role
 
     @property
@@ -297,44 +262,19 @@ class Session:
         sub-agents (they end soon; only what they share with their parent lives on).
         `gaps` adds observed idle gaps (seconds) to the ones this session saw, e.g. the
         user's other sessions."""
-        state = self._state
-        if (
-            self._role not in ("main", "branch")
-            or state.last_started is None
-            or state.idle_since is None
-            or state.live_ttl is None
-            or self._unanswered
-            or self._declared_break is not None  # the next call sends another prefix anyway
-        ):
+        if self._role not in ("main", "branch") or self._unanswered:
+            return None
+        if self._declared_break is not None:  # the next call sends another prefix anyway
             return None
         info = self._info()
-        menu = lifetimes(info)
+        gap = warmth.idle(self._state, self._history, self._prefix, info)
+        if gap is None:
+            return None
         policy = self._agent.cache_policy.keep_warm
-        if state.warm_failed_at is not None:
+        if self._state.warm_failed_at is not None:
             policy = replace(policy, enabled=False)  # once per gap: a failure is not retried
-        live_for = 0.0 if menu is None else menu.long if state.live_ttl == "1h" else menu.short
-        cached, tail = state.last_cached, self._unwritten_tokens()
-        target, stripped = self._warm_target()
-        own = state.own_write
-        if stripped and target is not None and own is not None and own > target:
-            # Only the prefix up to the cut will be read: the last entry covers more.
-            after = [b for m in self._history[target[0] + 1 : own[0] + 1] for b in m.content]
-            cached, tail = max(0, cached - estimate_tokens(after)), 0
-        elif stripped:
-            tail = 0
-        idle = Idle(
-            refreshed_at=state.last_started,
-            live_for=live_for,
-            idle_since=state.idle_since,
-            cached=cached,
-            tail=tail,
-            long_lived=state.live_ttl == "1h",
-            overhead=estimate_tokens(_KEEP_WARM.content),
-            spent=state.warm_spent,
-            spent_usd=state.warm_spent_usd,
-        )
         price = info.input / 1_000_000 if info.input is not None else None
-        return decide(idle, info, policy, gaps=[*state.gaps, *gaps], price=price)
+        return decide(gap, info, policy, gaps=[*self._state.gaps, *gaps], price=price)
 
     async def warm(self, *, gaps: Sequence[float] = ()) -> CacheRecord | None:
         """Send the planned keep-warm request if it is due now (see `warm_plan`); its
@@ -348,15 +288,16 @@ class Session:
                 return None
             if now >= plan.at + self._agent.cache_policy.keep_warm.margin:
                 return None  # too late to be sure the entry is still there: let it go
-            request = self._warm_request(plan)
+            info = self._info()
+            key = lineage_cache_key(self._root_id) if info.provider == "openai" else None
+            request = warmth.request(plan, self._history, self._prefix, info, cache_key=key)
             provider = self._agent.provider
             try:
                 completion = await provider.complete(request, CallContext(session_id=self._id))
-            except Exception as exc:
+            except Exception as exc:  # a keep-warm must never hurt the session
                 log.warning("keep-warm %s of session %s failed: %r", plan.action, self._id, exc)
                 state.warm_failed_at = now
                 return None
-            info = self._info()
             record = build_record(
                 session_id=self._id,
                 seq=len(self._records),
@@ -372,65 +313,14 @@ class Session:
                 new_from=len(self._history),
                 retries=completion.retries,
             )
-            explanation = (
-                Explanation(verdict="kept_warm", detail=plan.reason)
-                if completion.usage.read
-                else Explanation(verdict="expired", detail="the entry was gone: " + plan.reason)
-            )
-            record = replace(record, purpose=plan.action, explanation=explanation)
+            record = warmth.explained(record, plan)
             state.after_refresh(request, record)
-            state.warm_spent += _units(completion.usage, info)
+            state.warm_spent += warmth.units(completion.usage, info)
             state.warm_spent_usd += record.cost_usd or 0.0
             self._records.append(record)
             notify(record)
             await self._emit(CacheRecorded(session_id=self._id, record=record))
             return record
-
-    def _warm_request(self, plan: WarmPlan) -> Request:
-        """The history as sent up to where the keep-warm's breakpoint goes, a placeholder
-        after it, that one breakpoint with the plan's TTL, and the smallest output the
-        provider allows (0 unless extended thinking is on, which needs room for its
-        budget)."""
-        at, _ = self._warm_target()
-        # Up to the message the breakpoint ends: anything after it would be billed as new
-        # input on every keep-warm (all of a tool loop, on a model that strips thinking).
-        history = tuple(self._history[: at[0] + 1] if at is not None else self._history)
-        marker = (
-            Breakpoint(message=at[0], block=at[1], ttl=plan.ttl)
-            if at is not None
-            else Breakpoint(message=None, ttl=plan.ttl)
-        )
-        budget = self._prefix.params.thinking_budget
-        info = self._info()
-        return Request(
-            prefix=self._prefix,
-            messages=(*history, _KEEP_WARM),
-            max_tokens=0 if budget is None else budget + 1,
-            breakpoints=(marker,),
-            cache_key=lineage_cache_key(self._root_id) if info.provider == "openai" else None,
-        )
-
-    def _warm_target(self) -> tuple[BlockRef | None, bool]:
-        """Where a keep-warm's breakpoint goes: the end of the history, or, on a model that
-        drops earlier thinking at a new turn (a keep-warm is one), the last block before
-        the first thinking it drops: the next turn reads no further anyway. And which."""
-        history = tuple(self._history)
-        if self._prefix.params.thinking_budget is not None and self._info().strips_thinking:
-            cut = stripped_from((*history, _KEEP_WARM))
-            if cut is not None:
-                return cut, True
-        return last_cacheable(history), False
-
-    def _unwritten_tokens(self) -> int:
-        """Tokens of the history after the newest entry (what a keep-warm writes)."""
-        rolling = self._state.own_write
-        if rolling is None:
-            return estimate_tokens(b for m in self._history for b in m.content)
-        message, block = rolling
-        rest = [b for m in self._history[message + 1 :] for b in m.content]
-        if message < len(self._history):
-            rest += list(self._history[message].content[block + 1 :])
-        return estimate_tokens(rest)
 
     # -- new sessions from this one ----------------------------------------------------------
 
@@ -619,12 +509,13 @@ class Session:
             request, CallContext(session_id=self._id, on_text=hooks.on_text)
         )
         state = self._state
+        info = self._info()
         record = build_record(
             session_id=self._id,
             seq=len(self._records),
             role=self._role,
             provider=provider.name,
-            info=provider.model_info(self._prefix.params.model),
+            info=info,
             request=request,
             previous=state.last_request,
             previous_started_at=state.last_started,
@@ -638,7 +529,9 @@ class Session:
             declared_break=self._declared_break,
             ttl_seconds=self._live_for(state.live_ttl),
         )
-        record = self._with_gap_plan(self._with_stripping(record, request))
+        record = warmth.after_stripping(record, request.messages, self._prefix, info)
+        record = warmth.after_gap(record, self._gap_plan)
+        self._gap_plan = None
         self._declared_break = None
         self._anchor = None
         state.after_call(request, record)
@@ -691,44 +584,6 @@ class Session:
 
     # -- helpers ------------------------------------------------------------------------------
 
-    def _with_gap_plan(self, record: CacheRecord) -> CacheRecord:
-        """On the first call after a gap whose entry expired, say whether the time policy
-        chose that (and why) or meant to keep it warm and nothing sent the keep-warm."""
-        plan, self._gap_plan = self._gap_plan, None
-        if plan is None or record.explanation.verdict != "expired":
-            return record
-        if plan.sends:
-            note = (
-                f"; the time policy planned a {plan.action} but none was sent (run a "
-                "stoker.agent.keepwarm.KeepWarm, or stoker chat / stoker serve)"
-            )
-            classification = "keep-warm not run"
-        else:
-            note = f"; the time policy let it expire: {plan.reason}"
-            classification = "time policy"
-        explanation = replace(
-            record.explanation,
-            detail=record.explanation.detail + note,
-            classification=classification,
-        )
-        return replace(record, explanation=explanation)
-
-    def _with_stripping(self, record: CacheRecord, request: Request) -> CacheRecord:
-        """Say so when the model dropped earlier thinking: the part of the history after it
-        reads as new to the provider, whatever Stoker does (a cost of the model, not a miss)."""
-        if self._prefix.params.thinking_budget is None or not self._info().strips_thinking:
-            return record
-        cut = stripped_from(request.messages)
-        if cut is None:
-            return record
-        note = (
-            f"; {self._prefix.params.model} drops earlier thinking at a new turn, so the "
-            f"history after messages[{cut[0]}] was written again"
-        )
-        return replace(
-            record, explanation=replace(record.explanation, detail=record.explanation.detail + note)
-        )
-
     def _advertised(self, prefix: Prefix) -> dict[str, Tool]:
         """Runtime tools that `prefix` advertises (an unadvertised tool is unknown)."""
         names = set(prefix.tool_names)
@@ -746,16 +601,3 @@ class Session:
         if menu is None or ttl is None:
             return 300.0
         return menu.long if ttl == "1h" else menu.short
-
-
-_KEEP_WARM = user_text("(keep-warm request: no answer is needed)")
-
-
-def _units(usage: Usage, info: ModelInfo) -> float:
-    """Input of `usage` in base-input tokens (what the time policy counts)."""
-    return (
-        usage.uncached
-        + info.write_5m * usage.written_5m
-        + info.write_1h * usage.written_1h
-        + info.read * usage.read
-    )

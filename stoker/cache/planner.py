@@ -10,6 +10,7 @@ implicit breakpoint covers the rest. Older OpenAI models take no markers.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from stoker.cache.models import ModelInfo
@@ -57,7 +58,7 @@ def _cacheable(block: Block) -> bool:
     return not (isinstance(block, TextBlock) and not block.text)
 
 
-def last_cacheable(messages: tuple[Message, ...] | list[Message]) -> BlockRef | None:
+def last_cacheable(messages: Sequence[Message]) -> BlockRef | None:
     for m in range(len(messages) - 1, -1, -1):
         content = messages[m].content
         for b in range(len(content) - 1, -1, -1):
@@ -92,7 +93,7 @@ def _valid(messages: tuple[Message, ...] | list[Message], ref: BlockRef) -> bool
     return ref[0] < len(messages) and ref[1] < len(messages[ref[0]].content)
 
 
-def stripped_from(messages: tuple[Message, ...] | list[Message]) -> BlockRef | None:
+def stripped_from(messages: Sequence[Message]) -> BlockRef | None:
     """On a model that strips earlier thinking: when the newest message starts a new user
     turn, the last block before the first assistant message that loses its thinking. The
     prefix the provider sees changes after it, so it is the last entry a request can read.

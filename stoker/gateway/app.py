@@ -18,7 +18,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from stoker.agent.session import Callbacks
+from stoker.agent.seams import Callbacks
 from stoker.config import DEFAULT_LIMITS
 from stoker.errors import StokerError
 from stoker.gateway.auth import TokenTable

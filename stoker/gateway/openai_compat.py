@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
-from stoker.agent.session import Callbacks
+from stoker.agent.seams import Callbacks
 from stoker.gateway.errors import BadRequest
 from stoker.gateway.http import app_state, idempotency_key, read_body, user_of
 from stoker.gateway.sse import HEADERS as SSE_HEADERS

@@ -17,7 +17,7 @@ from collections.abc import Callable, Coroutine, Mapping
 from typing import Any, TypeVar
 
 from stoker.agent.keepwarm import SpendLimits
-from stoker.agent.session import Callbacks
+from stoker.agent.seams import Callbacks
 from stoker.clock import Clock, SystemClock
 from stoker.config import DEFAULT_LIMITS
 from stoker.errors import SessionNotFound

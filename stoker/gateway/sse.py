@@ -14,7 +14,7 @@ import logging
 from collections.abc import AsyncIterator, Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
-from stoker.agent.session import Callbacks
+from stoker.agent.seams import Callbacks
 from stoker.errors import StokerError
 from stoker.gateway.errors import as_gateway_error
 from stoker.gateway.views import Reply
