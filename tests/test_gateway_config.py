@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from stoker.agent.keepwarm import SpendLimits
 from stoker.config import DEFAULT_LIMITS, GatewayLimits
 from stoker.errors import ConfigError
 from stoker.gateway.auth import TokenTable
@@ -153,3 +154,25 @@ async def test_a_gateway_with_unusable_defaults_fails_at_start(tmp_path: Path) -
             await gateway.start()
     finally:
         await store.close()
+
+
+async def test_keep_warm_caps_come_from_the_file_and_reach_the_gateway(tmp_path: Path) -> None:
+    path = tmp_path / "gateway.toml"
+    path.write_text("[keep_warm]\nenabled = false\nhourly_usd = 2.5\ntotal_usd = 40\n")
+    config = load_config(path, env={})
+    assert (config.keep_warm, config.keep_warm_limits) == (
+        False,
+        SpendLimits(hourly_usd=2.5, total_usd=40.0),
+    )
+    gateway = build_gateway(config, store=SQLiteStore(tmp_path / "s.db"))
+    try:
+        assert gateway.keep_warm.scheduler.limits == SpendLimits(hourly_usd=2.5, total_usd=40.0)
+        sid = await gateway.create_session("alice")
+        await gateway.send("alice", sid, "hello")
+        assert sid not in gateway.keep_warm.scheduler  # switched off: no timer
+    finally:
+        await gateway.close()
+        await gateway.store.close()
+    path.write_text("[keep_warm]\nhourly_usd = -1\n")
+    with pytest.raises(ConfigError, match=r"keep_warm\.hourly_usd"):
+        load_config(path, env={})

@@ -21,6 +21,11 @@
     size = 128
     idle_ttl_seconds = 3600
 
+    [keep_warm]                   # the time policy's timers (see stoker.cache.time_policy)
+    enabled = true
+    hourly_usd = 5.0              # optional: the most all sessions spend in any hour
+    total_usd = 100.0             # optional: the most this process ever spends
+
     [[users]]
     id = "alice"
     token_sha256 = "..."          # or token = "..." (hashed when loaded, never kept)
@@ -41,6 +46,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from stoker.agent.keepwarm import SpendLimits
 from stoker.agent.system_prompt import DEFAULT_SYSTEM
 from stoker.config import DEFAULT_LIMITS, Config, GatewayLimits, repr_without_secrets
 from stoker.errors import ConfigError
@@ -82,6 +88,12 @@ class _Cache(_Strict):
     idle_ttl_seconds: float = Field(default=DEFAULT_LIMITS.idle_ttl, gt=0)
 
 
+class _KeepWarm(_Strict):
+    enabled: bool = True
+    hourly_usd: float | None = Field(default=None, ge=0)
+    total_usd: float | None = Field(default=None, ge=0)
+
+
 class _User(_Strict):
     id: str
     token_sha256: str | None = None
@@ -95,6 +107,7 @@ class _File(_Strict):
     agent: _Agent = _Agent()
     limits: _Limits = _Limits()
     cache: _Cache = _Cache()
+    keep_warm: _KeepWarm = _KeepWarm()
     users: list[_User] = []
 
 
@@ -115,6 +128,8 @@ class GatewayConfig:
     tokens: TokenTable = field(default_factory=lambda: TokenTable({}))
     limits: GatewayLimits = DEFAULT_LIMITS
     workspace: Path | None = None
+    keep_warm: bool = True
+    keep_warm_limits: SpendLimits = field(default_factory=SpendLimits)
 
     def __repr__(self) -> str:
         return repr_without_secrets(self)
@@ -206,4 +221,8 @@ def load_config(path: str | Path | None, *, env: Mapping[str, str]) -> GatewayCo
             idle_ttl=f.cache.idle_ttl_seconds,
         ),
         workspace=_path(base, a.workspace) if a.workspace else None,
+        keep_warm=f.keep_warm.enabled,
+        keep_warm_limits=SpendLimits(
+            hourly_usd=f.keep_warm.hourly_usd, total_usd=f.keep_warm.total_usd
+        ),
     )

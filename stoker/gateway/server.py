@@ -51,6 +51,8 @@ def build_gateway(
         cache_size=config.limits.cache_size,
         idle_ttl=config.limits.idle_ttl,
         max_message_chars=config.limits.max_message_chars,
+        keep_warm=config.keep_warm,
+        keep_warm_limits=config.keep_warm_limits,
     )
 
 
