@@ -253,12 +253,18 @@ class CacheMachine(RuleBasedStateMachine):
                 assert chosen, f"{r.session_id} #{r.seq}: {r.explanation}"
 
 
-def fuzz_settings(examples: int, steps: int = 25, *, shrink: bool = True) -> settings:
+def fuzz_settings(
+    examples: int, steps: int = 25, *, shrink: bool = True, derandomize: bool = False
+) -> settings:
+    """`derandomize` runs the same examples every time (the bounded run in `make test`,
+    so CI is reproducible); `stoker bench fuzz` explores new ones on every run."""
     phases = list(Phase) if shrink else [p for p in Phase if p is not Phase.shrink]
+    fixed: dict[str, Any] = {"derandomize": True, "database": None} if derandomize else {}
     return settings(
         max_examples=examples,
         stateful_step_count=steps,
         deadline=None,
         print_blob=True,
         phases=phases,
+        **fixed,
     )
