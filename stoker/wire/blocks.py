@@ -4,15 +4,36 @@ A block holds exactly what was sent or received. Model output in particular is n
 re-serialized: `ToolUseBlock.input_json` is the argument JSON exactly as the provider
 returned it (for OpenAI a string whose whitespace counts; for Anthropic an object whose
 key order counts), and thinking blocks keep their signatures.
+
+One exception, because the alternative is a session that can never be sent again: a
+lone UTF-16 surrogate (what a JSON escape like `"\ud800"` decodes to) cannot be encoded
+as UTF-8, so no store and no provider can take it. Text blocks, tool names, arguments
+and results replace each one with U+FFFD when they are made.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from stoker.errors import WireError
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def valid_text(text: str) -> str:
+    """`text` with every lone surrogate replaced by U+FFFD (it has none, usually: then
+    the very same string is returned)."""
+    return _SURROGATE.sub("\ufffd", text) if _SURROGATE.search(text) else text
+
+
+def _make_valid(block: Any, *names: str) -> None:
+    for name in names:
+        value = getattr(block, name)
+        if isinstance(value, str) and _SURROGATE.search(value):
+            object.__setattr__(block, name, valid_text(value))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -22,6 +43,9 @@ class TextBlock:
     text: str
     kind: Literal["text"] = "text"
 
+    def __post_init__(self) -> None:
+        _make_valid(self, "text")
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ThinkingBlock:
@@ -30,6 +54,9 @@ class ThinkingBlock:
     thinking: str
     signature: str = ""
     kind: Literal["thinking"] = "thinking"
+
+    def __post_init__(self) -> None:
+        _make_valid(self, "thinking")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -49,12 +76,20 @@ class ToolUseBlock:
     input_json: str
     kind: Literal["tool_use"] = "tool_use"
 
+    def __post_init__(self) -> None:
+        _make_valid(self, "id", "name", "input_json")
+
     def arguments(self) -> Any:
-        """The parsed arguments (raises WireError when the model emitted invalid JSON)."""
+        """The parsed arguments; a WireError, written for the model, when they cannot be:
+        invalid JSON, nesting deeper than the parser goes, a number too long to convert."""
         try:
             return json.loads(self.input_json) if self.input_json.strip() else {}
         except json.JSONDecodeError as exc:
             raise WireError(f"tool call {self.id} has invalid JSON arguments: {exc}") from exc
+        except RecursionError:
+            raise WireError(f"tool call {self.id}: the arguments are nested too deeply") from None
+        except ValueError as exc:  # e.g. an integer of more digits than Python converts
+            raise WireError(f"tool call {self.id}: the arguments cannot be read: {exc}") from None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -65,6 +100,9 @@ class ToolResultBlock:
     content: str
     is_error: bool = False
     kind: Literal["tool_result"] = "tool_result"
+
+    def __post_init__(self) -> None:
+        _make_valid(self, "tool_use_id", "content")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -40,8 +40,10 @@ def _render_block(block: Block) -> dict[str, Any]:
         # The model's own key order is kept: json.loads preserves it.
         try:
             args = json.loads(block.input_json) if block.input_json.strip() else {}
-        except json.JSONDecodeError:
-            args = {}  # an unparseable call from another dialect; its result says so
+        except (ValueError, RecursionError):
+            # Unreadable arguments (invalid, too deep, a number too long): the API needs an
+            # object, and the call's error result has told the model what was wrong.
+            args = {}
         return {"type": "tool_use", "id": block.id, "name": block.name, "input": args}
     if isinstance(block, ToolResultBlock):
         out: dict[str, Any] = {

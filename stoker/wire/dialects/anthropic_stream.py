@@ -128,8 +128,10 @@ class Accumulator:
                 raw = "".join(self._json.pop(index))
                 try:
                     self._blocks[index]["input"] = json.loads(raw) if raw.strip() else {}
-                except ValueError as exc:
-                    raise WireError(f"streamed tool input is not JSON: {raw[:120]!r}") from exc
+                except (ValueError, RecursionError):
+                    # The model's arguments, cut short or malformed: kept as text, so the
+                    # call gets an error result the model sees instead of failing the turn.
+                    self._blocks[index]["input"] = raw
         elif kind == "message_delta":
             message = self._started()
             message.update(event.get("delta") or {})
