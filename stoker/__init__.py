@@ -67,6 +67,7 @@ from stoker.wire.blocks import (
     ToolUseBlock,
     block_from_dict,
     block_to_dict,
+    valid_text,
 )
 from stoker.wire.messages import AssistantMessage, UserMessage
 from stoker.wire.prefix import CacheParams, Prefix
@@ -183,4 +184,5 @@ __all__ = [
     "open_store",
     "select_provider",
     "tool",
+    "valid_text",
 ]
