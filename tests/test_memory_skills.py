@@ -106,6 +106,12 @@ def test_valid_skill_names(name: str) -> None:
             "in the body",
         ),
         ("d", " \n ", "the body is empty; write the steps of the skill"),
+        (
+            "d",
+            "b" * 32_001,
+            "the body is 32,001 characters, over 32,000: a skill is read into the conversation "
+            "whenever it is used; keep the steps and drop the rest",
+        ),
     ],
 )
 def test_descriptions_and_bodies_are_validated(
@@ -186,3 +192,13 @@ def test_skill_writes_leave_no_temp_files(store: SkillStore) -> None:
     top = sorted(p.name for p in store.directory.iterdir())
     assert top == [".lock", "a", "b", "skills.log.jsonl"]
     assert [p.name for p in (store.directory / "a").iterdir()] == ["SKILL.md"]
+
+
+def test_an_oversized_update_changes_nothing_and_logs_nothing(store: SkillStore) -> None:
+    store.create("ship", "d", "short")
+    before = (store.directory / "ship" / "SKILL.md").read_bytes()
+    log = store.log_path.read_bytes()
+    with pytest.raises(InvalidSkill, match="over 32,000"):
+        store.update("ship", body="x" * 20_000_000)
+    assert (store.directory / "ship" / "SKILL.md").read_bytes() == before
+    assert store.log_path.read_bytes() == log

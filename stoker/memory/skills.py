@@ -40,6 +40,7 @@ NAME_PATTERN = re.compile(r"^[a-z0-9][a-z0-9-]{0,63}$")
 SKILL_FILE = "SKILL.md"
 LOG_FILE = "skills.log.jsonl"
 MAX_DESCRIPTION = 1_024
+MAX_BODY = 32_000  # characters: about 8k tokens, loaded into a turn whenever it is viewed
 
 _FENCE = "---"
 _KEY = re.compile(r"^(name|description)\s*:(.*)$")
@@ -270,7 +271,13 @@ def _check_description(description: object) -> str:
 def _check_body(body: object) -> str:
     if not isinstance(body, str) or not body.strip():
         raise InvalidSkill("the body is empty; write the steps of the skill")
-    return body.strip("\n").rstrip()
+    text = body.strip("\n").rstrip()
+    if len(text) > MAX_BODY:
+        raise InvalidSkill(
+            f"the body is {len(text):,} characters, over {MAX_BODY:,}: a skill is read into "
+            "the conversation whenever it is used; keep the steps and drop the rest"
+        )
+    return text
 
 
 def _unquote(value: str) -> str:
