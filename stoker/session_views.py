@@ -7,11 +7,13 @@ wire values (messages, records) and never print.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from stoker.agent.loop import TurnResult
 from stoker.cache.pricing import total_cost
 from stoker.store.base import SqlEventStore
-from stoker.wire.messages import AssistantMessage, UserMessage, message_from_dict
+from stoker.wire.messages import AssistantMessage, Message, UserMessage, message_from_dict
 from stoker.wire.record import CacheRecord
 from stoker.wire.usage import Usage
 
@@ -36,6 +38,15 @@ class TurnView:
     @property
     def cost_usd(self) -> float | None:
         return total_cost(r.cost_usd for r in self.records)
+
+    def result(self) -> TurnResult:
+        """The turn as `send` returned it (for a retry whose response was lost)."""
+        return TurnResult(
+            text=self.answer,
+            exit="answered",
+            iterations=len(self.records),
+            records=tuple(self.records),
+        )
 
     @property
     def keep_warm_usage(self) -> Usage:
@@ -66,6 +77,15 @@ class SessionView:
     @property
     def keep_warm(self) -> tuple[CacheRecord, ...]:
         return tuple(r for t in self.turns for r in t.keep_warm)
+
+
+def answered(history: Sequence[Message], text: str) -> bool:
+    """Whether the history's last turn is the user's `text` and the model answered it."""
+    last = history[-1] if history else None
+    if not isinstance(last, AssistantMessage) or last.tool_calls:
+        return False
+    asked = next((m for m in reversed(history) if isinstance(m, UserMessage) and m.text), None)
+    return asked is not None and asked.prompt == text
 
 
 async def show_session(store: SqlEventStore, session_id: str) -> SessionView:

@@ -28,6 +28,7 @@ class TurnResult:
     exit: Literal["answered", "budget_exhausted"]
     iterations: int
     records: tuple[CacheRecord, ...]
+    notice: str = ""  # what the caller should know, e.g. that the previous turn was cut off
 
     @property
     def usage(self) -> Usage:
@@ -49,9 +50,11 @@ class TurnSteps:
     max_iterations: int
 
 
-async def run_turn(steps: TurnSteps, message: UserMessage) -> TurnResult:
-    """Append `message` and loop until the model answers without calling tools."""
-    await steps.append(message)
+async def run_turn(steps: TurnSteps, message: UserMessage | None) -> TurnResult:
+    """Append `message` and loop until the model answers without calling tools; with
+    None, finish a turn the history already holds (one that was cut off)."""
+    if message is not None:
+        await steps.append(message)
     records: list[CacheRecord] = []
     for iteration in range(1, steps.max_iterations + 1):
         steps.status(f"model call {iteration}")

@@ -61,6 +61,7 @@ from stoker.wire.stored import SessionSource
 from stoker.wire.usage import Usage
 
 DELEGATED = "(handed to a sub-agent; its answer goes to the conversation that asked)"
+CUT_OFF = "the previous message got no answer: its turn was cut off"
 log = logging.getLogger(__name__)
 
 
@@ -218,17 +219,32 @@ class Session:
         *,
         note: str | None = None,
         callbacks: Callbacks | None = None,
+        retry: bool = False,
     ) -> TurnResult:
         """Run one user turn: model, tools, model... until an answer or the budget ends.
 
         `note` is volatile context (time, recalled memory) sent after the text in this
         message and stored exactly as sent; it never touches the prefix.
+
+        A turn cut off (the process died, the provider failed) leaves its user message
+        unanswered. `retry=True` says this send may repeat that message: when the history
+        ends with this very text unanswered, the turn is finished instead of the text sent
+        twice. Any other send after a cut-off turn tells the model, in a note, that the
+        message before got no answer, and the result's `notice` tells the caller.
         """
         hooks = callbacks or Callbacks()
         async with self._lock:
             self._gap_plan = self.warm_plan()  # what the time policy meant for this gap
             self._state.turn_starts(self._agent.clock.now())
-            message = await self._user_message(text, note, hooks)
+            words = text if isinstance(text, str) else text.prompt
+            unanswered = self._cut_off()
+            message: UserMessage | None = None
+            notice = ""
+            if not (retry and unanswered is not None and unanswered == words):
+                if unanswered is not None:
+                    notice = CUT_OFF
+                    note = "\n\n".join(n for n in (note, f"({CUT_OFF}.)") if n)
+                message = await self._user_message(text, note, hooks)
             steps = TurnSteps(
                 append=self._append,
                 call_model=lambda: self._call_model(hooks),
@@ -237,6 +253,8 @@ class Session:
                 max_iterations=self._max_iterations or self._agent.max_iterations,
             )
             result = await run_turn(steps, message)
+            if notice:
+                result = replace(result, notice=notice)
             self._state.turn_ended()
             review = self._agent.review
             if review is not None and self._role == "main":
@@ -248,6 +266,15 @@ class Session:
                     on_error=hooks.on_review_error,
                 )
             return result
+
+    def _cut_off(self) -> str | None:
+        """The words of the last user message when the model never answered its turn."""
+        if not self._history or not isinstance(self._history[-1], UserMessage):
+            return None
+        for message in reversed(self._history):
+            if isinstance(message, UserMessage) and message.text:
+                return message.prompt
+        return ""
 
     async def drain(self) -> list[ReviewOutcome]:
         """Wait for the background reviews started since the last drain; oldest first."""

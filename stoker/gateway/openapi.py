@@ -78,6 +78,7 @@ _SCHEMAS: dict[str, Any] = {
             "command": {"type": ["string", "null"]},
             "new_session_id": {"type": ["string", "null"]},
             "replayed": {"type": "boolean"},
+            "notice": {"type": "string"},
         },
     },
 }

@@ -35,8 +35,8 @@ from stoker.gateway.providers import (
 from stoker.gateway.session_settings import SessionSettings
 from stoker.gateway.sink import Head, read_head
 from stoker.gateway.views import Reply
-from stoker.session_views import SessionView, show_session
-from stoker.store.base import SqlEventStore
+from stoker.session_views import SessionView, answered, show_session
+from stoker.store.base import STARTED, SqlEventStore
 from stoker.tools import ToolRegistry
 from stoker.wire.stored import SessionSummary
 
@@ -157,10 +157,12 @@ class Gateway:
         if command is None and text.startswith("//"):
             text = text[1:]
 
-        async def work(head: Head) -> Reply:
+        async def work(head: Head, started: bool) -> Reply:
             if command is not None:
                 return await run_command(self.pool, user, session_id, head, command)
-            return await self._turn(user, session_id, head, text, callbacks)
+            return await self._turn(
+                user, session_id, head, text, callbacks, key=idempotency_key, retry=started
+            )
 
         return await self.locked(user, session_id, work, idempotency_key=idempotency_key)
 
@@ -176,7 +178,7 @@ class Gateway:
         """A command sent to its endpoint rather than as a message."""
         command = Command(name=name.lower(), argument=argument.strip())
 
-        async def work(head: Head) -> Reply:
+        async def work(head: Head, started: bool) -> Reply:
             return await run_command(self.pool, user, session_id, head, command)
 
         return await self.locked(user, session_id, work, idempotency_key=idempotency_key)
@@ -185,11 +187,16 @@ class Gateway:
         self,
         user: str,
         session_id: str,
-        work: Callable[[Head], Coroutine[Any, Any, Reply]],
+        work: Callable[[Head, bool], Coroutine[Any, Any, Reply]],
         *,
         idempotency_key: str | None = None,
     ) -> Reply:
-        """Run `work` under the session's lock, after the ownership and retry checks."""
+        """Run `work` under the session's lock, after the ownership and retry checks.
+
+        A key already answered replays its response. A key whose turn started and was never
+        answered (the process died, the provider failed) runs `work` as a retry
+        (`started=True`), which finishes that turn instead of sending its text again.
+        """
         await self.authorize(user, session_id)
         async with self.store.session_lock(session_id):
             try:
@@ -198,25 +205,40 @@ class Gateway:
                 raise NotFound(session_id) from None
             if head.owner != user:
                 raise NotFound(session_id)
+            started = False
             if idempotency_key is not None:
                 saved = await self.store.idempotent_response(session_id, idempotency_key)
-                if saved is not None:
+                if saved:
                     self.stats["replayed"] += 1
                     return Reply.from_json(saved, replayed=True)
-            reply = await work(head)
+                started = saved == STARTED
+            reply = await work(head, started)
             if idempotency_key is not None:
                 await self.store.remember_response(session_id, idempotency_key, reply.to_json())
             return reply
 
     async def _turn(
-        self, user: str, session_id: str, head: Head, text: str, callbacks: Callbacks | None
+        self,
+        user: str,
+        session_id: str,
+        head: Head,
+        text: str,
+        callbacks: Callbacks | None,
+        *,
+        key: str | None = None,
+        retry: bool = False,
     ) -> Reply:
         entry = await self.pool.acquire(user, session_id, head)
         session = entry.session
         note = entry.settings.ephemeral_prompt or None
-        self.keep_warm.turn_starting(user, session_id)
         try:
-            result = await session.send(text, note=note, callbacks=callbacks)
+            if retry and answered(session.history, text):  # done; only its response was lost
+                view = await show_session(self.store, session_id)
+                return Reply.of_turn(session_id, view.turns[-1].result())
+            if key is not None and not retry:
+                entry.sink.expect(key)
+            self.keep_warm.turn_starting(user, session_id)
+            result = await session.send(text, note=note, callbacks=callbacks, retry=retry)
         finally:
             self.pool.agents.release(entry)
         if self._keep_warm_on:

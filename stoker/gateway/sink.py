@@ -14,7 +14,8 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from stoker.store.base import SqlEventStore
-from stoker.wire.events import Event, SessionCreated
+from stoker.wire.events import Event, MessageAppended, SessionCreated
+from stoker.wire.messages import UserMessage
 from stoker.wire.stored import StoredSession
 
 
@@ -54,12 +55,20 @@ class SessionSink:
         self.written = written  # events in the store for this session, as this process knows
         self._stamp = dict(stamp or {})
         self._loaded = loaded
+        self._key: str | None = None
+
+    def expect(self, idempotency_key: str) -> None:
+        """Record `idempotency_key` with the next user message, in its transaction."""
+        self._key = idempotency_key
 
     async def emit(self, event: Event) -> None:
         own = event.session_id == self.session_id
         if own and isinstance(event, SessionCreated) and self._stamp:
             event = replace(event, config={**event.config, **self._stamp})
-        await self.store.emit(event)
+        key = None
+        if own and self._key is not None and _is_user_text(event):
+            key, self._key = self._key, None
+        await self.store.emit(event, idempotency_key=key)
         if own:
             self.written += 1
 
@@ -68,3 +77,8 @@ class SessionSink:
         if loaded is not None and loaded.id == session_id:
             return loaded
         return await self.store.load(session_id)
+
+
+def _is_user_text(event: Event) -> bool:
+    message = event.message if isinstance(event, MessageAppended) else None
+    return isinstance(message, UserMessage) and bool(message.text)

@@ -60,6 +60,7 @@ class Reply:
     new_session_id: str | None = None  # /new, /reset and /clear continue in another session
     data: dict[str, Any] | None = None
     replayed: bool = False  # answered from the idempotency store, not run again
+    notice: str = ""  # e.g. the previous message got no answer (its turn was cut off)
 
     @classmethod
     def of_turn(cls, session_id: str, result: TurnResult) -> Reply:
@@ -71,6 +72,7 @@ class Reply:
             cost_usd=result.cost_usd,
             exit=result.exit,
             requests=tuple(record_view(r) for r in result.records),
+            notice=result.notice,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -86,6 +88,7 @@ class Reply:
             "new_session_id": self.new_session_id,
             "data": self.data,
             "replayed": self.replayed,
+            "notice": self.notice,
         }
 
     def to_json(self) -> str:
@@ -105,6 +108,7 @@ class Reply:
             new_session_id=d["new_session_id"],
             data=d["data"],
             replayed=replayed,
+            notice=d.get("notice", ""),
         )
 
     @classmethod

@@ -34,6 +34,8 @@ from stoker.wire.stored import SessionSummary, StoredSession
 
 Op = tuple[str, tuple[Any, ...]]
 
+STARTED = ""  # an idempotency key whose turn began and has no response yet
+
 
 @dataclass(slots=True)
 class StoreStats:
@@ -253,10 +255,24 @@ class SqlEventStore:
             raise SessionNotFound(session_id)
         return json.loads(rows[0][0])  # type: ignore[no-any-return]
 
-    async def emit(self, event: Event) -> None:
-        """Commit one event; when this returns, the event is durable."""
+    async def emit(self, event: Event, *, idempotency_key: str | None = None) -> None:
+        """Commit one event; when this returns, the event is durable.
+
+        With `idempotency_key` (the user message of a retryable request), the key is
+        recorded as started in the same transaction: a retry after a crash or a failed
+        turn then finds it and finishes that turn instead of sending the text again.
+        """
         config = await self._config(event.session_id) if isinstance(event, ConfigChanged) else None
-        await self._write(self._ops(event, config))
+        ops = self._ops(event, config)
+        if idempotency_key is not None:
+            ops.append(
+                (
+                    "INSERT INTO idempotency (session_id, key, response, created_at) "
+                    "VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                    (event.session_id, idempotency_key, STARTED, time.time()),
+                )
+            )
+        await self._write(ops)
 
     async def emit_many(self, events: Sequence[Event]) -> None:
         """Commit several events in one transaction (bulk imports, benchmarks).
@@ -400,7 +416,8 @@ class SqlEventStore:
         return rows[0][0]  # type: ignore[no-any-return]
 
     async def idempotent_response(self, session_id: str, key: str) -> str | None:
-        """The response stored for a retried request with this idempotency key, if any."""
+        """The response stored for a retried request with this idempotency key, if any;
+        `STARTED` when its turn began (its user message is stored) and never answered."""
         rows = await self._read(
             "SELECT response FROM idempotency WHERE session_id = ? AND key = ?", (session_id, key)
         )
@@ -411,8 +428,9 @@ class SqlEventStore:
             [
                 (
                     "INSERT INTO idempotency (session_id, key, response, created_at) "
-                    "VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING",
-                    (session_id, key, response, time.time()),
+                    "VALUES (?, ?, ?, ?) ON CONFLICT (session_id, key) DO UPDATE SET "
+                    "response = excluded.response WHERE idempotency.response = ?",
+                    (session_id, key, response, time.time(), STARTED),
                 )
             ]
         )
