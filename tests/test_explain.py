@@ -5,12 +5,16 @@ from __future__ import annotations
 import dataclasses
 
 from stoker.cache.explain import classify_text, explain, first_divergence
+from stoker.cache.planner import CachePolicy
+from stoker.cache.time_policy import TimePolicy
+from stoker.clock import FrozenClock
 from stoker.wire.blocks import TextBlock, ToolUseBlock
 from stoker.wire.canonical import canonical_json
 from stoker.wire.messages import AssistantMessage, user_text
 from stoker.wire.prefix import CacheParams, Prefix
 from stoker.wire.request import Request
 from stoker.wire.usage import Usage
+from tests.helpers import make_registry, sim_agent
 
 
 def _tool(name: str, path_description: str = "Path to read.") -> bytes:
@@ -134,3 +138,38 @@ def test_provider_facts_come_before_the_nothing_written_rule() -> None:
     assert exp.verdict == "below_minimum"
     plain = explain(_req(), _req(), usage=Usage(written_5m=400), previous_written=0)
     assert plain.verdict == "first"
+
+
+def test_a_partial_expiry_names_the_entry_and_is_not_a_hit() -> None:
+    fact = ("expired", "the cache entry for the 2,453-token prefix expired 60 s ago (TTL 5m)")
+    exp = explain(
+        _req(),
+        _req(),
+        usage=Usage(read=2407, written_5m=54),
+        facts=[fact],
+        gap_seconds=360,
+        previous_cached=2453,
+    )
+    assert exp.verdict == "expired"
+    assert exp.detail == f"read 2407 only: {fact[1]}"
+    plain = explain(
+        _req(), _req(), usage=Usage(read=2407, written_5m=54), gap_seconds=360, previous_cached=2453
+    )  # a real provider says nothing: the gap does
+    assert plain.verdict == "expired"
+    assert "read 2407 of the 2453 tokens" in plain.detail
+    whole = explain(
+        _req(), _req(), usage=Usage(read=2453, written_5m=8), gap_seconds=30, previous_cached=2453
+    )
+    assert whole.verdict == "hit"
+
+
+async def test_a_partial_expiry_record_says_what_the_rewrite_cost() -> None:
+    clock = FrozenClock()
+    policy = CachePolicy(system_ttl="1h", keep_warm=TimePolicy(enabled=False))
+    agent, _ = sim_agent(registry=make_registry(), clock=clock, cache_policy=policy)
+    session = agent.session()
+    await session.send("read_file 'a.md'")
+    clock.advance(minutes=6)  # the 1h tools+system entry lives; the history's 5m one not
+    first = (await session.send("again")).records[0]
+    assert (first.explanation.verdict, first.usage.read > 0) == ("expired", True)
+    assert "again cost $" in first.explanation.detail

@@ -49,6 +49,7 @@ CHANGES: dict[str, dict[str, Any]] = {
     "ephemeral_prompt": {"ephemeral_prompt": "You are answering in a team chat."},
 }
 MOVES_PREFIX = {"model", "toolsets"}
+MOVES_CACHE = {"provider", "key"}  # same bytes, another cache: declared, so it is explained
 
 
 @pytest.mark.parametrize("name", [*CHANGES, "key"])
@@ -78,6 +79,12 @@ async def test_a_changed_setting_changes_the_signature_and_rebuilds(
     if name in MOVES_PREFIX:  # a declared break, recorded with its reason
         assert explanation == "declared"
         assert name.rstrip("s") in reply.requests[0]["declared_break"]
+    elif name in MOVES_CACHE:  # the stored prefix, byte for byte, declared as cold
+        assert _wire(after) == _wire(before)
+        assert explanation == "declared"
+        assert reply.requests[0]["declared_break"] == (
+            f"the {'API key' if name == 'key' else 'provider'} changed: its cache starts cold"
+        )
     else:  # the stored prefix, byte for byte, and the cache read
         assert _wire(after) == _wire(before)
         assert explanation == "hit"

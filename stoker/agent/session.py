@@ -547,6 +547,7 @@ class Session:
             previous=state.last_request,
             previous_started_at=state.last_started,
             previous_written=state.last_written,
+            previous_cached=state.last_cached,
             started_at=completion.started_at,
             usage=completion.usage,
             history=state.chain[-1] if state.chain else EMPTY_CHAIN,

@@ -210,8 +210,14 @@ def explain(
     declared_break: str | None = None,
     ttl_seconds: float = 300.0,
     previous_written: int | None = None,
+    previous_cached: int | None = None,
 ) -> Explanation:
-    """Why `current` read what it read. `facts` are (cause, detail) pairs from the provider."""
+    """Why `current` read what it read. `facts` are (cause, detail) pairs from the provider.
+
+    `previous_cached` is what the previous call left cached (read + written): a call that
+    reads some but less of it, nothing having moved, lost the rest to expiry, and says
+    which entry and how long it had been idle (a partial expiry is still a miss).
+    """
     if declared_break:
         return Explanation(verdict="declared", detail=declared_break)
     if previous is None:
@@ -234,6 +240,17 @@ def explain(
             verdict="first",
             detail="the previous call wrote nothing to the cache (below the minimum or no "
             "breakpoint), so there was nothing to read yet",
+        )
+    partial = previous_cached is not None and 0 < usage.read < previous_cached
+    expired = next((detail for cause, detail in facts if cause == "expired"), None)
+    if partial and expired is not None:
+        return Explanation(verdict="expired", detail=f"read {usage.read} only: {expired}")
+    if partial and gap_seconds is not None and gap_seconds > ttl_seconds:
+        return Explanation(
+            verdict="expired",
+            detail=f"read {usage.read} of the {previous_cached} tokens the previous call left "
+            f"cached: {gap_seconds:.0f} s idle, longer than the {ttl_seconds:.0f} s TTL of the "
+            "newer entry",
         )
     if usage.read > 0:
         return Explanation(verdict="hit", detail=f"read {usage.read} of {usage.input_total} tokens")

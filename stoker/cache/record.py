@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
+from dataclasses import replace
 
 from stoker.cache.explain import explain
 from stoker.cache.models import ModelInfo
@@ -26,6 +27,7 @@ def build_record(
     previous: Request | None,
     previous_started_at: float | None,
     previous_written: int | None = None,
+    previous_cached: int | None = None,
     started_at: float,
     usage: Usage,
     history: str,
@@ -35,8 +37,29 @@ def build_record(
     declared_break: str | None = None,
     ttl_seconds: float = 300.0,
 ) -> CacheRecord:
-    """The record of a call, with its explanation against the session's previous request."""
+    """The record of a call, with its explanation against the session's previous request.
+
+    A partial expiry's explanation ends with what writing the lost part again cost."""
     gap = None if previous_started_at is None else started_at - previous_started_at
+    explanation = explain(
+        previous,
+        request,
+        usage=usage,
+        facts=facts,
+        gap_seconds=gap,
+        declared_break=declared_break,
+        ttl_seconds=ttl_seconds,
+        previous_written=previous_written,
+        previous_cached=previous_cached,
+    )
+    if explanation.verdict == "expired" and previous_cached and 0 < usage.read < previous_cached:
+        lost = Usage(written_5m=previous_cached - usage.read)
+        paid, instead = cost_usd(lost, info), cost_usd(Usage(read=lost.written_5m), info)
+        if paid is not None and instead is not None:
+            note = (
+                f"; writing those {lost.written_5m:,} tokens again cost ${paid - instead:.6f} more"
+            )
+            explanation = replace(explanation, detail=explanation.detail + note)
     return CacheRecord(
         session_id=session_id,
         seq=seq,
@@ -50,16 +73,7 @@ def build_record(
         cost_usd=cost_usd(usage, info),
         retries=retries,
         declared_break=declared_break,
-        explanation=explain(
-            previous,
-            request,
-            usage=usage,
-            facts=facts,
-            gap_seconds=gap,
-            declared_break=declared_break,
-            ttl_seconds=ttl_seconds,
-            previous_written=previous_written,
-        ),
+        explanation=explanation,
     )
 
 

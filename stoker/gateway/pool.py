@@ -44,6 +44,7 @@ from stoker.store.base import SqlEventStore
 from stoker.tools import ToolRegistry
 
 log = logging.getLogger(__name__)
+ROUTE_KEY = "route"  # the session config entry holding its route (see `route_of`)
 KEEP: Any = object()
 """`reconfigure(api_key=KEEP)`: leave the key as it is (None means no key)."""
 
@@ -110,6 +111,11 @@ class AgentPool:
             provider = self._providers[memo] = TimedProvider(self._factory(route))
         return provider
 
+    def route_of(self, settings: SessionSettings) -> dict[str, str | None]:
+        """Where a session's calls go, as far as the cache is concerned: the provider and
+        a short digest of the key (a workspace's cache is its own; the key is never kept)."""
+        return {"provider": settings.provider, "key": self._key_sha[:16] if self._key_sha else None}
+
     def agent_for(self, settings: SessionSettings) -> Agent:
         provider = self.provider_for(settings)
         return build_agent(settings, provider=provider, registry=self.registry, clock=self._clock)
@@ -131,7 +137,11 @@ class AgentPool:
         settings = self.defaults.with_overrides(chosen)
         agent = self.agent_for(settings)
         sid = new_session_id()
-        stamp = {"owner": user, GATEWAY_KEY: gateway_block(settings, chosen)}
+        stamp = {
+            "owner": user,
+            GATEWAY_KEY: gateway_block(settings, chosen),
+            ROUTE_KEY: self.route_of(settings),
+        }
         sink = SessionSink(self.store, sid, written=0, stamp=stamp)
         session = await agent.open(sink, sid)
         entry = CachedAgent(
@@ -203,7 +213,15 @@ class AgentPool:
         sink = SessionSink(self.store, session_id, written=head.events, loaded=stored)
         session = await self.agent_for(built).open(sink, session_id, create=False)
         agent = self.agent_for(wanted)
+        route, was = self.route_of(wanted), stored.config.get(ROUTE_KEY)
+        if was is not None and was != route:
+            # Another provider or key is another cache (a workspace's own): the first call
+            # under it is cold, and its record says why.
+            what = "provider" if was.get("provider") != route["provider"] else "API key"
+            await session.rebase(reason=f"the {what} changed: its cache starts cold")
         await apply_changes(session, built=built, wanted=wanted, agent=agent, overrides=overrides)
+        if was != route:
+            await session.adopt(agent, config={ROUTE_KEY: route})
         entry = CachedAgent(
             session=session,
             agent=agent,
