@@ -48,18 +48,34 @@ def known_models() -> list[str]:
     return sorted(_table())
 
 
+VENDORS = ("anthropic/", "openai/")  # routers (OpenRouter, LiteLLM) spell models so
+
+
 def model_info(name: str) -> ModelInfo:
-    """The entry for `name` or its family (longest known name that prefixes it)."""
+    """The entry for `name`: itself, without a router's vendor prefix, or its family (the
+    longest known name that prefixes it, e.g. a dated snapshot). One model, one entry, so
+    prices, limits and the simulator's cache do not depend on how a model is spelled."""
     table = _table()
-    if name in table:
-        return table[name]
-    candidates = [k for k in table if name.startswith(k + "-")]
+    bare = next((name[len(v) :] for v in VENDORS if name.startswith(v)), name)
+    if bare in table:
+        return table[bare]
+    candidates = [k for k in table if bare.startswith(k + "-")]
     if candidates:
         return table[max(candidates, key=len)]
     raise ConfigError(
         f"unknown model {name!r}: Stoker has no cache facts for it. "
         f"Known models: {', '.join(known_models())}. Add it to stoker/cache/data/models.toml."
     )
+
+
+def same_model(a: str, b: str) -> bool:
+    """Whether two spellings name one model (a vendor prefix, a dated alias)."""
+    if a == b:
+        return True
+    try:
+        return model_info(a).name == model_info(b).name
+    except ConfigError:
+        return False
 
 
 def fallback_info(name: str, provider: Literal["anthropic", "openai"]) -> ModelInfo:

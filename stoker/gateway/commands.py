@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from stoker.cache.models import same_model
 from stoker.gateway.agents import GATEWAY_KEY, gateway_block
 from stoker.gateway.errors import BadRequest
 from stoker.gateway.session_settings import keeps_namespace, parse_reasoning
@@ -121,6 +122,10 @@ async def _model(pool: AgentPool, user: str, sid: str, head: Head, name: str) ->
     try:
         wanted = pool.defaults.with_overrides({**entry.overrides, "model": name})
         pool.provider_for(wanted).model_info(name)  # an unknown model fails here, clearly
+        current = entry.settings.model
+        if same_model(name, current):
+            # Another spelling (a router's vendor prefix, a dated alias) is not a switch.
+            return _done(sid, "model", f"model is already {current} ({name} names it too)")
         await _set_overrides(entry, {"model": name})
     finally:
         pool.agents.release(entry)

@@ -18,6 +18,7 @@ from dataclasses import replace
 from typing import Any
 
 from stoker.agent.agent import Agent
+from stoker.cache.models import same_model
 from stoker.clock import Clock, SystemClock
 from stoker.config import DEFAULT_LIMITS
 from stoker.gateway.agents import (
@@ -205,7 +206,11 @@ class AgentPool:
         """Resume from the store as stored, then declare what changed since."""
         stored = await self.store.load(session_id)
         built, overrides = stored_settings(stored)
-        wanted = self.defaults.with_overrides(overrides)
+        asked = self.defaults.with_overrides(overrides)
+        # Another spelling of the session's model (a vendor prefix, a dated alias) is the
+        # same model: the session keeps sending the name its prefix was built with.
+        same = same_model(asked.model, built.model)
+        wanted = replace(asked, model=built.model) if same else asked
         # The route is not part of the prefix: resume on today's provider and key.
         built = replace(
             built, provider=wanted.provider, base_url=wanted.base_url, api_mode=wanted.api_mode
@@ -227,7 +232,7 @@ class AgentPool:
             agent=agent,
             sink=sink,
             user=user,
-            signature=self.signature_of(wanted, user),
+            signature=self.signature_of(asked, user),
             settings=wanted,
             overrides=overrides,
         )

@@ -280,7 +280,7 @@ def _roots(
     if not info.renders_thinking_before_tools:
         message_salt += thinking
     extra = compact(thinking) if info.renders_thinking_before_tools else ""
-    namespace = link("anthropic", workspace, str(payload.get("model")), extra)
+    namespace = link("anthropic", workspace, info.name, extra)
     system = link(namespace, "system-salt", system_salt)
     return {
         "tools": namespace,

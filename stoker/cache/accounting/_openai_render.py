@@ -312,6 +312,7 @@ def render(
     payload: dict[str, Any],
     api: Api,
     *,
+    model: str,
     org: str,
     hidden: int,
     ttls: Collection[str],
@@ -324,6 +325,7 @@ def render(
     Units rendered before after the same prefix come from `memo`: by identity when the
     caller vouches that the payload is never mutated (`trusted`), else by content.
     `keep_tokens` keeps each segment's tokens, for keys inside segments (regime L).
+    `model` is the model's one name (`model_info(...).name`), however the payload spells it.
     """
     options = payload.get("prompt_cache_options") or {}
     mode = options.get("mode") or "implicit"
@@ -340,7 +342,7 @@ def render(
         raise _invalid("prompt_cache_retention: expected 'in_memory' or '24h'")
     settings = [key, payload.get("service_tier"), *_hidden_settings(payload, api)]
     settings.append(payload.get("parallel_tool_calls"))
-    namespace = link("openai", org, str(payload.get("model")), compact(settings))
+    namespace = link("openai", org, model, compact(settings))
     root = extend(namespace, "hidden", ("<hidden>",) * hidden)
     # The unit chain adds what changes how units render, not what they hash to.
     chain = link(root, api, str(hidden), str(keep_tokens))

@@ -152,6 +152,7 @@ class OpenAIAccountant:
         r = render(
             payload,
             api,
+            model=info.name,
             org=org,
             hidden=s.hidden_tokens,
             ttls=tuple(s.ttl_seconds),
