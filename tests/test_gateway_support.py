@@ -47,11 +47,13 @@ class Rig:
         self.routes.append(route)
         return self.provider or self.sim
 
-    def another_process(self, store: SqlEventStore) -> Gateway:
+    def another_process(
+        self, store: SqlEventStore, defaults: SessionSettings | None = None
+    ) -> Gateway:
         """A second gateway (another process or replica) on `store`, same provider."""
         return Gateway(
             store=store,
-            defaults=self.gateway.defaults,
+            defaults=defaults or self.gateway.defaults,
             provider_factory=self.factory,
             registry=self.gateway.pool.registry,
             clock=self.clock,

@@ -10,7 +10,6 @@ import pytest
 from stoker.cache.accounting import AnthropicAccountant, OpenAIAccountant
 from stoker.cache.models import model_info, same_model
 from stoker.errors import ConfigError
-from stoker.gateway.service import Gateway
 from stoker.store.base import SqlEventStore
 from stoker.wire.usage import Usage
 from tests.accounting_helpers import body, pad, part, text, user
@@ -87,13 +86,7 @@ async def test_a_resume_under_another_spelling_keeps_the_prefix(store: SqlEventS
     await rig.gateway.send("alice", sid, "hello")
     model = rig.gateway.defaults.model
     respelled = replace(rig.gateway.defaults, model=f"anthropic/{model}")
-    other = Gateway(
-        store=store,
-        defaults=respelled,
-        provider_factory=rig.factory,
-        registry=rig.gateway.pool.registry,
-        clock=rig.clock,
-    )
+    other = rig.another_process(store, defaults=respelled)
     for message in ("after a restart", "and again"):
         answer = await other.send("alice", sid, message)
         record = answer.requests[0]
