@@ -31,7 +31,9 @@ FACT_CAUSES = {
     "evicted",
     "no_breakpoints",
     "cold",
+    "overflow",
 }
+_PARTIAL_CAUSES = ("lookback", "below_minimum", "overflow")  # named even when some was read
 
 
 def _first_diff(a: str, b: str) -> int:
@@ -231,7 +233,7 @@ def explain(
     if diverged is not None:
         return diverged
     for cause, detail in facts:
-        if cause in FACT_CAUSES and (usage.read == 0 or cause in ("lookback", "below_minimum")):
+        if cause in FACT_CAUSES and (usage.read == 0 or cause in _PARTIAL_CAUSES):
             # "no breakpoints" is reported as below-minimum's sibling: nothing could be cached
             shown = "below_minimum" if cause == "no_breakpoints" else cause
             return Explanation(verdict=shown, detail=detail)  # type: ignore[arg-type]

@@ -24,6 +24,7 @@ Verdict = Literal[
     "concurrent",  # the entry was written by a request whose response had not started yet
     "evicted",  # nothing moved; the provider dropped the entry early
     "cold",  # nothing moved, but the provider holds no entry for this prefix at all
+    "overflow",  # nothing moved; too many requests per minute on one route: another machine
     "kept_warm",  # a keep-warm request (ping or seal) the time policy sent
     "unexplained",  # read less than expected and no reason was found
 ]

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from stoker.cache.accounting._openai_render import Api, Rendered, render
+from stoker.cache.accounting._routing import Routed, Routing
 from stoker.cache.accounting._state import CacheEntry, EntryStore
 from stoker.cache.accounting.outcome import CacheBreakpoint, CacheOutcome, MissFact
 from stoker.cache.models import model_info
@@ -47,6 +48,10 @@ class OpenAISettings:
     ("start") [inferred]. `cached_granularity`: regime L rounding of `cached_tokens`.
     `bill_hidden_tokens`: count hidden tokens in the reported input total [inferred: no].
     `memo_capacity`: rendered units remembered per organisation (memory only).
+    `machines` / `overflow_per_minute` / `route_tokens`: regime L routing. A request goes
+    to the machine of its route (its first `route_tokens` tokens after the hidden ones,
+    and its key); past `overflow_per_minute` requests a minute on one route it overflows
+    to one of the other `machines`, where the prefix is cold. None turns overflow off.
     """
 
     hidden_tokens: int = 0
@@ -67,8 +72,15 @@ class OpenAISettings:
     max_entries: int | None = None
     forget_after: float = 86400.0
     memo_capacity: int = DEFAULT_CAPACITY
+    machines: int = 64
+    overflow_per_minute: float | None = 15.0
+    route_tokens: int = 256
 
     def __post_init__(self) -> None:
+        if self.machines < 1 or self.route_tokens < 1:
+            raise ConfigError("machines and route_tokens must be at least 1")
+        if self.overflow_per_minute is not None and self.overflow_per_minute <= 0:
+            raise ConfigError("overflow_per_minute must be positive (or None for no overflow)")
         if self.hidden_tokens < 0 or self.ttft < 0:
             raise ConfigError("hidden_tokens and ttft cannot be negative")
         if self.max_entries is not None and self.max_entries < 1:
@@ -94,11 +106,12 @@ class OpenAISettings:
 class OpenAIAccountant:
     """Entries per organisation and the two regimes' algorithms over them. Not thread-safe."""
 
-    __slots__ = ("_settings", "_stores")
+    __slots__ = ("_routing", "_settings", "_stores")
 
     def __init__(self, settings: OpenAISettings | None = None) -> None:
         self._settings = settings or OpenAISettings()
         self._stores: dict[str, EntryStore] = {}
+        self._routing: dict[str, Routing] = {}
 
     @property
     def settings(self) -> OpenAISettings:
@@ -112,6 +125,7 @@ class OpenAIAccountant:
     def reset(self) -> None:
         """Forget every entry of every organisation."""
         self._stores.clear()
+        self._routing.clear()
 
     def _store(self, org: str) -> EntryStore:
         store = self._stores.get(org)
@@ -163,7 +177,8 @@ class OpenAIAccountant:
         store.purge(at)
         minimum = s.minimum_for(model)
         if grid:
-            return self._implicit_grid(r, store, at, minimum, info.interval)
+            routed = self._route(org, r, at)
+            return self._implicit_grid(r, store, at, minimum, info.interval, routed)
         return self._breakpoints(r, store, at, minimum)
 
     def _billed_total(self, r: Rendered) -> int:
@@ -175,21 +190,40 @@ class OpenAIAccountant:
             first = max(interval, math.ceil(first / interval) * interval)
         return list(range(first, r.total + 1, interval))
 
+    def _route(self, org: str, r: Rendered, at: float) -> Routed:
+        s = self._settings
+        routing = self._routing.get(org)
+        if routing is None:
+            routing = self._routing[org] = Routing(
+                machines=s.machines, per_minute=s.overflow_per_minute
+            )
+        head = min(r.total, r.hidden + s.route_tokens)
+        return routing.route(r.key(head) if head > 0 else r.namespace, at)
+
     def _implicit_grid(
-        self, r: Rendered, store: EntryStore, at: float, minimum: int, interval: int
+        self,
+        r: Rendered,
+        store: EntryStore,
+        at: float,
+        minimum: int,
+        interval: int,
+        routed: Routed,
     ) -> CacheOutcome:
-        """Regime L: read the longest live grid boundary, write (free) every boundary."""
+        """Regime L: read the longest live grid boundary, write (free) every boundary, on
+        the machine the request was routed to."""
         s = self._settings
         total = self._billed_total(r)
         bounds = self._grid(r, minimum, interval)
         if not bounds:
             fact = MissFact(cause="below_minimum", tokens=r.total - r.hidden, minimum=minimum)
             return _outcome(r, Usage(uncached=total), (), None, [fact])
-        keys = _Keys(r)
+        keys = _Keys(r, routed.tag)
         hit = max((b for b in bounds if _live(store, keys[b], at)), default=None)
         g = s.cached_granularity
         cached = (hit - r.hidden) // g * g if hit is not None else 0
         misses = self._dead(r, store, at, [b for b in reversed(bounds) if b > (hit or 0)], keys)
+        if routed.overflowed and hit != bounds[-1]:
+            misses.insert(0, MissFact(cause="overflow", requests=routed.recent))
         retention = r.retention or s.default_retention
         idle = s.idle_seconds[retention]
         cap = s.max_lifetime_seconds[retention]
@@ -330,16 +364,18 @@ class OpenAIAccountant:
 
 
 class _Keys(dict[int, str]):
-    """Prefix keys by token offset, each hashed on first use: most are never looked at."""
+    """Prefix keys by token offset, each hashed on first use: most are never looked at.
+    `tag` names the machine the keys live on ("" for the route's own)."""
 
-    __slots__ = ("_rendered",)
+    __slots__ = ("_rendered", "_tag")
 
-    def __init__(self, rendered: Rendered) -> None:
+    def __init__(self, rendered: Rendered, tag: str = "") -> None:
         super().__init__()
         self._rendered = rendered
+        self._tag = tag
 
     def __missing__(self, position: int) -> str:
-        key = self[position] = self._rendered.key(position)
+        key = self[position] = self._tag + self._rendered.key(position)
         return key
 
 

@@ -13,7 +13,7 @@ from typing import Literal
 from stoker.wire.usage import Usage
 
 MissCause = Literal[
-    "expired", "concurrent", "lookback", "below_minimum", "no_breakpoints", "evicted"
+    "expired", "concurrent", "lookback", "below_minimum", "no_breakpoints", "evicted", "overflow"
 ]
 
 
@@ -25,7 +25,8 @@ class MissFact:
     `tokens` the prefix length that entry covers; the other fields belong to one cause:
     `expired_for`/`idle` (expired), `available_in` (concurrent: written by a request whose
     response had not started), `positions_back` (lookback: 0 is the breakpoint itself),
-    `minimum` (below_minimum, with `tokens` the prefix that was too short).
+    `minimum` (below_minimum, with `tokens` the prefix that was too short), `requests`
+    (overflow: the route's requests in the trailing minute).
     """
 
     cause: MissCause
@@ -37,6 +38,7 @@ class MissFact:
     available_in: float | None = None
     positions_back: int | None = None
     minimum: int | None = None
+    requests: int | None = None
 
     def describe(self) -> str:
         """One sentence saying what happened and what would have avoided it."""
@@ -63,6 +65,12 @@ class MissFact:
             return (
                 f"{prefix} is shorter than the model's minimum cacheable length of "
                 f"{self.minimum or 0:,} tokens, so nothing was cached"
+            )
+        if self.cause == "overflow":
+            return (
+                f"the request overflowed to another machine, which does not hold the prefix: "
+                f"{self.requests or 0} requests for this prefix and prompt_cache_key in the "
+                "last minute, above about 15; spread the traffic over more cache keys"
             )
         if self.cause == "no_breakpoints":
             return "the request has no cache breakpoint, so nothing was read or written"
