@@ -20,8 +20,9 @@ from stoker.agent.integrations import Integrations, use_toolkit_tool
 from stoker.agent.resume import ToolsMode
 from stoker.agent.review import ReviewConfig
 from stoker.agent.session import Session
-from stoker.agent.starts import new_start
+from stoker.agent.starts import new_session_id, new_start
 from stoker.agent.system_prompt import DEFAULT_SYSTEM, build_system_prompt
+from stoker.cache.keys import KeyShards, process_key_shards
 from stoker.cache.models import ModelInfo
 from stoker.cache.planner import CachePolicy
 from stoker.clock import Clock, SystemClock
@@ -76,6 +77,10 @@ class Agent:
     config: Config | None = field(default=None, compare=False, repr=False)  # keys, base URLs
     name: str = "agent"  # what kind of agent this is; a session resumes only with its own
     platform: str = "library"  # where the agent runs ("cli", "gateway", ...), for provenance
+    # OpenAI cache keys: rates seen (process-wide by default) and the scope of a new
+    # lineage's key ("" shares it with every session of the same prefix; see cache.keys).
+    key_shards: KeyShards = field(default_factory=process_key_shards, compare=False, repr=False)
+    cache_scope: str = field(default="", compare=False)
 
     def __post_init__(self) -> None:
         if self.provider is not None:
@@ -127,9 +132,10 @@ class Agent:
             found[t.name] = t
         return tuple(found[name] for name in sorted(found))
 
-    def build_prefix(self) -> Prefix:
-        """The frozen prefix a new session will send for its whole life."""
-        return Prefix(
+    def build_prefix(self, lineage: str | None = None) -> Prefix:
+        """The frozen prefix a new session will send for its whole life. For a new
+        lineage on OpenAI it carries the lineage's cache-key slot (`stoker.cache.keys`)."""
+        prefix = Prefix(
             params=CacheParams(
                 model=self.model,
                 thinking_budget=self.thinking_budget,
@@ -142,6 +148,14 @@ class Agent:
                 self.system, clock=self.clock, sections=self.system_sections
             ),
         )
+        info = self.info
+        if lineage is None or info.provider != "openai":
+            return prefix
+        routed = (info.regime or "L") == "L"
+        slot = self.key_shards.slot(
+            prefix, lineage, self.clock.now(), routed=routed, scope=self.cache_scope
+        )
+        return prefix.with_params(cache_slot=slot)
 
     def config_snapshot(self) -> dict[str, Any]:
         """What shapes the prefix, as stored with a session and compared on resume.
@@ -175,8 +189,9 @@ class Agent:
         turn on, when given; `open` stores it at once). `history` starts it from an
         earlier conversation, sent as given."""
         self.info  # noqa: B018 - fail here, not at the first call, on an unknown model
+        session_id = session_id or new_session_id()
         start = new_start(
-            prefix=self.build_prefix(),
+            prefix=self.build_prefix(lineage=session_id),
             config=self.config_snapshot(),
             now=self.clock.now(),
             session_id=session_id,
@@ -202,6 +217,7 @@ class Agent:
         them as interrupted.
         """
         self.info  # noqa: B018
+        session_id = session_id or new_session_id()
         return await Session.open(
             self,
             store,
@@ -209,5 +225,5 @@ class Agent:
             create=create,
             tools=tools,
             interrupted=interrupted,
-            prefix=self.build_prefix(),
+            prefix=self.build_prefix(lineage=session_id),
         )

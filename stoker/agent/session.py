@@ -34,7 +34,7 @@ from stoker.agent.starts import (
     new_start,
     resume_start,
 )
-from stoker.cache.keys import lineage_cache_key
+from stoker.cache.keys import cache_key
 from stoker.cache.models import ModelInfo
 from stoker.cache.planner import plan
 from stoker.cache.pricing import cost_usd
@@ -316,7 +316,7 @@ class Session:
             if now >= plan.at + self._agent.cache_policy.keep_warm.margin:
                 return None  # too late to be sure the entry is still there: let it go
             info = self._info()
-            key = lineage_cache_key(self._root_id) if info.provider == "openai" else None
+            key = self._cache_key(info)
             request = warmth.request(plan, self._history, self._prefix, info, cache_key=key)
             provider = self._agent.provider
             try:
@@ -507,6 +507,13 @@ class Session:
         message = user_text(text, note=combined)
         return UserMessage(content=(*answers, *message.content)) if answers else message
 
+    def _cache_key(self, info: ModelInfo) -> str | None:
+        """OpenAI's key for the next request, counted toward the rate its shards follow."""
+        if info.provider != "openai":
+            return None
+        self._agent.key_shards.observe(self._prefix, self._agent.clock.now())
+        return cache_key(self._prefix, self._root_id)
+
     def _request(self, *, stream: bool) -> Request:
         info = self._agent.provider.model_info(self._prefix.params.model)
         p = plan(
@@ -522,7 +529,7 @@ class Session:
             messages=tuple(self._history),
             max_tokens=self._agent.max_tokens,
             breakpoints=p.breakpoints,
-            cache_key=lineage_cache_key(self._root_id) if info.provider == "openai" else None,
+            cache_key=self._cache_key(info),
             cache_retention=retention(info, self._agent.cache_policy.keep_warm),
             stream=stream,
             render_memo=self._state.render_memo,

@@ -148,6 +148,11 @@ def declared(
     return new, event
 
 
+def new_session_id() -> str:
+    """A fresh lineage's id: random, as a session's identity should be (never its cache key)."""
+    return uuid.uuid4().hex
+
+
 def new_start(
     *,
     prefix: Prefix,
@@ -158,7 +163,7 @@ def new_start(
 ) -> SessionStart:
     """A new main session with a prefix frozen now; `history` imports an earlier
     conversation (recorded as if appended, sent as given)."""
-    sid = session_id or uuid.uuid4().hex
+    sid = session_id or new_session_id()
     created = SessionCreated(
         session_id=sid, prefix=prefix, config={**config, "root_id": sid}, created_at=now
     )
@@ -269,7 +274,7 @@ def branch_start(source: Snapshot, *, at: int | None) -> SessionStart:
     # request: a branch diverges from the source's future by design, not by accident.
     state.last_request = Request(prefix=source.prefix, messages=history)
     state.recorded_upto = count
-    sid = uuid.uuid4().hex
+    sid = new_session_id()
     created = SessionCreated(
         session_id=sid,
         prefix=source.prefix,

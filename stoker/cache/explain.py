@@ -86,13 +86,13 @@ def _walk(old: Any, new: Any, path: str) -> tuple[str, str]:
 
 def _diff_params(prev: Request, cur: Request) -> Explanation | None:
     a, b = prev.prefix.params.to_dict(), cur.prefix.params.to_dict()
-    for key in a:
-        if a[key] != b[key]:
+    for key in dict.fromkeys([*a, *b]):
+        if a.get(key) != b.get(key):
             return Explanation(
                 verdict="diverged",
                 slot=f"params.{key}",
                 classification="parameter change",
-                detail=f"{key} changed from {a[key]!r} to {b[key]!r}",
+                detail=f"{key} changed from {a.get(key)!r} to {b.get(key)!r}",
             )
     return None
 

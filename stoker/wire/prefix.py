@@ -23,7 +23,9 @@ class CacheParams:
     """Request parameters that are part of the provider's cache key.
 
     `tool_choice` is "auto", "any", "none" or "tool:NAME". `thinking_budget` None means
-    thinking off. Changing any of these mid-conversation moves the prefix.
+    thinking off. `cache_slot` is the lineage's share of OpenAI's `prompt_cache_key`
+    (`stoker.cache.keys`), chosen once; None for Anthropic and for sessions stored before
+    it existed. Changing any of these mid-conversation moves the prefix.
     """
 
     model: str
@@ -31,9 +33,15 @@ class CacheParams:
     effort: str | None = None
     tool_choice: str = "auto"
     parallel_tool_calls: bool = True
+    cache_slot: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+        """Every field, but a slot only when set, so prefixes without one keep the bytes
+        (and fingerprints) they were stored with."""
+        data = {f.name: getattr(self, f.name) for f in fields(self)}
+        if data["cache_slot"] is None:
+            del data["cache_slot"]
+        return data
 
 
 def _sha(data: bytes) -> str:
