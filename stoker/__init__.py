@@ -87,6 +87,7 @@ _LAZY = {
     "NotFound": "stoker.gateway.errors",
     "PayloadTooLarge": "stoker.gateway.errors",
     "Unauthorized": "stoker.gateway.errors",
+    "UnsupportedMediaType": "stoker.gateway.errors",
     "UpstreamError": "stoker.gateway.errors",
 }
 
@@ -173,6 +174,7 @@ __all__ = [
     "TurnResult",
     "Unauthorized",
     "UnknownToolkit",
+    "UnsupportedMediaType",
     "UpstreamError",
     "Usage",
     "UserMessage",

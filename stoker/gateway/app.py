@@ -7,13 +7,14 @@ in their own modules.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Coroutine
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from contextlib import asynccontextmanager
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
@@ -23,14 +24,14 @@ from stoker.config import DEFAULT_LIMITS
 from stoker.errors import StokerError
 from stoker.gateway.auth import TokenTable
 from stoker.gateway.dashboard import page as dashboard_page
-from stoker.gateway.errors import BadRequest
 from stoker.gateway.http import (
     AppState,
+    InternalErrors,
     app_state,
     idempotency_key,
     on_http_error,
     on_stoker_error,
-    on_unexpected,
+    query_int,
     read_body,
     user_of,
     wants_stream,
@@ -76,10 +77,8 @@ async def create_session(request: Request) -> Response:
 
 async def list_sessions(request: Request) -> Response:
     user = user_of(request)
-    limit = request.query_params.get("limit", "50")
-    if not limit.isdigit() or not 1 <= int(limit) <= 500:
-        raise BadRequest("limit must be a number from 1 to 500")
-    rows = await app_state(request).gateway.list_sessions(user, limit=int(limit))
+    limit = query_int(request, "limit", default=50, low=1, high=500)
+    rows = await app_state(request).gateway.list_sessions(user, limit=limit)
     return JSONResponse({"sessions": [summary_view(r) for r in rows]})
 
 
@@ -104,13 +103,14 @@ async def send_message(request: Request) -> Response:
     key = idempotency_key(request)
     gateway = app_state(request).gateway
     if wants_stream(request):
-        await gateway.authorize(user, sid)  # a 404 before the stream starts, not inside it
 
         def start(callbacks: Callbacks) -> Coroutine[Any, Any, Reply]:
             return gateway.send(user, sid, body.text, idempotency_key=key, callbacks=callbacks)
 
+        events = await turn_events(gateway, start)  # a bad message is a 4xx, not a stream
+
         async def frames() -> AsyncIterator[bytes]:
-            async for event, data in turn_events(gateway, start):
+            async for event, data in events:
                 yield encode(event, data)
 
         return StreamingResponse(frames(), media_type="text/event-stream", headers=SSE_HEADERS)
@@ -145,6 +145,17 @@ async def health(request: Request) -> Response:
     return JSONResponse({"status": "ok", "cached_agents": len(app_state(request).gateway.agents)})
 
 
+def _by_method(path: str, **endpoints: Callable[[Request], Awaitable[Response]]) -> Route:
+    """One route for every method of `path`. Starlette answers a method no route takes
+    from the first route whose path matches, so with a route per method a 405's `Allow`
+    would name only that route's methods."""
+
+    async def endpoint(request: Request) -> Response:
+        return await endpoints["GET" if request.method == "HEAD" else request.method](request)
+
+    return Route(path, endpoint, methods=list(endpoints))
+
+
 def create_app(
     gateway: Gateway,
     *,
@@ -166,10 +177,8 @@ def create_app(
 
     sid = "/v1/sessions/{sid}"
     routes = [
-        Route("/v1/sessions", create_session, methods=["POST"]),
-        Route("/v1/sessions", list_sessions, methods=["GET"]),
-        Route(sid, get_session, methods=["GET"]),
-        Route(sid, delete_session, methods=["DELETE"]),
+        _by_method("/v1/sessions", POST=create_session, GET=list_sessions),
+        _by_method(sid, GET=get_session, DELETE=delete_session),
         Route(sid + "/usage", get_usage, methods=["GET"]),
         Route(sid + "/messages", send_message, methods=["POST"]),
         Route(sid + "/commands/{name}", post_command, methods=["POST"]),
@@ -182,11 +191,8 @@ def create_app(
     app = Starlette(
         routes=routes,
         lifespan=lifespan,
-        exception_handlers={
-            StokerError: on_stoker_error,
-            HTTPException: on_http_error,
-            Exception: on_unexpected,
-        },
+        exception_handlers={StokerError: on_stoker_error, HTTPException: on_http_error},
+        middleware=[Middleware(InternalErrors)],
     )
     app.state.stoker = AppState(gateway=gateway, tokens=tokens, max_body_bytes=max_body_bytes)
     return app

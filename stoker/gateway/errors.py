@@ -1,13 +1,15 @@
 """Gateway errors: each knows its HTTP status and a stable `type` for the JSON body.
 
     StokerError
-    └── GatewayError            status + type, rendered as {"error": {"type", "message"}}
-        ├── BadRequest          400 invalid_request: the body or command cannot be used
-        ├── Unauthorized        401 unauthorized: no bearer token, or an unknown one
-        ├── NotFound            404 not_found: no such session *for this user*
-        ├── PayloadTooLarge     413 payload_too_large: body or message over the limit
-        ├── Conflict            409 conflict: the stored session cannot be continued as is
-        └── UpstreamError       502 provider_error: the provider call failed
+    └── GatewayError             500 internal; each subclass: a status and a type, sent
+        │                        as {"error": {"type", "message"}}
+        ├── BadRequest           400 invalid_request: the body or command cannot be used
+        ├── Unauthorized         401 unauthorized: no bearer token, or an unknown one
+        ├── NotFound             404 not_found: no such session *for this user*
+        ├── Conflict             409 conflict: the stored session cannot be continued as is
+        ├── PayloadTooLarge      413 payload_too_large: body or message over the limit
+        ├── UnsupportedMediaType 415 unsupported_media_type: a body sent as another type
+        └── UpstreamError        502 provider_error: the provider call failed
 
 Another user's session is a `NotFound`, worded exactly like a missing one, so a
 response never tells whether an id exists.
@@ -25,6 +27,12 @@ from stoker.errors import (
     StokerError,
     ToolError,
 )
+
+
+def shown(value: str, limit: int = 40) -> str:
+    """`value` quoted for an error message and cut short: what a client sent may be
+    megabytes long, and an error message need not carry it all back."""
+    return repr(value[:limit]) + ("..." if len(value) > limit else "")
 
 
 class GatewayError(StokerError):
@@ -50,13 +58,18 @@ class NotFound(GatewayError):
     type = "not_found"
 
     def __init__(self, session_id: str) -> None:
-        super().__init__(f"no session {session_id!r}")
+        super().__init__(f"no session {shown(session_id, 64)}")
         self.session_id = session_id
 
 
 class PayloadTooLarge(GatewayError):
     status = 413
     type = "payload_too_large"
+
+
+class UnsupportedMediaType(GatewayError):
+    status = 415
+    type = "unsupported_media_type"
 
 
 class Conflict(GatewayError):

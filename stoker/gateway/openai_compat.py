@@ -14,9 +14,9 @@ from __future__ import annotations
 import secrets
 import time
 from collections.abc import AsyncIterator, Coroutine
-from typing import Any
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, model_validator
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
@@ -24,7 +24,7 @@ from stoker.agent.seams import Callbacks
 from stoker.gateway.errors import BadRequest
 from stoker.gateway.http import app_state, idempotency_key, read_body, user_of
 from stoker.gateway.sse import HEADERS as SSE_HEADERS
-from stoker.gateway.sse import encode, turn_events
+from stoker.gateway.sse import Event, encode, turn_events
 from stoker.gateway.timing import timed
 from stoker.gateway.views import Reply
 
@@ -32,18 +32,55 @@ SESSION_HEADER = "X-Stoker-Session"
 _PLACEHOLDERS = frozenset({"", "stoker", "default"})
 
 
-class ChatMessage(BaseModel):
+class ContentPart(BaseModel):
+    """One part of a message's content. Only text parts are sent on; the others (images,
+    audio, files) are accepted and left out, but a text part's `text` must be a string:
+    the model would otherwise be sent "None" or a dict's repr."""
+
     model_config = ConfigDict(extra="allow")
-    role: str
-    content: str | list[dict[str, Any]] | None = None
+    type: str
+    text: str | None = None
+
+    @model_validator(mode="after")
+    def _text_part_has_text(self) -> ContentPart:
+        if self.type == "text" and self.text is None:
+            raise ValueError("a part of type 'text' needs 'text', a string")
+        return self
+
+
+def _content_kind(value: Any) -> str | None:
+    return "text" if isinstance(value, str) else "parts" if isinstance(value, list) else None
+
+
+# A string or a list of parts, told apart by the value's type, so that a bad part gets one
+# error ("content.parts.0.text: ...") rather than one per shape content could have had.
+Content = Annotated[
+    Annotated[str, Tag("text")] | Annotated[list[ContentPart], Tag("parts")],
+    Discriminator(
+        _content_kind,
+        custom_error_type="content_type",
+        custom_error_message="content must be a string, a list of parts, or null",
+    ),
+]
+
+
+class ChatMessage(BaseModel):
+    model_config = ConfigDict(extra="allow")  # name, tool_calls & co.
+    role: Literal["system", "developer", "user", "assistant", "tool", "function"]
+    content: Content | None = None
+
+
+class StreamOptions(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    include_usage: bool = False
 
 
 class ChatRequest(BaseModel):
     model_config = ConfigDict(extra="allow")  # temperature & co. are accepted and ignored
-    model: str | None = None
+    model: str | None = Field(default=None, max_length=200)
     messages: list[ChatMessage] = Field(min_length=1)
     stream: bool = False
-    stream_options: dict[str, Any] | None = None
+    stream_options: StreamOptions | None = None
 
 
 def newest_user_text(body: ChatRequest) -> str:
@@ -52,10 +89,10 @@ def newest_user_text(body: ChatRequest) -> str:
         raise BadRequest(f"the last message must have role 'user', not {last.role!r}")
     if isinstance(last.content, str):
         return last.content
-    parts = [p.get("text", "") for p in last.content or () if p.get("type") == "text"]
+    parts = [p.text for p in last.content or () if p.type == "text" and p.text is not None]
     if not parts:
         raise BadRequest("the last user message has no text content")
-    return "\n".join(str(p) for p in parts)
+    return "\n".join(parts)
 
 
 def _usage(reply: Reply) -> dict[str, Any]:
@@ -90,8 +127,13 @@ async def chat_completions(request: Request) -> Response:
     completion_id = "chatcmpl-" + secrets.token_hex(12)
     created = int(time.time())
     if body.stream:
-        include_usage = bool((body.stream_options or {}).get("include_usage"))
-        stream = _chunks(request, sid, text, key, completion_id, created, model, include_usage)
+
+        def start(callbacks: Callbacks) -> Coroutine[Any, Any, Reply]:
+            return gateway.send(user, sid, text, idempotency_key=key, callbacks=callbacks)
+
+        events = await turn_events(gateway, start)  # a bad message is a 4xx, not a stream
+        include_usage = body.stream_options is not None and body.stream_options.include_usage
+        stream = _chunks(events, completion_id, created, model, include_usage)
         return StreamingResponse(
             stream, media_type="text/event-stream", headers={**SSE_HEADERS, SESSION_HEADER: sid}
         )
@@ -116,18 +158,12 @@ async def chat_completions(request: Request) -> Response:
 
 
 async def _chunks(
-    request: Request,
-    sid: str,
-    text: str,
-    key: str | None,
+    events: AsyncIterator[Event],
     completion_id: str,
     created: int,
     model: str,
     include_usage: bool,
 ) -> AsyncIterator[bytes]:
-    user = user_of(request)
-    gateway = app_state(request).gateway
-
     def chunk(
         delta: dict[str, Any], finish: str | None = None, session: str | None = None
     ) -> bytes:
@@ -142,12 +178,9 @@ async def _chunks(
             frame["x_stoker_session"] = session
         return encode(None, frame)
 
-    def start(callbacks: Callbacks) -> Coroutine[Any, Any, Reply]:
-        return gateway.send(user, sid, text, idempotency_key=key, callbacks=callbacks)
-
     yield chunk({"role": "assistant", "content": ""})
     sent_text = False
-    async for event, data in turn_events(gateway, start):
+    async for event, data in events:
         if event == "text":
             sent_text = True
             yield chunk({"content": data["delta"]})

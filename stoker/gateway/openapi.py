@@ -23,6 +23,7 @@ def _errors(*codes: int) -> dict[str, Any]:
         404: "No such session for this user",
         409: "The stored session cannot be continued as configured",
         413: "Body or message over the limit",
+        415: "A body sent as anything but application/json (UTF-8)",
         502: "The provider failed",
     }
     return {str(c): _json(_ERROR, words[c]) for c in codes}
@@ -43,6 +44,20 @@ _IDEMPOTENCY = {
     "required": False,
     "description": "A retry with the same key returns the stored reply without a new turn.",
     "schema": {"type": "string", "maxLength": 200},
+}
+_STREAM = {
+    "name": "stream",
+    "in": "query",
+    "required": False,
+    "description": "true/false (1/0, yes/no): stream Server-Sent Events. When absent, "
+    "`Accept: text/event-stream` with q > 0 and no lower than JSON's streams.",
+    "schema": {"type": "string", "enum": ["true", "false", "1", "0", "yes", "no"]},
+}
+_LIMIT = {
+    "name": "limit",
+    "in": "query",
+    "required": False,
+    "schema": {"type": "integer", "minimum": 1, "maximum": 500, "default": 50},
 }
 _OBJ = {"type": "object"}
 _USAGE = {
@@ -112,9 +127,15 @@ def openapi_document() -> dict[str, Any]:
                     {"201": _json(_OBJ, "Created: {id, model}")},
                     400,
                     413,
+                    415,
                     requestBody={"content": {"application/json": {"schema": create_body}}},
                 ),
-                "get": _op("The caller's sessions, most recent first", {"200": _json(_OBJ)}),
+                "get": _op(
+                    "The caller's sessions, most recent first",
+                    {"200": _json(_OBJ)},
+                    400,
+                    parameters=[_LIMIT],
+                ),
             },
             "/v1/sessions/{sid}": {
                 "get": _op("History, per turn", {"200": _json(_OBJ)}, 404, parameters=_SID),
@@ -138,8 +159,9 @@ def openapi_document() -> dict[str, Any]:
                     404,
                     409,
                     413,
+                    415,
                     502,
-                    parameters=[*_SID, _IDEMPOTENCY],
+                    parameters=[*_SID, _IDEMPOTENCY, _STREAM],
                     requestBody=_body(text_body),
                 )
             },
@@ -149,6 +171,7 @@ def openapi_document() -> dict[str, Any]:
                     {"200": reply},
                     400,
                     404,
+                    415,
                     parameters=[
                         *_SID,
                         {
@@ -178,6 +201,7 @@ def openapi_document() -> dict[str, Any]:
                     400,
                     404,
                     413,
+                    415,
                     502,
                     parameters=[
                         {"name": "X-Stoker-Session", "in": "header", "schema": {"type": "string"}},

@@ -42,7 +42,7 @@ from stoker.wire.stored import SessionSummary
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
-_ID = re.compile(r"^[A-Za-z0-9_-]{16,64}$")
+_ID = re.compile(r"[A-Za-z0-9_-]{16,64}")
 
 
 class Gateway:
@@ -112,7 +112,7 @@ class Gateway:
 
     async def authorize(self, user: str, session_id: str) -> None:
         """NotFound unless `user` owns the session (missing and foreign look the same)."""
-        if not _ID.match(session_id):
+        if not _ID.fullmatch(session_id):
             raise NotFound(session_id)
         entry = self.agents.peek(session_id)
         if entry is not None and entry.user == user:
@@ -146,13 +146,23 @@ class Gateway:
         idempotency_key: str | None = None,
         callbacks: Callbacks | None = None,
     ) -> Reply:
-        """One message: a turn, or a command when it starts with "/" ("//" escapes)."""
+        """One message: a turn, or a command when it starts with "/" ("//" escapes).
+
+        A message may hold any Unicode text but NUL (U+0000): PostgreSQL cannot store it
+        in text, and one store must not accept what the other refuses. Tabs, newlines and
+        the other control characters are text like any other, stored and sent as is.
+        """
         if len(text) > self.max_message_chars:
             raise PayloadTooLarge(
                 f"the message has {len(text)} characters; the limit is {self.max_message_chars}"
             )
         if not text.strip():
             raise BadRequest("the message is empty")
+        if (nul := text.find("\x00")) >= 0:
+            raise BadRequest(
+                f"the message holds a NUL character (U+0000) at index {nul}, "
+                "which cannot be stored; remove it (other control characters are kept)"
+            )
         command = parse_command(text)
         if command is None and text.startswith("//"):
             text = text[1:]

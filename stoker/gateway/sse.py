@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from stoker.agent.seams import Callbacks
 from stoker.errors import StokerError
-from stoker.gateway.errors import as_gateway_error
+from stoker.gateway.errors import GatewayError, as_gateway_error
 from stoker.gateway.views import Reply
 
 if TYPE_CHECKING:
@@ -39,7 +39,13 @@ def encode(event: str | None, data: Any) -> bytes:
 async def turn_events(
     gateway: Gateway, start: Callable[[Callbacks], Coroutine[Any, Any, Reply]]
 ) -> AsyncIterator[Event]:
-    """Events of the turn `start(callbacks)` runs, ending with `done` or `error`."""
+    """Events of the turn `start(callbacks)` runs, ending with `done` or `error`.
+
+    Returns once the turn has produced its first event. A turn that fails before that
+    (a bad or empty message, an unknown command, a session that is not there) raises
+    here, before any response is sent, so the client gets its 4xx instead of a 200
+    stream that holds only an error.
+    """
     queue: asyncio.Queue[Event | None] = asyncio.Queue()
 
     def tool(p: ToolProgress) -> None:
@@ -54,8 +60,19 @@ async def turn_events(
     )
     task = gateway.spawn(start(callbacks))
     task.add_done_callback(lambda _: queue.put_nowait(None))
-    while (item := await queue.get()) is not None:
+    first = await queue.get()
+    if first is None:
+        task.result()  # raises what the turn raised
+    return _events(first, queue, task)
+
+
+async def _events(
+    first: Event | None, queue: asyncio.Queue[Event | None], task: asyncio.Task[Reply]
+) -> AsyncIterator[Event]:
+    item = first
+    while item is not None:
         yield item
+        item = await queue.get()
     try:
         reply = task.result()
     except StokerError as exc:
@@ -63,6 +80,6 @@ async def turn_events(
         return
     except Exception:
         log.exception("a streamed message failed")
-        yield ("error", {"error": {"type": "internal", "message": "internal error"}})
+        yield ("error", GatewayError("internal error").body())
         return
     yield ("done", reply.to_dict())
