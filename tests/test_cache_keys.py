@@ -5,16 +5,20 @@ scope keeps users apart, and sessions stored before all this keep their old key.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 import pytest
 
 from stoker.agent.agent import Agent
 from stoker.cache.keys import KeyShards, cache_key, lineage_cache_key, user_scope
 from stoker.clock import FrozenClock
+from stoker.gateway.session_settings import SessionSettings
 from stoker.providers.sim.provider import SimProvider
+from stoker.store.base import SqlEventStore
 from stoker.store.sqlite import SQLiteStore
 from stoker.wire.prefix import CacheParams, Prefix
 from tests.helpers import SYSTEM, make_registry
+from tests.test_gateway_support import make_rig
 
 MODELS = ["gpt-5.6", "gpt-4.1"]  # regime N (routes by itself) and regime L (routes by key)
 
@@ -112,3 +116,22 @@ def test_a_prefix_stored_without_a_slot_keeps_its_bytes_and_its_old_key() -> Non
     assert Prefix.from_json(slotted.to_json()) == slotted
     assert cache_key(slotted, "a") == cache_key(slotted, "b")  # content, not the session
     assert len(cache_key(slotted, "a")) <= 64
+
+
+@pytest.mark.parametrize("scope", ["agent", "user"])
+async def test_the_gateway_shares_keys_across_users_unless_scoped(
+    store: SqlEventStore, scope: Literal["agent", "user"]
+) -> None:
+    defaults = SessionSettings(system=SYSTEM, model="gpt-5.6")
+    rig = make_rig(store, defaults=defaults, cache_key_scope=scope)
+    first = await rig.gateway.create_session("alice")
+    await rig.gateway.send("alice", first, "hello")
+    second = await rig.gateway.create_session("bob")
+    answer = await rig.gateway.send("bob", second, "hello")
+    keys = [p["prompt_cache_key"] for p in rig.sim.requests]
+    if scope == "agent":
+        assert keys[0] == keys[1]
+        assert answer.requests[0]["usage"]["read"] > 0
+    else:
+        assert keys[0] != keys[1]
+        assert answer.requests[0]["usage"]["read"] == 0

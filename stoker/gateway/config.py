@@ -20,6 +20,8 @@
     [cache]
     size = 128
     idle_ttl_seconds = 3600
+    key_scope = "agent"           # OpenAI cache keys shared by all users of the agent, or
+                                  # "user": each user's own (no shared cache routing)
 
     [keep_warm]                   # the time policy's timers (see stoker.cache.time_policy)
     enabled = true
@@ -42,7 +44,7 @@ import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -86,6 +88,7 @@ class _Limits(_Strict):
 class _Cache(_Strict):
     size: int = Field(default=DEFAULT_LIMITS.cache_size, ge=1)
     idle_ttl_seconds: float = Field(default=DEFAULT_LIMITS.idle_ttl, gt=0)
+    key_scope: Literal["agent", "user"] = "agent"
 
 
 class _KeepWarm(_Strict):
@@ -130,6 +133,7 @@ class GatewayConfig:
     workspace: Path | None = None
     keep_warm: bool = True
     keep_warm_limits: SpendLimits = field(default_factory=SpendLimits)
+    cache_key_scope: Literal["agent", "user"] = "agent"
 
     def __repr__(self) -> str:
         return repr_without_secrets(self)
@@ -225,4 +229,5 @@ def load_config(path: str | Path | None, *, env: Mapping[str, str]) -> GatewayCo
         keep_warm_limits=SpendLimits(
             hourly_usd=f.keep_warm.hourly_usd, total_usd=f.keep_warm.total_usd
         ),
+        cache_key_scope=f.cache.key_scope,
     )

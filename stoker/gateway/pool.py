@@ -15,9 +15,10 @@ import time
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import replace
-from typing import Any
+from typing import Any, Literal
 
 from stoker.agent.agent import Agent
+from stoker.cache.keys import user_scope
 from stoker.cache.models import same_model
 from stoker.clock import Clock, SystemClock
 from stoker.config import DEFAULT_LIMITS
@@ -71,8 +72,10 @@ class AgentPool:
         clock: Clock | None = None,
         monotonic: Callable[[], float] = time.monotonic,
         on_evict: Callable[[str], object] | None = None,
+        cache_key_scope: Literal["agent", "user"] = "agent",
     ) -> None:
         self.store = store
+        self.cache_key_scope = cache_key_scope
         self.defaults = defaults or SessionSettings()
         self.registry = registry
         self.agents = AgentCache(
@@ -137,6 +140,8 @@ class AgentPool:
             raise BadRequest(f"cannot set {unknown} per session; allowed: {sorted(OVERRIDABLE)}")
         settings = self.defaults.with_overrides(chosen)
         agent = self.agent_for(settings)
+        if self.cache_key_scope == "user":  # the new lineage's OpenAI key is the user's own
+            agent = replace(agent, cache_scope=user_scope(user))
         sid = new_session_id()
         stamp = {
             "owner": user,

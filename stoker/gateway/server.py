@@ -53,6 +53,7 @@ def build_gateway(
         max_message_chars=config.limits.max_message_chars,
         keep_warm=config.keep_warm,
         keep_warm_limits=config.keep_warm_limits,
+        cache_key_scope=config.cache_key_scope,
     )
 
 

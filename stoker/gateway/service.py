@@ -14,7 +14,7 @@ import re
 import time
 from collections import Counter
 from collections.abc import Callable, Coroutine, Mapping
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from stoker.agent.keepwarm import SpendLimits
 from stoker.agent.seams import Callbacks
@@ -63,6 +63,7 @@ class Gateway:
         monotonic: Callable[[], float] = time.monotonic,
         keep_warm: bool = True,
         keep_warm_limits: SpendLimits | None = None,
+        cache_key_scope: Literal["agent", "user"] = "agent",
     ) -> None:
         self.store = store
         clock = clock or SystemClock()
@@ -77,6 +78,7 @@ class Gateway:
             clock=clock,
             monotonic=monotonic,
             on_evict=lambda session_id: self.keep_warm.forget(session_id),
+            cache_key_scope=cache_key_scope,
         )
         self.keep_warm = GatewayKeepWarm(self.pool, clock, keep_warm_limits)
         self._keep_warm_on = keep_warm
