@@ -29,6 +29,7 @@ from stoker.wire.blocks import (
     ToolResultBlock,
     ToolUseBlock,
 )
+from stoker.wire.dialects._call_ids import with_call_ids
 from stoker.wire.dialects._chain import ChainMemo
 from stoker.wire.dialects._memo import rendered_history
 from stoker.wire.dialects._openai_common import (
@@ -149,7 +150,10 @@ def _assistant_blocks(message: dict[str, Any]) -> list[Block]:
     for call in message.get("tool_calls") or ():
         function = call["function"]
         args = arguments_text(function.get("arguments", ""))
-        blocks.append(ToolUseBlock(id=call["id"], name=function["name"], input_json=args))
+        # Some compatible servers omit the id or send null; a response's calls get one
+        # from `with_call_ids`.
+        call_id = call.get("id") or ""
+        blocks.append(ToolUseBlock(id=call_id, name=function["name"], input_json=args))
     return blocks
 
 
@@ -268,5 +272,6 @@ def parse_response(body: dict[str, Any]) -> tuple[AssistantMessage, Usage]:
         stop = "tool_use"
     else:
         stop = "max_tokens" if choice.get("finish_reason") == "length" else "end_turn"
-    message = AssistantMessage(content=tuple(blocks), stop_reason=stop, id=body.get("id", ""))
+    content = with_call_ids(blocks, body)
+    message = AssistantMessage(content=content, stop_reason=stop, id=body.get("id", ""))
     return message, parse_usage(body.get("usage") or {}, body.get("timings"))

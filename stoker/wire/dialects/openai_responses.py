@@ -37,6 +37,7 @@ from stoker.wire.blocks import (
     ToolResultBlock,
     ToolUseBlock,
 )
+from stoker.wire.dialects._call_ids import with_call_ids
 from stoker.wire.dialects._chain import ChainMemo
 from stoker.wire.dialects._memo import rendered_history
 from stoker.wire.dialects._openai_common import (
@@ -186,7 +187,9 @@ def _parse_output_block(item: dict[str, Any]) -> Block:
         summary = "\n\n".join(s.get("text", "") for s in item.get("summary") or ())
         return ThinkingBlock(thinking=summary, signature=item.get("encrypted_content") or "")
     args = arguments_text(item.get("arguments", ""))
-    return ToolUseBlock(id=item["call_id"], name=item["name"], input_json=args)
+    # Some compatible servers omit the call_id or send null; a response's calls get one
+    # from `with_call_ids`.
+    return ToolUseBlock(id=item.get("call_id") or "", name=item["name"], input_json=args)
 
 
 def parse_request(
@@ -308,5 +311,6 @@ def parse_response(body: dict[str, Any]) -> tuple[AssistantMessage, Usage]:
         stop = "max_tokens"
     else:
         stop = "end_turn"
-    message = AssistantMessage(content=tuple(blocks), stop_reason=stop, id=body.get("id", ""))
+    content = with_call_ids(blocks, body)
+    message = AssistantMessage(content=content, stop_reason=stop, id=body.get("id", ""))
     return message, parse_usage(body.get("usage") or {})
