@@ -91,16 +91,21 @@ def test_shards_follow_the_observed_rate_on_a_routed_model_only() -> None:
     assert shards.shards(prefix, 0.0) == 1
     for n in range(45):
         shards.observe(prefix, n * 1.0)
-    assert shards.rate(prefix, 45.0) == 45
-    assert shards.shards(prefix, 45.0) == 5
-    slots = {shards.slot(prefix, f"lineage-{n}", 45.0, routed=True) for n in range(200)}
-    assert slots == {"0", "1", "2", "3", "4"}
-    assert {shards.slot(prefix, f"lineage-{n}", 45.0, routed=False) for n in range(50)} == {"0"}
-    # The same lineage always lands on the same shard; a minute of quiet, back to one.
-    assert shards.slot(prefix, "x", 45.0, routed=True) == shards.slot(
-        prefix, "x", 45.0, routed=True
-    )
-    assert shards.shards(prefix, 200.0) == 1
+    # A prefix without a slot has a per-lineage key: nothing shared to balance.
+    assert shards.rate(prefix, 45.0) == 0
+    slotted = prefix.with_params(cache_slot="0")
+    for n in range(45):
+        shards.observe(slotted, n * 1.0)
+    assert shards.rate(slotted, 45.0) == 45
+    assert shards.shards(slotted, 45.0) == 5
+    # New lineages join the least busy shard: the empty ones first, lowest index first.
+    assert shards.slot(slotted, 45.0, routed=True) == "1"
+    shards.observe(slotted.with_params(cache_slot="1"), 45.0)
+    assert shards.slot(slotted, 45.0, routed=True) == "2"
+    assert shards.slot(slotted, 45.0, routed=False) == "0"
+    assert shards.slot(slotted, 45.0, routed=True, scope="u1") == "u1/0"  # its own traffic
+    # A minute of quiet: back to one key.
+    assert shards.shards(slotted, 200.0) == 1
     with pytest.raises(ValueError, match="per_key_per_minute"):
         KeyShards(per_key_per_minute=20)
 

@@ -20,7 +20,7 @@ from stoker.agent.integrations import Integrations, use_toolkit_tool
 from stoker.agent.resume import ToolsMode
 from stoker.agent.review import ReviewConfig
 from stoker.agent.session import Session
-from stoker.agent.starts import new_session_id, new_start
+from stoker.agent.starts import new_start
 from stoker.agent.system_prompt import DEFAULT_SYSTEM, build_system_prompt
 from stoker.cache.keys import KeyShards, process_key_shards
 from stoker.cache.models import ModelInfo
@@ -132,9 +132,9 @@ class Agent:
             found[t.name] = t
         return tuple(found[name] for name in sorted(found))
 
-    def build_prefix(self, lineage: str | None = None) -> Prefix:
-        """The frozen prefix a new session will send for its whole life. For a new
-        lineage on OpenAI it carries the lineage's cache-key slot (`stoker.cache.keys`)."""
+    def build_prefix(self, *, new_lineage: bool = False) -> Prefix:
+        """The frozen prefix a new session will send for its whole life. A new lineage's
+        on OpenAI carries its cache-key slot, chosen now (`stoker.cache.keys`)."""
         prefix = Prefix(
             params=CacheParams(
                 model=self.model,
@@ -149,12 +149,10 @@ class Agent:
             ),
         )
         info = self.info
-        if lineage is None or info.provider != "openai":
+        if not new_lineage or info.provider != "openai":
             return prefix
         routed = (info.regime or "L") == "L"
-        slot = self.key_shards.slot(
-            prefix, lineage, self.clock.now(), routed=routed, scope=self.cache_scope
-        )
+        slot = self.key_shards.slot(prefix, self.clock.now(), routed=routed, scope=self.cache_scope)
         return prefix.with_params(cache_slot=slot)
 
     def config_snapshot(self) -> dict[str, Any]:
@@ -189,9 +187,8 @@ class Agent:
         turn on, when given; `open` stores it at once). `history` starts it from an
         earlier conversation, sent as given."""
         self.info  # noqa: B018 - fail here, not at the first call, on an unknown model
-        session_id = session_id or new_session_id()
         start = new_start(
-            prefix=self.build_prefix(lineage=session_id),
+            prefix=self.build_prefix(new_lineage=True),
             config=self.config_snapshot(),
             now=self.clock.now(),
             session_id=session_id,
@@ -217,7 +214,6 @@ class Agent:
         them as interrupted.
         """
         self.info  # noqa: B018
-        session_id = session_id or new_session_id()
         return await Session.open(
             self,
             store,
@@ -225,5 +221,5 @@ class Agent:
             create=create,
             tools=tools,
             interrupted=interrupted,
-            prefix=self.build_prefix(lineage=session_id),
+            prefix=self.build_prefix(new_lineage=True),
         )

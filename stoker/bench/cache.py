@@ -174,7 +174,7 @@ class WorkloadFigures:
         }
 
 
-def _units(record: CacheRecord) -> float:
+def input_units(record: CacheRecord) -> float:
     info = model_info(record.model)
     u = record.usage
     return (
@@ -197,9 +197,9 @@ def _figures(name: str, phases: list[Phase]) -> PhaseFigures:
         written=sum(r.usage.written for r in records),
         ideal=sum(p.ideal for p in phases),
         read_share=sum(r.usage.read for r in turns) / total_in if total_in else 0.0,
-        cost_ratio=sum(_units(r) for r in records) / total_in if total_in else 0.0,
+        cost_ratio=sum(input_units(r) for r in records) / total_in if total_in else 0.0,
         floor_ratio=_floor(turns, sum(p.ideal for p in phases)) / total_in if total_in else 0.0,
-        keep_warm_units=sum(_units(r) for r in warm),
+        keep_warm_units=sum(input_units(r) for r in warm),
         rewrite_units=max(
             (model_info(r.model).write_5m * (r.usage.read + r.usage.written) for r in records),
             default=0.0,

@@ -8,8 +8,8 @@ parameters, never the history or a time - plus the lineage's *slot*: a scope (em
 user's digest where users must not share cache routing) and a shard.
 
 The shard keeps each key under the rate above which an earlier model's requests overflow
-to cold machines: a new lineage picks one of as many shards as the traffic this process
-observes for that shared prefix needs, and keeps it for life (it is stored in the
+to cold machines: a new lineage joins the least busy of as many shards as the traffic
+this process observes for that shared prefix needs, and keeps it for life (it is stored in the
 prefix's params, so forks, sub-agents and resumes send the same key and a conversation
 never moves). Models that route by themselves (regime N) get one shard: there a second
 key only splits the cache.
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import math
-from collections import deque
+from collections import Counter, deque
 
 from stoker.wire.canonical import canonical_json
 from stoker.wire.prefix import Prefix
@@ -64,13 +64,35 @@ def user_scope(user: str) -> str:
     return "u" + hashlib.sha256(user.encode("utf-8")).hexdigest()[:12]
 
 
+class _Traffic:
+    """Requests of one shared prefix in one scope over the trailing minute, per shard."""
+
+    __slots__ = ("per_shard", "times")
+
+    def __init__(self) -> None:
+        self.times: deque[tuple[float, int]] = deque()
+        self.per_shard: Counter[int] = Counter()
+
+    def trim(self, at: float) -> None:
+        times = self.times
+        while times and times[0][0] <= at - WINDOW:
+            _, shard = times.popleft()
+            self.per_shard[shard] -= 1
+
+
+def _split(slot: str) -> tuple[str, int]:
+    scope, _, shard = slot.rpartition("/")
+    return scope, int(shard) if shard.isdigit() else 0
+
+
 class KeyShards:
-    """Request rates per shared prefix, as this process sees them, and the shard a new
-    lineage takes. Not thread-safe (one event loop)."""
+    """Request rates per shared prefix and scope, as this process sees them, and the
+    shard a new lineage takes: the least busy of as many as the rate needs, so each key
+    stays under `per_key_per_minute`. Not thread-safe (one event loop)."""
 
-    __slots__ = ("_max", "_next_purge", "_per_key", "_times")
+    __slots__ = ("_max", "_next_purge", "_per_key", "_traffic")
 
-    def __init__(self, *, per_key_per_minute: float = 12.0, max_shards: int = 64) -> None:
+    def __init__(self, *, per_key_per_minute: float = 14.0, max_shards: int = 64) -> None:
         if not 0 < per_key_per_minute <= OVERFLOW_PER_MINUTE:
             raise ValueError(
                 f"per_key_per_minute must be in (0, {OVERFLOW_PER_MINUTE:g}], "
@@ -80,46 +102,54 @@ class KeyShards:
             raise ValueError(f"max_shards must be at least 1, not {max_shards}")
         self._per_key = per_key_per_minute
         self._max = max_shards
-        self._times: dict[str, deque[float]] = {}
+        self._traffic: dict[tuple[str, str], _Traffic] = {}
         self._next_purge = float("-inf")
 
     def observe(self, prefix: Prefix, at: float) -> None:
-        """Count a request sent with `prefix` at `at`."""
+        """Count a request sent with `prefix` at `at` (on its slot's shard)."""
+        slot = prefix.params.cache_slot
+        if slot is None:
+            return  # a per-lineage key: no shared traffic to balance
         self._purge(at)
-        times = self._times.setdefault(shared_digest(prefix), deque())
-        while times and times[0] <= at - WINDOW:
-            times.popleft()
-        times.append(at)
+        scope, shard = _split(slot)
+        traffic = self._traffic.setdefault((shared_digest(prefix), scope), _Traffic())
+        traffic.trim(at)
+        traffic.times.append((at, shard))
+        traffic.per_shard[shard] += 1
 
-    def rate(self, prefix: Prefix, at: float) -> int:
-        """Requests sent with this shared prefix, any slot, in the minute before `at`."""
-        times = self._times.get(shared_digest(prefix))
-        if not times:
+    def rate(self, prefix: Prefix, at: float, scope: str = "") -> int:
+        """Requests sent with this shared prefix in `scope`, any shard, in the minute
+        before `at`."""
+        traffic = self._traffic.get((shared_digest(prefix), scope))
+        if traffic is None:
             return 0
-        while times and times[0] <= at - WINDOW:
-            times.popleft()
-        return len(times)
+        traffic.trim(at)
+        return len(traffic.times)
 
-    def shards(self, prefix: Prefix, at: float) -> int:
-        """How many keys the observed rate needs to stay under the overflow rate."""
-        return max(1, min(self._max, math.ceil(self.rate(prefix, at) / self._per_key)))
+    def shards(self, prefix: Prefix, at: float, scope: str = "") -> int:
+        """How many keys the observed rate needs to stay under the per-key rate."""
+        needed = math.ceil(self.rate(prefix, at, scope) / self._per_key)
+        return max(1, min(self._max, needed))
 
-    def slot(
-        self, prefix: Prefix, lineage: str, at: float, *, routed: bool, scope: str = ""
-    ) -> str:
-        """The slot of a new lineage: its scope and a shard, stable for its whole life.
-        `routed`: the model routes by key (regime L), so more than one shard can help."""
-        count = self.shards(prefix, at) if routed else 1
-        digest = hashlib.sha256(lineage.encode("utf-8")).digest()
-        shard = int.from_bytes(digest[:8], "big") % count
+    def slot(self, prefix: Prefix, at: float, *, routed: bool, scope: str = "") -> str:
+        """The slot of a new lineage: its scope and a shard, kept for its whole life.
+        `routed`: the model routes by key (regime L), so more than one shard can help;
+        then the lineage joins the least busy shard (the lowest, on a tie)."""
+        shard = 0
+        if routed:
+            count = self.shards(prefix, at, scope)
+            traffic = self._traffic.get((shared_digest(prefix), scope))
+            load = traffic.per_shard if traffic is not None else Counter[int]()
+            shard = min(range(count), key=lambda i: (load[i], i))
         return f"{scope}/{shard}" if scope else str(shard)
 
     def _purge(self, at: float) -> None:
         if at < self._next_purge:
             return
         self._next_purge = at + WINDOW
-        for digest in [d for d, t in self._times.items() if not t or t[-1] <= at - WINDOW]:
-            del self._times[digest]
+        idle = [k for k, t in self._traffic.items() if not t.times or t.times[-1][0] <= at - WINDOW]
+        for key in idle:
+            del self._traffic[key]
 
 
 _PROCESS = KeyShards()

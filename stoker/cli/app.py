@@ -122,20 +122,28 @@ def bench_resume(
 
 @bench_app.command("cache")
 def bench_cache(
-    workload: str = typer.Option("all", help="hard, extended, or all."),
+    workload: str = typer.Option("all", help="hard, extended, fleet, or all."),
     as_json: bool = typer.Option(False, "--json", help="Print the figures as JSON."),
+    sessions: int = typer.Option(200, min=2, help="Fresh sessions per fleet run."),
 ) -> None:
     """Whole sessions on the simulator with a frozen clock, held to the ideal (every
-    distinct prefix token written once): per phase and in total."""
+    distinct prefix token written once): per phase and in total. *fleet*: many fresh
+    sessions of one agent, keyed three ways, at 1, 10 and 60 new sessions a minute."""
     from stoker.bench.cache import cache_json, cache_table, run_cache_bench
+    from stoker.bench.fleet import fleet_json, fleet_table, run_fleet_bench
 
-    names = ("hard", "extended") if workload == "all" else (workload,)
-    if any(n not in ("hard", "extended") for n in names):
-        console.print(f"[red]error:[/] unknown workload {workload!r}: hard, extended or all")
+    known = ("hard", "extended", "fleet")
+    names = known if workload == "all" else (workload,)
+    if any(n not in known for n in names):
+        console.print(f"[red]error:[/] unknown workload {workload!r}: {', '.join(known)} or all")
         raise typer.Exit(2)
-    results = asyncio.run(run_cache_bench(names))
+    results = asyncio.run(run_cache_bench(tuple(n for n in names if n != "fleet")))
+    fleet = asyncio.run(run_fleet_bench(sessions=sessions)) if "fleet" in names else []
     if as_json:
-        typer.echo(cache_json(results))
+        if results and fleet:
+            typer.echo(f'{{"workloads": {cache_json(results)}, "fleet": {fleet_json(fleet)}}}')
+        else:
+            typer.echo(cache_json(results) if results else fleet_json(fleet))
         return
     for figures in results:
         console.print(cache_table(figures))
@@ -149,6 +157,8 @@ def bench_cache(
         for miss in figures.total.misses:
             console.print(f"  miss {miss}")
         console.print(f"  undeclared misses: {figures.total.undeclared}")
+    if fleet:
+        console.print(fleet_table(fleet))
 
 
 @bench_app.command("fuzz")

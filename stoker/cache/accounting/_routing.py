@@ -34,37 +34,48 @@ class Routed:
 
 
 class Routing:
-    """Request times per route, and the machine each request lands on. Not thread-safe."""
+    """Request times per route, and the machine each request lands on. Not thread-safe.
 
-    __slots__ = ("_machines", "_next_purge", "_overflows", "_per_minute", "_recent")
+    A route's machine serves up to `per_minute` requests in any trailing minute; the rest
+    overflow (so 20 a minute is 15 served and 5 overflowed, not 20 overflowed)."""
+
+    __slots__ = ("_all", "_machines", "_next_purge", "_overflows", "_per_minute", "_served")
 
     def __init__(self, *, machines: int, per_minute: float | None) -> None:
         self._machines = machines
         self._per_minute = per_minute
-        self._recent: dict[str, deque[float]] = {}
+        self._all: dict[str, deque[float]] = {}  # every request on the route
+        self._served: dict[str, deque[float]] = {}  # those its own machine served
         self._overflows: dict[str, int] = {}
         self._next_purge = float("-inf")
 
     def route(self, route: str, at: float) -> Routed:
         """Count a request on `route` starting at `at` and say which machine serves it."""
         self._purge(at)
-        times = self._recent.setdefault(route, deque())
-        while times and times[0] <= at - WINDOW:
-            times.popleft()
-        times.append(at)
-        recent = len(times)
-        if self._per_minute is None or self._machines < 2 or recent <= self._per_minute:
-            return Routed(tag="", recent=recent)
+        every = _trimmed(self._all.setdefault(route, deque()), at)
+        served = _trimmed(self._served.setdefault(route, deque()), at)
+        every.append(at)
+        limit = self._per_minute
+        if limit is None or self._machines < 2 or len(served) < limit:
+            served.append(at)
+            return Routed(tag="", recent=len(every))
         n = self._overflows[route] = self._overflows.get(route, 0) + 1
         digest = hashlib.sha256(f"{route}/{n}".encode()).digest()
         machine = 1 + int.from_bytes(digest[:8], "big") % (self._machines - 1)
-        return Routed(tag=f"m{machine}|", recent=recent)
+        return Routed(tag=f"m{machine}|", recent=len(every))
 
     def _purge(self, at: float) -> None:
         """Forget routes idle for a whole window (memory only: their rate is zero)."""
         if at < self._next_purge:
             return
         self._next_purge = at + WINDOW
-        for route in [r for r, t in self._recent.items() if not t or t[-1] <= at - WINDOW]:
-            del self._recent[route]
+        for route in [r for r, t in self._all.items() if not t or t[-1] <= at - WINDOW]:
+            del self._all[route]
+            self._served.pop(route, None)
             self._overflows.pop(route, None)
+
+
+def _trimmed(times: deque[float], at: float) -> deque[float]:
+    while times and times[0] <= at - WINDOW:
+        times.popleft()
+    return times

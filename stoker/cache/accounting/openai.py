@@ -72,7 +72,7 @@ class OpenAISettings:
     max_entries: int | None = None
     forget_after: float = 86400.0
     memo_capacity: int = DEFAULT_CAPACITY
-    machines: int = 64
+    machines: int = 1024
     overflow_per_minute: float | None = 15.0
     route_tokens: int = 256
 

@@ -1,0 +1,172 @@
+"""`stoker bench cache --workload fleet`: one agent, many fresh sessions.
+
+A cron job that opens a session per run, or a gateway serving many users of one agent,
+sends the same tools and system prompt from every new session. Whether the first call
+of each new session reads them is decided by the cache key on OpenAI (a key per session
+starts each one cold; one key for all overflows to cold machines on a model that routes
+by key, above about 15 requests a minute) and by nothing on Anthropic (the prefix is
+the key). The bench runs `SESSIONS` fresh sessions of one agent arriving at 1, 10 and 60
+a minute, each a short job (a tool call and an answer), on the simulator, and compares
+three ways to key them:
+
+- *per session*: a key per lineage (Stoker before content-addressed keys);
+- *one key*: content-addressed, never sharded;
+- *sharded*: content-addressed, sharded by the rate this process observes (the default).
+
+For each it reports the share of first calls (after the first session's) that read the
+whole shared prefix, the input cost against sending the same tokens with no cache, the
+calls that overflowed, and how many keys were used.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from rich.table import Table
+
+from stoker.agent.agent import Agent
+from stoker.agent.session import Session
+from stoker.agent.starts import new_session_id, new_start
+from stoker.bench.cache import SYSTEM, TOOLS, WorkloadModel, input_units
+from stoker.cache.keys import KeyShards
+from stoker.cache.models import model_info
+from stoker.clock import FrozenClock
+from stoker.providers.sim.engine import SimEngine
+from stoker.providers.sim.provider import SimProvider
+from stoker.wire.record import CacheRecord
+
+Mode = Literal["per session", "one key", "sharded"]
+MODES: tuple[Mode, ...] = ("per session", "one key", "sharded")
+WIRES = {  # the model each wire runs: Anthropic, OpenAI routing by itself, OpenAI by key
+    "anthropic": "claude-sonnet-4-6",
+    "openai (gpt-5.6, regime N)": "gpt-5.6",
+    "openai (gpt-5, regime L)": "gpt-5",
+}
+RATES = (1, 10, 60)  # new sessions per minute
+SESSIONS = 200
+JOB = "Nightly maintenance run {n}: run 1 steps"  # a tool call, then an answer
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FleetFigures:
+    wire: str
+    rate: int
+    mode: Mode
+    sessions: int
+    minutes: float
+    first_calls_full: float  # share of first calls (after the first session) reading it all
+    cost_ratio: float  # input cost / input cost with no cache
+    overflows: int  # calls that overflowed to a cold machine
+    keys: int  # distinct prompt_cache_key values sent
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "wire": self.wire,
+            "rate_per_minute": self.rate,
+            "mode": self.mode,
+            "sessions": self.sessions,
+            "minutes": round(self.minutes, 1),
+            "first_calls_reading_the_shared_prefix": round(self.first_calls_full, 4),
+            "cost_vs_no_cache": round(self.cost_ratio, 4),
+            "overflow_misses": self.overflows,
+            "keys": self.keys,
+        }
+
+
+async def measure_shared(model: str) -> int:
+    """The shared prefix's tokens on `model`, as the cache counts them: what a second
+    session's first call reads when only its question differs (one key, no overflow)."""
+    clock = FrozenClock()
+    provider = SimProvider(engine=SimEngine(model=WorkloadModel()), clock=clock)
+    agent = Agent(
+        model, provider=provider, tools=TOOLS, system=SYSTEM, clock=clock, key_shards=KeyShards()
+    )
+    await agent.session().send("warm up")
+    clock.advance(1)
+    result = await agent.session().send("warm up again")
+    return result.records[0].usage.read
+
+
+def _new_session(agent: Agent, mode: Mode) -> Session:
+    if mode != "per session":
+        return agent.session()
+    # Stoker before content-addressed keys: no slot, so the key is the lineage's own.
+    start = new_start(
+        prefix=agent.build_prefix(),
+        config=agent.config_snapshot(),
+        now=agent.clock.now(),
+        session_id=new_session_id(),
+    )
+    return Session(start, agent=agent)
+
+
+async def fleet_run(model: str, rate: int, mode: Mode, sessions: int, shared: int) -> FleetFigures:
+    clock = FrozenClock()
+    provider = SimProvider(engine=SimEngine(model=WorkloadModel()), clock=clock)
+    shards = KeyShards(max_shards=1) if mode == "one key" else KeyShards()
+    agent = Agent(
+        model, provider=provider, tools=TOOLS, system=SYSTEM, clock=clock, key_shards=shards
+    )
+    records: list[CacheRecord] = []
+    firsts: list[CacheRecord] = []
+    start = clock.now()
+    for n in range(sessions):
+        clock.advance(start + n * 60.0 / rate - clock.now())
+        session = _new_session(agent, mode)
+        await session.send(JOB.format(n=n))
+        records.extend(session.records)
+        firsts.append(session.records[0])
+    info = model_info(model)
+    interval = info.interval if info.regime == "L" else 0
+    later = firsts[1:]
+    full = sum(1 for r in later if r.usage.read >= shared - interval)
+    total_in = sum(r.usage.input_total for r in records)
+    return FleetFigures(
+        wire=next(w for w, m in WIRES.items() if m == model),
+        rate=rate,
+        mode=mode,
+        sessions=sessions,
+        minutes=(clock.now() - start) / 60.0,
+        first_calls_full=full / len(later) if later else 1.0,
+        cost_ratio=sum(input_units(r) for r in records) / total_in,
+        overflows=sum(1 for r in records if r.explanation.verdict == "overflow"),
+        keys=len({p.get("prompt_cache_key") for p in provider.requests}),
+    )
+
+
+async def run_fleet_bench(
+    *, sessions: int = SESSIONS, rates: tuple[int, ...] = RATES
+) -> list[FleetFigures]:
+    results = []
+    for model in WIRES.values():
+        shared = await measure_shared(model)
+        modes = MODES if model_info(model).provider == "openai" else ("sharded",)
+        for rate in rates:
+            for mode in modes:
+                results.append(await fleet_run(model, rate, mode, sessions, shared))
+    return results
+
+
+def fleet_table(results: list[FleetFigures]) -> Table:
+    table = Table(title="bench cache: fleet", title_justify="left")
+    for col in ("wire", "new/min", "keys", "first calls read it all", "cost vs no cache"):
+        table.add_column(col, justify="left" if col == "wire" else "right")
+    table.add_column("overflow misses", justify="right")
+    table.add_column("key count", justify="right")
+    for f in results:
+        table.add_row(
+            f.wire,
+            str(f.rate),
+            f.mode if f.wire != "anthropic" else "(prefix)",
+            f"{f.first_calls_full:.1%}",
+            f"{f.cost_ratio:.3f}",
+            str(f.overflows),
+            str(f.keys),
+        )
+    return table
+
+
+def fleet_json(results: list[FleetFigures]) -> str:
+    return json.dumps([r.to_dict() for r in results], indent=2)
