@@ -88,6 +88,7 @@ _LAZY = {
     "PayloadTooLarge": "stoker.gateway.errors",
     "Unauthorized": "stoker.gateway.errors",
     "UpstreamError": "stoker.gateway.errors",
+    "UpstreamTimeout": "stoker.gateway.errors",
 }
 
 
@@ -175,6 +176,7 @@ __all__ = [
     "Unauthorized",
     "UnknownToolkit",
     "UpstreamError",
+    "UpstreamTimeout",
     "Usage",
     "UserMessage",
     "WireError",

@@ -23,7 +23,8 @@ def _errors(*codes: int) -> dict[str, Any]:
         404: "No such session for this user",
         409: "The stored session cannot be continued as configured",
         413: "Body or message over the limit",
-        502: "The provider failed",
+        502: "The provider failed or answered something that is not a response",
+        504: "The provider did not answer within the configured timeouts",
     }
     return {str(c): _json(_ERROR, words[c]) for c in codes}
 
@@ -138,6 +139,7 @@ def openapi_document() -> dict[str, Any]:
                     409,
                     413,
                     502,
+                    504,
                     parameters=[*_SID, _IDEMPOTENCY],
                     requestBody=_body(text_body),
                 )
@@ -178,6 +180,7 @@ def openapi_document() -> dict[str, Any]:
                     404,
                     413,
                     502,
+                    504,
                     parameters=[
                         {"name": "X-Stoker-Session", "in": "header", "schema": {"type": "string"}},
                         _IDEMPOTENCY,
