@@ -26,6 +26,7 @@ from stoker.errors import (
     MissingTools,
     PrefixError,
     ProviderError,
+    ProviderTimeout,
     ResumeMismatch,
     SessionNotFound,
     SpawnDepthExceeded,
@@ -89,6 +90,7 @@ _LAZY = {
     "Unauthorized": "stoker.gateway.errors",
     "UnsupportedMediaType": "stoker.gateway.errors",
     "UpstreamError": "stoker.gateway.errors",
+    "UpstreamTimeout": "stoker.gateway.errors",
 }
 
 
@@ -142,6 +144,7 @@ __all__ = [
     "PrefixError",
     "Provider",
     "ProviderError",
+    "ProviderTimeout",
     "Rebase",
     "RedactedThinkingBlock",
     "Request",
@@ -176,6 +179,7 @@ __all__ = [
     "UnknownToolkit",
     "UnsupportedMediaType",
     "UpstreamError",
+    "UpstreamTimeout",
     "Usage",
     "UserMessage",
     "WireError",

@@ -8,7 +8,8 @@ what went wrong and what to do about it.
     ├── WireError                a payload or stored value that does not parse
     ├── ProviderError            a provider call failed
     │   ├── InvalidRequest       the provider (or the sim) rejected the request (HTTP 400)
-    │   └── AuthenticationError  the key was rejected (HTTP 401/403); never shows the key
+    │   ├── AuthenticationError  the key was rejected (HTTP 401/403); never shows the key
+    │   └── ProviderTimeout      the call ran past a timeout (connect, first byte, total)
     ├── PrefixError              an operation would change a frozen prefix without a declared rebase
     │   ├── ResumeMismatch       the runtime agent differs from the stored session (every field)
     │   └── MissingTools         tools used in the stored history have no implementation now
@@ -56,6 +57,19 @@ class InvalidRequest(ProviderError):
 
 class AuthenticationError(ProviderError):
     """The provider rejected the credentials. The message never contains the key."""
+
+
+class ProviderTimeout(ProviderError):
+    """A provider call ran past one of its timeouts (`stoker.providers.retry.Timeouts`).
+
+    `phase` names which: "connect" (no connection), "first_byte" (a streamed answer did
+    not start), "total" (the call, retries included, took too long). A timed-out call
+    stores no answer, so the session can be sent to again at once.
+    """
+
+    def __init__(self, message: str, *, provider: str = "", phase: str) -> None:
+        super().__init__(message, provider=provider)
+        self.phase = phase
 
 
 class PrefixError(StokerError):

@@ -29,4 +29,4 @@ def recorded_calls(request: pytest.FixtureRequest) -> Iterator[list[CacheRecord]
     assert_no_undeclared_breaks(records)
 
 
-pytest_plugins = ["tests.store_fixtures"]
+pytest_plugins = ["tests.store_fixtures", "tests.faulty_upstream"]

@@ -11,8 +11,10 @@ import anthropic.types
 import openai.types.chat
 import openai.types.responses
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from stoker.errors import WireError
+from stoker.errors import ProviderError, WireError
 from stoker.wire.blocks import (
     ImageBlock,
     TextBlock,
@@ -21,7 +23,13 @@ from stoker.wire.blocks import (
     ToolUseBlock,
 )
 from stoker.wire.canonical import canonical_json
-from stoker.wire.dialects import DIALECTS, dialect_module
+from stoker.wire.dialects import (
+    DIALECTS,
+    anthropic_stream,
+    dialect_module,
+    openai_chat_stream,
+    openai_responses_stream,
+)
 from stoker.wire.messages import AssistantMessage, Message, UserMessage, user_text
 from stoker.wire.prefix import CacheParams, Prefix
 from stoker.wire.request import Breakpoint, Request
@@ -660,3 +668,111 @@ def test_remote_image_urls_are_refused_with_a_reason(dialect: str) -> None:
     body = {"model": "gpt-5", key: [{"role": "user", "content": [part]}]}
     with pytest.raises(WireError, match="only base64 data: image URLs"):
         dialect_module(dialect).parse_request(body)
+
+
+# -- hostile answers: whatever a provider sends, a parser returns typed values or a WireError
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3)
+    ),
+    max_leaves=6,
+)
+_ANSWER = AssistantMessage(
+    content=(
+        ThinkingBlock(thinking="Let me see.", signature="sig"),
+        TextBlock(text="Reading it now."),
+        ToolUseBlock(id="call_1", name="read_file", input_json='{"path": "a.md"}'),
+    ),
+    stop_reason="tool_use",
+    id="resp_1",
+)
+
+
+@pytest.mark.parametrize(
+    ("dialect", "body"),
+    [
+        ("anthropic", {"id": "x", "result": "hi"}),  # read as an empty answer before
+        ("anthropic", {"content": [{"type": "text", "text": 5}]}),  # stored a number as text
+        ("openai_chat", {"choices": []}),
+        ("openai_chat", [{"choices": [{"message": {"content": "hi"}}]}]),
+        ("openai_responses", {"output": [{"type": "message", "content": None}]}),
+        ("openai_responses", {"output": [], "usage": {"input_tokens": "12"}}),
+    ],
+)
+def test_a_body_that_is_not_an_answer_is_a_wire_error(dialect: str, body: Any) -> None:
+    with pytest.raises(WireError, match="malformed"):
+        dialect_module(dialect).parse_response(body)
+
+
+def test_a_streamed_chunk_of_the_wrong_shape_is_a_wire_error() -> None:
+    chunk = {"choices": [{"index": 0, "delta": {"tool_calls": [None]}}]}  # found by hypothesis
+    with pytest.raises(WireError, match="malformed stream chunk"):
+        openai_chat_stream.Accumulator().feed_frame(json.dumps(chunk))
+
+
+def _paths(value: Any, at: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    """Every place in a JSON value, the value itself first."""
+    inner: list[tuple[Any, ...]] = []
+    if isinstance(value, dict):
+        inner = [p for k, v in value.items() for p in _paths(v, (*at, k))]
+    elif isinstance(value, list):
+        inner = [p for i, v in enumerate(value) for p in _paths(v, (*at, i))]
+    return [at, *inner]
+
+
+def _mutated(value: Any, data: st.DataObject) -> Any:
+    """`value` with one place (maybe the whole) replaced by arbitrary JSON, or removed."""
+    path = data.draw(st.sampled_from(_paths(value)))
+    new = data.draw(_JSON)
+    if not path:
+        return new
+    copy = json.loads(json.dumps(value))
+    parent = copy
+    for key in path[:-1]:
+        parent = parent[key]
+    if isinstance(parent, dict) and data.draw(st.booleans()):
+        del parent[path[-1]]
+    else:
+        parent[path[-1]] = new
+    return copy
+
+
+_STREAMED: dict[str, Any] = {
+    "anthropic": (anthropic_stream.Accumulator, anthropic_stream.events),
+    "openai_chat": (openai_chat_stream.Accumulator, openai_chat_stream.chunks),
+    "openai_responses": (openai_responses_stream.Accumulator, openai_responses_stream.events),
+}
+
+
+def _folded(dialect: str, body: dict[str, Any], data: st.DataObject) -> Any:
+    """The body an accumulator folds from `body`'s stream with one event mutated."""
+    accumulator, events_of = _STREAMED[dialect]
+    events = list(events_of(body))
+    index = data.draw(st.integers(min_value=0, max_value=len(events) - 1))
+    events[index] = _mutated(events[index], data)
+    frames = [json.dumps(e) for e in events] + (["[DONE]"] if dialect == "openai_chat" else [])
+    reader = accumulator()
+    for frame in frames:
+        text = reader.feed_frame(frame)
+        assert text is None or isinstance(text, str)
+    return reader.body()
+
+
+@settings(max_examples=300, deadline=None, database=None, derandomize=True)
+@given(dialect=st.sampled_from(DIALECTS), streamed=st.booleans(), data=st.data())
+def test_any_answer_parses_to_typed_values_or_is_a_wire_error(
+    dialect: str, streamed: bool, data: st.DataObject
+) -> None:
+    """A body with one place replaced by arbitrary JSON (or a stream with one such event)."""
+    module = dialect_module(dialect)
+    body = module.render_response(_ANSWER, USAGE, "gpt-5.6")
+    try:
+        body = _folded(dialect, body, data) if streamed else _mutated(body, data)
+        message, usage = module.parse_response(body)
+    except (WireError, ProviderError):  # ProviderError: the event became an `error` event
+        return
+    assert isinstance(message.text, str)
+    assert all(isinstance(v, int) for v in usage.to_dict().values())
+    json.dumps([dataclasses.asdict(b) for b in message.content])

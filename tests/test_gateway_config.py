@@ -17,6 +17,8 @@ from stoker.gateway.providers import ProviderRoute, default_provider_factory
 from stoker.gateway.server import build_gateway
 from stoker.gateway.service import Gateway
 from stoker.gateway.session_settings import SessionSettings
+from stoker.providers.anthropic import AnthropicProvider
+from stoker.providers.retry import Timeouts
 from stoker.providers.sim.provider import SimProvider
 from stoker.store.sqlite import SQLiteStore
 
@@ -175,4 +177,29 @@ async def test_keep_warm_caps_come_from_the_file_and_reach_the_gateway(tmp_path:
         await gateway.store.close()
     path.write_text("[keep_warm]\nhourly_usd = -1\n")
     with pytest.raises(ConfigError, match=r"keep_warm\.hourly_usd"):
+        load_config(path, env={})
+
+
+async def test_provider_timeouts_come_from_the_file_and_reach_the_provider(
+    tmp_path: Path,
+) -> None:
+    assert load_config(None, env={}).timeouts == Timeouts()  # the defaults, without a file
+    path = tmp_path / "gateway.toml"
+    path.write_text(
+        '[agent]\nprovider = "anthropic"\nbase_url = "http://127.0.0.1:9"\n'
+        "[timeouts]\nconnect_seconds = 3\nfirst_byte_seconds = 45\ntotal_seconds = 900\n"
+    )
+    config = load_config(path, env={"ANTHROPIC_API_KEY": "sk-ant-test-key"})
+    assert config.timeouts == Timeouts(connect=3.0, first_byte=45.0, total=900.0)
+    gateway = build_gateway(config, store=SQLiteStore(tmp_path / "s.db"))
+    try:
+        provider = gateway.pool.provider_for(config.defaults)
+        inner = getattr(provider, "inner", None)
+        assert isinstance(inner, AnthropicProvider)
+        assert inner.retry.timeouts == config.timeouts  # the SDK client is made from these
+    finally:
+        await gateway.close()
+        await gateway.store.close()
+    path.write_text("[timeouts]\ntotal_seconds = 0\n")
+    with pytest.raises(ConfigError, match=r"timeouts\.total_seconds"):
         load_config(path, env={})

@@ -6,10 +6,11 @@ import logging
 
 import pytest
 
-from stoker.errors import AuthenticationError, InvalidRequest, ProviderError
+from stoker.errors import AuthenticationError, InvalidRequest, ProviderError, ProviderTimeout
 from stoker.providers.retry import (
     RetryableError,
     RetryPolicy,
+    Timeouts,
     call_with_retries,
     failure,
     retry_after_seconds,
@@ -160,3 +161,31 @@ def test_fields_an_sdk_method_does_not_name_go_in_extra_body() -> None:
         "extra_body": {"prompt_cache_breakpoints": 2},
     }
     assert sdk_arguments(create, {"model": "m"}) == {"model": "m"}
+
+
+async def test_a_timeout_that_keeps_happening_ends_as_a_provider_timeout() -> None:
+    async def attempt() -> str:
+        raise RetryableError("the stream did not start within 1 s", timed_out="first_byte")
+
+    policy = RetryPolicy(max_retries=1, sleep=Sleeps())
+    with pytest.raises(ProviderTimeout) as caught:
+        await call_with_retries(attempt, policy=policy, provider="p")
+    assert caught.value.phase == "first_byte"
+    assert str(caught.value) == "p failed after 2 attempts: the stream did not start within 1 s"
+
+
+async def test_the_total_timeout_bounds_the_retries_and_their_waits() -> None:
+    attempts = 0
+
+    async def attempt() -> str:
+        nonlocal attempts
+        attempts += 1
+        raise RetryableError("HTTP 529: overloaded", status=529)
+
+    # Real waits of 0.05 s and more; the deadline comes long before the 100 retries do.
+    policy = RetryPolicy(max_retries=100, base_delay=0.05, timeouts=Timeouts(total=0.3))
+    with pytest.raises(ProviderTimeout) as caught:
+        await call_with_retries(attempt, policy=policy, provider="p")
+    assert caught.value.phase == "total"
+    assert str(caught.value).startswith("p did not answer within 0.3 s (the total timeout")
+    assert 1 <= attempts < 100

@@ -33,6 +33,7 @@ from stoker.bench.cache import SYSTEM, TOOLS, WorkloadModel, input_units
 from stoker.cache.keys import KeyShards
 from stoker.cache.models import model_info
 from stoker.clock import FrozenClock
+from stoker.config import DEFAULT_MODEL
 from stoker.providers.sim.engine import SimEngine
 from stoker.providers.sim.provider import SimProvider
 from stoker.wire.record import CacheRecord
@@ -40,7 +41,7 @@ from stoker.wire.record import CacheRecord
 Mode = Literal["per session", "one key", "sharded"]
 MODES: tuple[Mode, ...] = ("per session", "one key", "sharded")
 WIRES = {  # the model each wire runs: Anthropic, OpenAI routing by itself, OpenAI by key
-    "anthropic": "claude-sonnet-4-6",
+    "anthropic": DEFAULT_MODEL,
     "openai (gpt-5.6, regime N)": "gpt-5.6",
     "openai (gpt-5, regime L)": "gpt-5",
 }

@@ -28,6 +28,11 @@
     hourly_usd = 5.0              # optional: the most all sessions spend in any hour
     total_usd = 100.0             # optional: the most this process ever spends
 
+    [timeouts]                    # each provider call; why these: stoker.providers.retry.Timeouts
+    connect_seconds = 10          # no connection: retried
+    first_byte_seconds = 120      # a streamed answer that does not start: retried
+    total_seconds = 600           # the whole call, retries included: 504 provider_timeout
+
     [[users]]
     id = "alice"
     token_sha256 = "..."          # or token = "..." (hashed when loaded, never kept)
@@ -54,6 +59,7 @@ from stoker.config import DEFAULT_LIMITS, Config, GatewayLimits, repr_without_se
 from stoker.errors import ConfigError
 from stoker.gateway.auth import TokenTable, token_digest
 from stoker.gateway.session_settings import SessionSettings, parse_reasoning
+from stoker.providers.retry import Timeouts
 
 
 class _Strict(BaseModel):
@@ -97,6 +103,15 @@ class _KeepWarm(_Strict):
     total_usd: float | None = Field(default=None, ge=0)
 
 
+_TIMEOUTS = Timeouts()
+
+
+class _Timeouts(_Strict):
+    connect_seconds: float = Field(default=_TIMEOUTS.connect, gt=0)
+    first_byte_seconds: float = Field(default=_TIMEOUTS.first_byte, gt=0)
+    total_seconds: float = Field(default=_TIMEOUTS.total, gt=0)
+
+
 class _User(_Strict):
     id: str
     token_sha256: str | None = None
@@ -111,6 +126,7 @@ class _File(_Strict):
     limits: _Limits = _Limits()
     cache: _Cache = _Cache()
     keep_warm: _KeepWarm = _KeepWarm()
+    timeouts: _Timeouts = _Timeouts()
     users: list[_User] = []
 
 
@@ -134,6 +150,7 @@ class GatewayConfig:
     keep_warm: bool = True
     keep_warm_limits: SpendLimits = field(default_factory=SpendLimits)
     cache_key_scope: Literal["agent", "user"] = "agent"
+    timeouts: Timeouts = field(default_factory=Timeouts)
 
     def __repr__(self) -> str:
         return repr_without_secrets(self)
@@ -230,4 +247,9 @@ def load_config(path: str | Path | None, *, env: Mapping[str, str]) -> GatewayCo
             hourly_usd=f.keep_warm.hourly_usd, total_usd=f.keep_warm.total_usd
         ),
         cache_key_scope=f.cache.key_scope,
+        timeouts=Timeouts(
+            connect=f.timeouts.connect_seconds,
+            first_byte=f.timeouts.first_byte_seconds,
+            total=f.timeouts.total_seconds,
+        ),
     )

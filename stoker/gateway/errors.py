@@ -9,10 +9,13 @@
         ├── Conflict             409 conflict: the stored session cannot be continued as is
         ├── PayloadTooLarge      413 payload_too_large: body or message over the limit
         ├── UnsupportedMediaType 415 unsupported_media_type: a body sent as another type
-        └── UpstreamError        502 provider_error: the provider call failed
+        ├── UpstreamError        502 provider_error: the provider failed or answered nonsense
+        └── UpstreamTimeout      504 provider_timeout: the provider did not answer in time
 
 Another user's session is a `NotFound`, worded exactly like a missing one, so a
-response never tells whether an id exists.
+response never tells whether an id exists. A provider failure is the provider's fault,
+never the gateway's: a malformed answer (HTML, an empty body, the wrong JSON, a stream
+of garbage) is a 502 like a 5xx, not a 500 `internal`.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from stoker.errors import (
     ConfigError,
     PrefixError,
     ProviderError,
+    ProviderTimeout,
     SessionNotFound,
     StokerError,
     ToolError,
@@ -82,6 +86,11 @@ class UpstreamError(GatewayError):
     type = "provider_error"
 
 
+class UpstreamTimeout(GatewayError):
+    status = 504
+    type = "provider_timeout"
+
+
 def as_gateway_error(exc: StokerError) -> GatewayError:
     """The HTTP face of a library error (a message written for users, kept as is)."""
     if isinstance(exc, GatewayError):
@@ -92,6 +101,8 @@ def as_gateway_error(exc: StokerError) -> GatewayError:
         return BadRequest(str(exc))
     if isinstance(exc, PrefixError):
         return Conflict(str(exc))
+    if isinstance(exc, ProviderTimeout):
+        return UpstreamTimeout(str(exc))
     if isinstance(exc, ProviderError):
         return UpstreamError(str(exc))
     return GatewayError(str(exc))

@@ -24,7 +24,8 @@ def _errors(*codes: int) -> dict[str, Any]:
         409: "The stored session cannot be continued as configured",
         413: "Body or message over the limit",
         415: "A body sent as anything but application/json (UTF-8)",
-        502: "The provider failed",
+        502: "The provider failed or answered something that is not a response",
+        504: "The provider did not answer within the configured timeouts",
     }
     return {str(c): _json(_ERROR, words[c]) for c in codes}
 
@@ -161,6 +162,7 @@ def openapi_document() -> dict[str, Any]:
                     413,
                     415,
                     502,
+                    504,
                     parameters=[*_SID, _IDEMPOTENCY, _STREAM],
                     requestBody=_body(text_body),
                 )
@@ -203,6 +205,7 @@ def openapi_document() -> dict[str, Any]:
                     413,
                     415,
                     502,
+                    504,
                     parameters=[
                         {"name": "X-Stoker-Session", "in": "header", "schema": {"type": "string"}},
                         _IDEMPOTENCY,

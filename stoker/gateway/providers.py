@@ -1,19 +1,22 @@
 """Where the gateway gets providers, and how it times them.
 
 The seam is one callable from a `ProviderRoute` to a `Provider`, so tests hand in a
-shared simulator and a deployment uses `stoker.providers.select`. Every provider the
-gateway uses is wrapped in `TimedProvider`, so the time spent in provider calls can be
-told apart from the gateway's own (`stoker.gateway.timing`).
+shared simulator and a deployment uses `stoker.providers.select` with the retry policy
+and timeouts of the gateway's config (`factory_for`). Every provider the gateway
+uses is wrapped in `TimedProvider`, so the time spent in provider calls can be told
+apart from the gateway's own (`stoker.gateway.timing`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 
 from stoker.config import Config
 from stoker.gateway.timing import provider_call
 from stoker.providers.base import CallContext, Completion, Provider, ProviderWrapper
+from stoker.providers.retry import RetryPolicy
 from stoker.providers.select import select_provider
 from stoker.providers.sim.provider import SimProvider
 from stoker.wire.request import Request
@@ -35,9 +38,10 @@ ProviderFactory = Callable[[ProviderRoute], Provider]
 _SIM_APIS = {"chat": "openai_chat", "responses": "openai_responses"}
 
 
-def default_provider_factory(route: ProviderRoute) -> Provider:
+def default_provider_factory(route: ProviderRoute, *, retry: RetryPolicy | None = None) -> Provider:
     """The simulator for "sim" (without keeping payloads: a server runs for days), else
-    `select_provider` with the route's key and base URL as its settings."""
+    `select_provider` with the route's key and base URL as its settings and `retry`
+    (default: `RetryPolicy()`, with the default `Timeouts`)."""
     if route.provider == "sim":
         api = _SIM_APIS.get(route.api_mode or "", route.api_mode or "openai_responses")
         return SimProvider(keep_requests=False, openai_api=api)
@@ -57,7 +61,12 @@ def default_provider_factory(route: ProviderRoute) -> Provider:
         if kind == "openai-compatible"
         else f"{kind}:{route.model}"
     )
-    return select_provider(spec, config=config).provider
+    return select_provider(spec, config=config, retry=retry).provider
+
+
+def factory_for(retry: RetryPolicy) -> ProviderFactory:
+    """`default_provider_factory` with `retry`: how the gateway's `[timeouts]` reach the SDKs."""
+    return partial(default_provider_factory, retry=retry)
 
 
 class TimedProvider(ProviderWrapper):

@@ -18,8 +18,9 @@ from starlette.applications import Starlette
 from stoker.errors import ConfigError
 from stoker.gateway.app import create_app
 from stoker.gateway.config import GatewayConfig
-from stoker.gateway.providers import ProviderFactory, default_provider_factory
+from stoker.gateway.providers import ProviderFactory, factory_for
 from stoker.gateway.service import Gateway
+from stoker.providers.retry import RetryPolicy
 from stoker.store import open_store
 from stoker.store.base import SqlEventStore
 from stoker.tools import ToolRegistry
@@ -30,9 +31,10 @@ def build_gateway(
     config: GatewayConfig,
     *,
     store: SqlEventStore | None = None,
-    provider_factory: ProviderFactory = default_provider_factory,
+    provider_factory: ProviderFactory | None = None,
 ) -> Gateway:
-    """A gateway as `config` describes it (the store from `config.database` unless given)."""
+    """A gateway as `config` describes it (the store from `config.database` unless given;
+    providers from `select_provider` with the config's timeouts unless a factory is given)."""
     if store is None:
         if config.database is None:
             raise ConfigError(
@@ -46,7 +48,7 @@ def build_gateway(
         store=store,
         defaults=config.defaults,
         api_key=config.api_key,
-        provider_factory=provider_factory,
+        provider_factory=provider_factory or factory_for(RetryPolicy(timeouts=config.timeouts)),
         registry=registry,
         cache_size=config.limits.cache_size,
         idle_ttl=config.limits.idle_ttl,

@@ -11,14 +11,13 @@ order. The SDK brings auth, headers and connection handling; its retries are off
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
 
 import anthropic
 
 from stoker.cache.models import ModelInfo, fallback_info
 from stoker.clock import Clock, SystemClock
 from stoker.errors import ConfigError
-from stoker.providers._sdk import ClosesClient, LoopBoundClient, is_auth, mapped_error, send
+from stoker.providers._sdk import Answer, ClosesClient, LoopBoundClient, Target, send
 from stoker.providers.base import CallContext, Completion
 from stoker.providers.retry import RetryPolicy, call_with_retries
 from stoker.wire.dialects import anthropic as dialect
@@ -40,7 +39,6 @@ class AnthropicProvider(ClosesClient):
         base_url: str | None = None,
         retry: RetryPolicy | None = None,
         clock: Clock | None = None,
-        timeout: float | None = None,
         key_env: str = KEY_ENV,
     ) -> None:
         if not api_key:
@@ -49,7 +47,6 @@ class AnthropicProvider(ClosesClient):
         self.base_url = base_url
         self.retry = retry or RetryPolicy()
         self.clock: Clock = clock or SystemClock()
-        self.timeout = timeout
         self.key_env = key_env
         self._client = LoopBoundClient(self._new_client)
 
@@ -65,9 +62,11 @@ class AnthropicProvider(ClosesClient):
         return fallback_info(model, "anthropic")
 
     def _new_client(self) -> anthropic.AsyncAnthropic:
-        options: dict[str, Any] = {"timeout": self.timeout} if self.timeout else {}
         return anthropic.AsyncAnthropic(
-            api_key=self._api_key, base_url=self.base_url, max_retries=0, **options
+            api_key=self._api_key,
+            base_url=self.base_url,
+            max_retries=0,
+            timeout=self.retry.timeouts.for_sdk(),
         )
 
     async def complete(self, request: Request, context: CallContext) -> Completion:
@@ -78,33 +77,31 @@ class AnthropicProvider(ClosesClient):
         if stream != request.stream:
             request = replace(request, stream=stream)
         payload = dialect.render_request(request)
-        model = request.prefix.params.model
         started = 0.0
 
-        async def attempt() -> dict[str, Any]:
+        target = Target(
+            sdk=anthropic,
+            provider=NAME,
+            model=request.prefix.params.model,
+            key_env=self.key_env,
+            where=self.base_url or "the Anthropic API",
+            timeouts=self.retry.timeouts,
+        )
+
+        async def attempt() -> Answer:
             nonlocal started
             started = self.clock.now()
-            try:
-                return await send(
-                    self._client.get().messages,
-                    payload,
-                    stream=stream,
-                    accumulator=anthropic_stream.Accumulator(),
-                    on_text=context.on_text,
-                    provider=NAME,
-                )
-            except anthropic.APIError as exc:
-                error = mapped_error(
-                    exc,
-                    provider=NAME,
-                    model=model,
-                    key_env=self.key_env,
-                    where=self.base_url or "the Anthropic API",
-                    status_error=anthropic.APIStatusError,
-                    connection_error=anthropic.APIConnectionError,
-                )
-                raise error from (None if is_auth(exc) else exc)
+            return await send(
+                self._client.get().messages,
+                payload,
+                target=target,
+                parse=dialect.parse_response,
+                stream=stream,
+                accumulator=anthropic_stream.Accumulator(),
+                on_text=context.on_text,
+            )
 
-        body, retries = await call_with_retries(attempt, policy=self.retry, provider=NAME)
-        message, usage = dialect.parse_response(body)
-        return Completion(message=message, usage=usage, started_at=started, retries=retries)
+        answer, retries = await call_with_retries(attempt, policy=self.retry, provider=NAME)
+        return Completion(
+            message=answer.message, usage=answer.usage, started_at=started, retries=retries
+        )

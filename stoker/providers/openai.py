@@ -20,7 +20,7 @@ import openai
 from stoker.cache.models import ModelInfo, fallback_info
 from stoker.clock import Clock, SystemClock
 from stoker.errors import ConfigError
-from stoker.providers._sdk import ClosesClient, LoopBoundClient, is_auth, mapped_error, send
+from stoker.providers._sdk import Answer, ClosesClient, LoopBoundClient, Target, send
 from stoker.providers.base import CallContext, Completion
 from stoker.providers.retry import RetryPolicy, call_with_retries
 from stoker.wire.dialects import (
@@ -115,7 +115,6 @@ class OpenAIProvider(ClosesClient):
         quirks: ServerQuirks | None = None,
         retry: RetryPolicy | None = None,
         clock: Clock | None = None,
-        timeout: float | None = None,
         key_env: str = KEY_ENV,
     ) -> None:
         if not api_key:
@@ -134,7 +133,6 @@ class OpenAIProvider(ClosesClient):
         self.quirks = quirks or QUIRKS["openai" if base_url is None else "generic"]
         self.retry = retry or RetryPolicy()
         self.clock: Clock = clock or SystemClock()
-        self.timeout = timeout
         self.key_env = key_env
         self._client = LoopBoundClient(self._new_client)
 
@@ -153,10 +151,13 @@ class OpenAIProvider(ClosesClient):
         return info
 
     def _new_client(self) -> openai.AsyncOpenAI:
-        options: dict[str, Any] = {"timeout": self.timeout} if self.timeout else {}
-        if self.base_url is not None:
-            options["base_url"] = self.base_url
-        return openai.AsyncOpenAI(api_key=self._api_key, max_retries=0, **options)
+        options: dict[str, Any] = {} if self.base_url is None else {"base_url": self.base_url}
+        return openai.AsyncOpenAI(
+            api_key=self._api_key,
+            max_retries=0,
+            timeout=self.retry.timeouts.for_sdk(),
+            **options,
+        )
 
     def _prepared(self, request: Request, stream: bool) -> Request:
         changes: dict[str, Any] = {}
@@ -178,43 +179,39 @@ class OpenAIProvider(ClosesClient):
             else openai_responses_stream.Accumulator
         )
         payload = module.render_request(request)
-        model = request.prefix.params.model
         started = 0.0
 
-        async def attempt() -> dict[str, Any]:
+        target = Target(
+            sdk=openai,
+            provider=self._name,
+            model=request.prefix.params.model,
+            key_env=self.key_env,
+            where=self.base_url or "the OpenAI API",
+            timeouts=self.retry.timeouts,
+        )
+
+        async def attempt() -> Answer:
             nonlocal started
             started = self.clock.now()
             client = self._client.get()
             resource: Any = client.chat.completions if self.api == "chat" else client.responses
-            try:
-                return await send(
-                    resource,
-                    payload,
-                    stream=stream,
-                    accumulator=accumulator(),
-                    on_text=context.on_text,
-                    provider=self._name,
-                )
-            except openai.APIError as exc:
-                error = mapped_error(
-                    exc,
-                    provider=self._name,
-                    model=model,
-                    key_env=self.key_env,
-                    where=self.base_url or "the OpenAI API",
-                    status_error=openai.APIStatusError,
-                    connection_error=openai.APIConnectionError,
-                )
-                raise error from (None if is_auth(exc) else exc)
+            return await send(
+                resource,
+                payload,
+                target=target,
+                parse=module.parse_response,
+                stream=stream,
+                accumulator=accumulator(),
+                on_text=context.on_text,
+            )
 
-        body, retries = await call_with_retries(attempt, policy=self.retry, provider=self._name)
-        message, usage = module.parse_response(body)
+        answer, retries = await call_with_retries(attempt, policy=self.retry, provider=self._name)
         return Completion(
-            message=message,
-            usage=usage,
+            message=answer.message,
+            usage=answer.usage,
             started_at=started,
             retries=retries,
-            facts=self._facts(body),
+            facts=self._facts(answer.body),
         )
 
     def _facts(self, body: dict[str, Any]) -> tuple[tuple[str, str], ...]:

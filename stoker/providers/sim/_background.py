@@ -43,12 +43,19 @@ class ServedSim:
 
 @contextmanager
 def serve_in_background(
-    app: Any, *, host: str = "127.0.0.1", timeout: float = 10.0
+    app: Any,
+    *,
+    host: str = "127.0.0.1",
+    timeout: float = 10.0,
+    sock: socket.socket | None = None,
 ) -> Iterator[ServedSim]:
-    """Run `app` on a free port of `host` until the block ends."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((host, 0))
+    """Run `app` on a free port of `host` until the block ends, or on `sock`, a socket
+    already bound (a test that holds a port before its server exists, to see what a
+    client does while nothing answers there)."""
+    if sock is None:
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, 0))
     config = uvicorn.Config(
         app,
         log_config=None,  # leave the host application's logging alone
@@ -65,7 +72,8 @@ def serve_in_background(
     try:
         if not server.ready.wait(timeout):
             raise RuntimeError(f"the simulator did not start within {timeout:.0f} s")
-        yield ServedSim(url=f"http://{host}:{sock.getsockname()[1]}", app=app)
+        bound_host, port = sock.getsockname()[:2]
+        yield ServedSim(url=f"http://{bound_host}:{port}", app=app)
     finally:
         server.should_exit = True
         thread.join(timeout)

@@ -3,7 +3,9 @@
 Each dialect module offers four pure functions: `render_request(Request) -> dict`,
 `parse_request(dict) -> Request` (used by the simulator, which must see what a provider
 sees), `render_response(AssistantMessage, Usage, model) -> dict` and
-`parse_response(dict) -> (AssistantMessage, Usage)`.
+`parse_response(dict) -> (AssistantMessage, Usage)`. Parsing what a provider sent
+raises `WireError` and nothing else when it is not an answer of the API (`_shape`): a
+provider that answers 200 with garbage is then one error the adapters can retry.
 
 `parse_request(body, memo=..., trusted=...)` reads each message or item once per memo
 (a `_chain.ChainMemo`) and finds it again by content, or by identity when the caller

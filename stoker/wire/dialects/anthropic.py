@@ -25,6 +25,7 @@ from stoker.wire.blocks import (
 from stoker.wire.canonical import canonical_json
 from stoker.wire.dialects._chain import ChainMemo, remembered
 from stoker.wire.dialects._memo import rendered_history
+from stoker.wire.dialects._shape import checked, malformed, response_object
 from stoker.wire.messages import AssistantMessage, Message, UserMessage
 from stoker.wire.prefix import CacheParams, Prefix
 from stoker.wire.request import Request
@@ -272,14 +273,16 @@ def render_response(message: AssistantMessage, usage: Usage, model: str) -> dict
     }
 
 
-def parse_response(body: dict[str, Any]) -> tuple[AssistantMessage, Usage]:
-    """The assistant message (exact blocks) and normalized usage of a response body."""
-    try:
+def parse_response(body: Any) -> tuple[AssistantMessage, Usage]:
+    """The assistant message (exact blocks) and normalized usage of a response body;
+    a `WireError` for anything that is not a Messages response."""
+    what = "Anthropic response"
+    body = response_object(body, "content", what)
+    with malformed(what):
         message = AssistantMessage(
-            content=_parse_content(body.get("content") or []),
+            content=_parse_content(body["content"]),
             stop_reason=body.get("stop_reason") or "end_turn",
             id=body.get("id", ""),
         )
-    except (KeyError, TypeError) as exc:
-        raise WireError(f"malformed Anthropic response: {exc!r}") from exc
-    return message, parse_usage(body.get("usage") or {})
+        usage = parse_usage(body.get("usage") or {})
+    return checked(message, usage, what)

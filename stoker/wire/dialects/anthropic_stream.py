@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from stoker.errors import ProviderError, WireError
+from stoker.wire.dialects._shape import malformed
 from stoker.wire.dialects.sse import event_json, frame, pieces
 
 # HTTP status <-> `error.type` of Anthropic's error bodies and mid-stream `error` events.
@@ -108,7 +109,10 @@ class Accumulator:
 
     def feed_frame(self, data: str) -> str | None:
         event = event_json(data)
-        return self.feed(event) if event is not None else None
+        if event is None:
+            return None
+        with malformed(f"stream event {data[:120]!r}"):
+            return self.feed(event)
 
     def feed(self, event: dict[str, Any]) -> str | None:
         kind = event.get("type")
@@ -176,4 +180,5 @@ class Accumulator:
         message = self._started()
         if not self.done:
             raise WireError("the stream ended before message_stop")
-        return {**message, "content": [self._blocks[i] for i in sorted(self._blocks)]}
+        with malformed("streamed Anthropic response"):  # block indexes of mixed types
+            return {**message, "content": [self._blocks[i] for i in sorted(self._blocks)]}

@@ -51,6 +51,7 @@ from stoker.wire.dialects._openai_common import (
     tool_bytes,
     tool_params,
 )
+from stoker.wire.dialects._shape import checked, malformed, response_object
 from stoker.wire.messages import AssistantMessage, Message
 from stoker.wire.prefix import CacheParams, Prefix
 from stoker.wire.request import Request
@@ -261,17 +262,19 @@ def render_response(message: AssistantMessage, usage: Usage, model: str) -> dict
     }
 
 
-def parse_response(body: dict[str, Any]) -> tuple[AssistantMessage, Usage]:
-    """The assistant message (arguments exactly as received) and normalized usage."""
-    try:
+def parse_response(body: Any) -> tuple[AssistantMessage, Usage]:
+    """The assistant message (arguments exactly as received) and normalized usage; a
+    `WireError` for anything that is not a ChatCompletion."""
+    what = "ChatCompletion"
+    body = response_object(body, "choices", what)
+    with malformed(what):
         choice = body["choices"][0]
         blocks = _assistant_blocks(choice["message"])
-    except (KeyError, IndexError, TypeError) as exc:
-        raise WireError(f"malformed ChatCompletion: {exc!r}") from exc
-    if any(isinstance(b, ToolUseBlock) for b in blocks):
-        stop = "tool_use"
-    else:
-        stop = "max_tokens" if choice.get("finish_reason") == "length" else "end_turn"
-    content = with_call_ids(blocks, body)
-    message = AssistantMessage(content=content, stop_reason=stop, id=body.get("id", ""))
-    return message, parse_usage(body.get("usage") or {}, body.get("timings"))
+        if any(isinstance(b, ToolUseBlock) for b in blocks):
+            stop = "tool_use"
+        else:
+            stop = "max_tokens" if choice.get("finish_reason") == "length" else "end_turn"
+        content = with_call_ids(blocks, body)
+        message = AssistantMessage(content=content, stop_reason=stop, id=body.get("id", ""))
+        usage = parse_usage(body.get("usage") or {}, body.get("timings"))
+    return checked(message, usage, what)

@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from stoker.errors import ProviderError
+from stoker.wire.dialects._shape import malformed
 from stoker.wire.dialects.sse import DONE, event_json, frame, pieces
 
 
@@ -86,7 +87,8 @@ class Accumulator:
         if event is None:
             self.done = True
             return None
-        return self.feed(event)
+        with malformed(f"stream chunk {data[:120]!r}"):
+            return self.feed(event)
 
     def feed(self, chunk: dict[str, Any]) -> str | None:
         if "error" in chunk:  # some servers report a failure as a chunk
@@ -135,15 +137,8 @@ class Accumulator:
 
     def body(self) -> dict[str, Any]:
         """The ChatCompletion the chunks described."""
-        message: dict[str, Any] = {"role": "assistant"}
-        if "reasoning_content" in self._text:
-            message["reasoning_content"] = "".join(self._text["reasoning_content"])
-        content = self._text.get("content")
-        message["content"] = "".join(content) if content else None
-        if self._calls:
-            message["tool_calls"] = [self._calls[i] for i in sorted(self._calls)]
-        refusal = self._text.get("refusal")
-        message["refusal"] = "".join(refusal) if refusal else None
+        with malformed("streamed ChatCompletion"):  # text pieces or call indexes of odd types
+            message = self._message()
         out: dict[str, Any] = {
             "id": self._head.get("id") or "",
             "object": "chat.completion",
@@ -157,3 +152,15 @@ class Accumulator:
         if self._timings is not None:
             out["timings"] = self._timings
         return out
+
+    def _message(self) -> dict[str, Any]:
+        message: dict[str, Any] = {"role": "assistant"}
+        if "reasoning_content" in self._text:
+            message["reasoning_content"] = "".join(self._text["reasoning_content"])
+        content = self._text.get("content")
+        message["content"] = "".join(content) if content else None
+        if self._calls:
+            message["tool_calls"] = [self._calls[i] for i in sorted(self._calls)]
+        refusal = self._text.get("refusal")
+        message["refusal"] = "".join(refusal) if refusal else None
+        return message

@@ -58,6 +58,7 @@ from stoker.wire.dialects._openai_common import (
     tool_bytes,
     tool_params,
 )
+from stoker.wire.dialects._shape import checked, malformed, response_object
 from stoker.wire.messages import AssistantMessage, Message
 from stoker.wire.prefix import CacheParams, Prefix
 from stoker.wire.request import Request
@@ -292,25 +293,27 @@ def render_response(message: AssistantMessage, usage: Usage, model: str) -> dict
     }
 
 
-def parse_response(body: dict[str, Any]) -> tuple[AssistantMessage, Usage]:
-    """The assistant message (arguments exactly as received) and normalized usage."""
+def parse_response(body: Any) -> tuple[AssistantMessage, Usage]:
+    """The assistant message (arguments exactly as received) and normalized usage; a
+    `WireError` for anything that is not a Response."""
+    what = "Response"
+    body = response_object(body, "output", what)
     blocks: list[Block] = []
-    try:
-        for item in body.get("output") or ():
+    with malformed(what):
+        for item in body["output"]:
             if item["type"] == "message":
                 blocks.extend(parse_parts(item["content"]))
             elif item["type"] in ("function_call", "reasoning"):
                 blocks.append(_parse_output_block(item))
             else:
                 raise WireError(f"unsupported Responses output item {item['type']!r}")
-    except (KeyError, TypeError) as exc:
-        raise WireError(f"malformed Response: {exc!r}") from exc
-    if any(isinstance(b, ToolUseBlock) for b in blocks):
-        stop = "tool_use"
-    elif (body.get("incomplete_details") or {}).get("reason") == "max_output_tokens":
-        stop = "max_tokens"
-    else:
-        stop = "end_turn"
-    content = with_call_ids(blocks, body)
-    message = AssistantMessage(content=content, stop_reason=stop, id=body.get("id", ""))
-    return message, parse_usage(body.get("usage") or {})
+        if any(isinstance(b, ToolUseBlock) for b in blocks):
+            stop = "tool_use"
+        elif (body.get("incomplete_details") or {}).get("reason") == "max_output_tokens":
+            stop = "max_tokens"
+        else:
+            stop = "end_turn"
+        content = with_call_ids(blocks, body)
+        message = AssistantMessage(content=content, stop_reason=stop, id=body.get("id", ""))
+        usage = parse_usage(body.get("usage") or {})
+    return checked(message, usage, what)

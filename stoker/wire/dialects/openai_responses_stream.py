@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from stoker.errors import ProviderError, WireError
+from stoker.wire.dialects._shape import malformed
 from stoker.wire.dialects.sse import event_json, frame, pieces
 
 _FINAL = ("response.completed", "response.incomplete")
@@ -117,7 +118,10 @@ class Accumulator:
 
     def feed_frame(self, data: str) -> str | None:
         event = event_json(data)
-        return self.feed(event) if event is not None else None
+        if event is None:
+            return None
+        with malformed(f"stream event {data[:120]!r}"):
+            return self.feed(event)
 
     def feed(self, event: dict[str, Any]) -> str | None:
         kind = event.get("type")
@@ -142,6 +146,7 @@ class Accumulator:
         """The Response the events described."""
         if self._final is None:
             raise WireError("the stream ended before response.completed")
-        if self._final.get("output"):
-            return self._final
-        return {**self._final, "output": [self._items[i] for i in sorted(self._items)]}
+        with malformed("streamed Response"):
+            if self._final.get("output"):
+                return self._final
+            return {**self._final, "output": [self._items[i] for i in sorted(self._items)]}
