@@ -5,6 +5,13 @@ Each dialect module offers four pure functions: `render_request(Request) -> dict
 sees), `render_response(AssistantMessage, Usage, model) -> dict` and
 `parse_response(dict) -> (AssistantMessage, Usage)`.
 
+A rendered payload is its caller's own: a provider (or an SDK) may change it and the next
+request is the same. Its dicts and lists would otherwise be the lineage's render memo,
+reused by every later turn, fork and sub-agent, so one `payload["tools"].append(...)`
+would silently move the prefix of all of them. `render_request(request, shared=True)`
+returns the memo's own containers, without the copy, to a caller that never changes
+them and wants to recognize them again by identity (the simulator's accountant).
+
 `parse_request(body, memo=..., trusted=...)` reads each message or item once per memo
 (a `_chain.ChainMemo`) and finds it again by content, or by identity when the caller
 vouches the body is never mutated: the simulator parses only what a call adds.
