@@ -220,7 +220,10 @@ def test_rendering_is_memoized_and_markers_never_leak(dialect: str) -> None:
     fresh = render(dialect, Request(prefix=prefix(), messages=history()))
     assert (_markers(first), _markers(with_markers), _markers(again)) == (0, 3, 0)
     assert first == again == fresh
-    assert render(dialect, request)["tools"] is first["tools"]  # tools built once per prefix
+    shared = dialect_module(dialect).render_request(request, shared=True)["tools"]
+    # Tools are built once per prefix; what a provider gets is its own copy of them.
+    assert dialect_module(dialect).render_request(request, shared=True)["tools"] is shared
+    assert render(dialect, request)["tools"] is not shared
     assert all(dialect in m.wire_memo for m in request.messages)
 
 

@@ -17,6 +17,7 @@ from stoker.clock import Clock, SystemClock
 from stoker.providers.base import CallContext, Completion
 from stoker.providers.sim.engine import SimEngine
 from stoker.wire.dialects import dialect_module
+from stoker.wire.dialects._memo import detached
 from stoker.wire.request import Request
 
 COLD = (
@@ -70,16 +71,17 @@ class SimProvider:
     async def complete(self, request: Request, context: CallContext) -> Completion:
         dialect = self.dialect_for(request.prefix.params.model)
         module = dialect_module(dialect)
-        payload = module.render_request(request)
+        # Shared, so the accountant finds old blocks by identity; trusted, because the
+        # shared payload reaches no one else (`requests` keeps a copy a test may change).
+        payload = module.render_request(request, shared=True)
         started = self.clock.now()
-        # Trusted: the dialects render from frozen values and never change a rendered dict.
         result = self.engine.handle(
             dialect, payload, at=started, workspace=self.workspace, trusted=True
         )
         if self.latency:
             await asyncio.sleep(self.latency)
         if self.keep_requests:
-            self.requests.append(payload)
+            self.requests.append(detached(payload))
             self.outcomes.append(result.outcome)
         message, usage = module.parse_response(result.body)
         if context.on_text is not None and message.text:

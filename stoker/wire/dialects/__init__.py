@@ -7,6 +7,13 @@ sees), `render_response(AssistantMessage, Usage, model) -> dict` and
 raises `WireError` and nothing else when it is not an answer of the API (`_shape`): a
 provider that answers 200 with garbage is then one error the adapters can retry.
 
+A rendered payload is its caller's own: a provider (or an SDK) may change it and the next
+request is the same. Its dicts and lists would otherwise be the lineage's render memo,
+reused by every later turn, fork and sub-agent, so one `payload["tools"].append(...)`
+would silently move the prefix of all of them. `render_request(request, shared=True)`
+returns the memo's own containers, without the copy, to a caller that never changes
+them and wants to recognize them again by identity (the simulator's accountant).
+
 `parse_request(body, memo=..., trusted=...)` reads each message or item once per memo
 (a `_chain.ChainMemo`) and finds it again by content, or by identity when the caller
 vouches the body is never mutated: the simulator parses only what a call adds.

@@ -4,6 +4,11 @@ A session passes one memo dict per lineage in `Request.render_memo`; a dialect k
 the wire items it rendered so far and renders only the messages appended since, so a
 turn costs the same at message 10 and at message 10,000. Without a memo every message
 is rendered (each message still memoizes its own wire form).
+
+The memo's dicts and lists are reused by every later request of the lineage, its forks
+and its sub-agents, so they must never reach code that could change them: a payload
+leaves a dialect `detached` unless its caller asks for the shared containers and
+promises never to change them.
 """
 
 from __future__ import annotations
@@ -31,3 +36,30 @@ def rendered_history(
         items.extend(render(m))
     memo[dialect] = (len(messages), items, messages[-1] if messages else None)
     return list(items)
+
+
+def detached(payload: dict[str, Any]) -> dict[str, Any]:
+    """A copy of every dict and list in `payload`; strings and numbers are shared, being
+    immutable. A provider may then change its payload without changing the prefix.
+
+    Iterative, not recursive: tool-call arguments can nest as deep as the JSON parser
+    goes, deeper than Python's recursion limit allows from inside a turn.
+    """
+    root = payload.copy()
+    stack: list[dict[str, Any] | list[Any]] = [root]
+    pop, push = stack.pop, stack.append
+    while stack:
+        container = pop()
+        if isinstance(container, dict):
+            for key, value in container.items():
+                kind = type(value)
+                if kind is dict or kind is list:
+                    container[key] = value = value.copy()
+                    push(value)
+        else:
+            for i, value in enumerate(container):
+                kind = type(value)
+                if kind is dict or kind is list:
+                    container[i] = value = value.copy()
+                    push(value)
+    return root

@@ -24,7 +24,7 @@ from stoker.wire.blocks import (
 )
 from stoker.wire.canonical import canonical_json
 from stoker.wire.dialects._chain import ChainMemo, remembered
-from stoker.wire.dialects._memo import rendered_history
+from stoker.wire.dialects._memo import detached, rendered_history
 from stoker.wire.dialects._shape import checked, malformed, response_object
 from stoker.wire.messages import AssistantMessage, Message, UserMessage
 from stoker.wire.prefix import CacheParams, Prefix
@@ -103,8 +103,9 @@ def _marker(ttl: str) -> dict[str, str]:
     return {"type": "ephemeral", "ttl": ttl}
 
 
-def render_request(request: Request) -> dict[str, Any]:
-    """The Messages API body for `request` (a dict an SDK or an HTTP client can send)."""
+def render_request(request: Request, *, shared: bool = False) -> dict[str, Any]:
+    """The Messages API body for `request` (a dict an SDK or an HTTP client can send);
+    its containers are the caller's own unless `shared` (see `stoker.wire.dialects`)."""
     prefix = request.prefix
     tools = _tools(prefix)
     system: list[dict[str, Any]] = (
@@ -139,7 +140,7 @@ def render_request(request: Request) -> dict[str, Any]:
         body["output_config"] = {"effort": prefix.params.effort}
     if request.stream:
         body["stream"] = True
-    return body
+    return body if shared else detached(body)
 
 
 def _parse_block(data: dict[str, Any]) -> Block:

@@ -31,7 +31,7 @@ from stoker.wire.blocks import (
 )
 from stoker.wire.dialects._call_ids import with_call_ids
 from stoker.wire.dialects._chain import ChainMemo
-from stoker.wire.dialects._memo import rendered_history
+from stoker.wire.dialects._memo import detached, rendered_history
 from stoker.wire.dialects._openai_common import (
     Anchor,
     Event,
@@ -108,8 +108,9 @@ def _named(name: str) -> dict[str, Any]:
     return {"type": "function", "function": {"name": name}}
 
 
-def render_request(request: Request) -> dict[str, Any]:
-    """The body of `client.chat.completions.create(**body)` for `request`."""
+def render_request(request: Request, *, shared: bool = False) -> dict[str, Any]:
+    """The body of `client.chat.completions.create(**body)` for `request`; its containers
+    are the caller's own unless `shared` (see `stoker.wire.dialects`)."""
     prefix = request.prefix
     params: CacheParams = prefix.params
     system = [{"role": "system", "content": prefix.system}] if prefix.system else []
@@ -134,7 +135,7 @@ def render_request(request: Request) -> dict[str, Any]:
     if request.stream:
         body["stream"] = True
         body["stream_options"] = {"include_usage": True}  # usage is omitted from streams otherwise
-    return body
+    return body if shared else detached(body)
 
 
 def _assistant_blocks(message: dict[str, Any]) -> list[Block]:

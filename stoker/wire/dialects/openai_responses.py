@@ -39,7 +39,7 @@ from stoker.wire.blocks import (
 )
 from stoker.wire.dialects._call_ids import with_call_ids
 from stoker.wire.dialects._chain import ChainMemo
-from stoker.wire.dialects._memo import rendered_history
+from stoker.wire.dialects._memo import detached, rendered_history
 from stoker.wire.dialects._openai_common import (
     Event,
     Rendered,
@@ -133,8 +133,9 @@ def _tool(name: str, description: str | None, parameters: Any) -> dict[str, Any]
     return {**tool, "parameters": parameters, "strict": False}
 
 
-def render_request(request: Request) -> dict[str, Any]:
-    """The body of `client.responses.create(**body)` for `request`."""
+def render_request(request: Request, *, shared: bool = False) -> dict[str, Any]:
+    """The body of `client.responses.create(**body)` for `request`; its containers are
+    the caller's own unless `shared` (see `stoker.wire.dialects`)."""
     prefix = request.prefix
     params: CacheParams = prefix.params
     system = [{"role": "developer", "content": prefix.system}] if prefix.system else []
@@ -162,7 +163,7 @@ def render_request(request: Request) -> dict[str, Any]:
     cache_fields(body, request)
     if request.stream:
         body["stream"] = True
-    return body
+    return body if shared else detached(body)
 
 
 def _item_event(item: dict[str, Any]) -> Event:
