@@ -33,6 +33,7 @@ from stoker.errors import (
     StokerError,
     StoreError,
     ToolError,
+    ToolUnavailable,
     WireError,
 )
 from stoker.integrations.errors import (
@@ -87,6 +88,7 @@ _LAZY = {
     "GatewayError": "stoker.gateway.errors",
     "NotFound": "stoker.gateway.errors",
     "PayloadTooLarge": "stoker.gateway.errors",
+    "ToolsRemoved": "stoker.gateway.errors",
     "Unauthorized": "stoker.gateway.errors",
     "UnsupportedMediaType": "stoker.gateway.errors",
     "UpstreamError": "stoker.gateway.errors",
@@ -171,8 +173,10 @@ __all__ = [
     "ToolError",
     "ToolRegistry",
     "ToolResultBlock",
+    "ToolUnavailable",
     "ToolUseBlock",
     "ToolkitUnavailable",
+    "ToolsRemoved",
     "Toolset",
     "TurnResult",
     "Unauthorized",

@@ -14,6 +14,7 @@ what went wrong and what to do about it.
     │   ├── ResumeMismatch       the runtime agent differs from the stored session (every field)
     │   └── MissingTools         tools used in the stored history have no implementation now
     ├── ToolError                a tool is missing or badly defined (not for a model's bad call)
+    │   ├── ToolUnavailable      the session advertises a tool this runtime cannot run now
     │   └── SpawnDepthExceeded   a sub-agent would nest deeper than the configured limit
     ├── StoreError               the session database cannot be used as it is
     │   └── SessionNotFound      no session with that id in the store
@@ -105,6 +106,20 @@ class MissingTools(PrefixError):
 
 class ToolError(StokerError):
     """A tool definition or lookup problem on the program's side."""
+
+
+class ToolUnavailable(ToolError):
+    """A call to a tool the session's prefix advertises but this runtime cannot run now
+    (its toolset is not registered: the server is down, or this replica started without
+    it). Raised inside the call, so the model reads it as the tool's error result."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(
+            f"`{name}` is unavailable right now: its toolset is not connected to this "
+            "runtime (a server may be down, or it was turned off). It may come back later; "
+            "carry on without it, or try it again in a later turn."
+        )
+        self.name = name
 
 
 class SpawnDepthExceeded(ToolError):

@@ -105,13 +105,16 @@ async def test_removing_an_unused_tool_on_resume_is_allowed(store: SqlEventStore
 
 
 async def test_removing_a_used_tool_fails_listing_it(store: SqlEventStore) -> None:
-    _, _, session = await _session_with_history(store)
-    registry = make_registry()
-    registry.unregister("files")
-    agent, _ = sim_agent(registry=registry)
-    with pytest.raises(MissingTools, match="read_file") as info:
-        await agent.open(store, session.id, create=False)
-    assert info.value.names == ["read_file"]
+    # A tool the agent defines itself; one from a registry toolset that is not registered
+    # is an outage instead (tests/test_toolset_outage.py).
+    model = ScriptedModel([Call(name="extra_tool", arguments={"text": "x"}), "done"])
+    agent, _ = sim_agent(model=model, registry=make_registry(), tools=[extra_tool])
+    session = agent.session(store=store)
+    await session.send("use the extra tool")
+    without, _ = sim_agent(registry=make_registry())
+    with pytest.raises(MissingTools, match="extra_tool") as info:
+        await without.open(store, session.id, create=False)
+    assert info.value.names == ["extra_tool"]
 
 
 async def test_changed_model_fails_listing_old_and_new(store: SqlEventStore) -> None:

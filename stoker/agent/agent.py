@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Literal
 
-from stoker.agent.integrations import Integrations, use_toolkit_tool
+from stoker.agent.integrations import USE_TOOLKIT, Integrations, use_toolkit_tool
 from stoker.agent.resume import ToolsMode
 from stoker.agent.review import ReviewConfig
 from stoker.agent.session import Session
@@ -120,21 +120,38 @@ class Agent:
 
     def resolved_tools(self) -> tuple[Tool, ...]:
         """Registry toolsets plus loose tools, sorted by wire name; a name used twice fails."""
-        found: dict[str, Tool] = {}
         registry_tools = (
             self.registry.resolve(self.toolsets, self.disabled_toolsets) if self.registry else ()
         )
+        return self._merged(registry_tools)
+
+    def available_tools(self) -> tuple[Tool, ...]:
+        """What `resolved_tools` gives without the toolsets that are not registered now.
+
+        What a session that already has its prefix can run: a selected toolset missing
+        from the registry is down, and its tools stay in the prefix as unavailable.
+        """
+        registry_tools = (
+            self.registry.available(self.toolsets, self.disabled_toolsets) if self.registry else ()
+        )
+        return self._merged(registry_tools)
+
+    def _own_tools(self) -> tuple[Tool, ...]:
+        """The tools this agent defines itself (`tools`, the toolkit tool): never down."""
         toolkit_tools = (use_toolkit_tool(self.integrations),) if self.integrations else ()
-        loose = [t for item in self.tools for t in _tools_of(item)]
-        for t in (*registry_tools, *loose, *toolkit_tools):
+        return (*(t for item in self.tools for t in _tools_of(item)), *toolkit_tools)
+
+    def _merged(self, registry_tools: Sequence[Tool]) -> tuple[Tool, ...]:
+        found: dict[str, Tool] = {}
+        for t in (*registry_tools, *self._own_tools()):
             if t.name in found and found[t.name] != t:
                 raise ToolError(f"two different tools are named {t.name!r}; rename one of them")
             found[t.name] = t
         return tuple(found[name] for name in sorted(found))
 
     def build_prefix(self, *, new_lineage: bool = False) -> Prefix:
-        """The frozen prefix a new session will send for its whole life. A new lineage's
-        on OpenAI carries its cache-key slot, chosen now (`stoker.cache.keys`)."""
+        """The frozen prefix a new session will send for its whole life. On OpenAI, a new
+        lineage's prefix carries its cache-key slot, chosen now (`stoker.cache.keys`)."""
         prefix = Prefix(
             params=CacheParams(
                 model=self.model,
@@ -160,7 +177,9 @@ class Agent:
 
         Inputs, not outputs: the system prompt's base text and sections are hashed (the
         built prompt carries the creation date, which a resume days later must not
-        compare). Credentials and callbacks are never part of it.
+        compare). Credentials and callbacks are never part of it. `own_tools` is not
+        compared: it tells a resume which tools came from the registry (a missing one is
+        an outage) and which the agent defines itself (a missing one was removed).
         """
         return {
             "agent_name": self.name,
@@ -174,6 +193,10 @@ class Agent:
             "parallel_tool_calls": self.parallel_tool_calls,
             "toolsets": list(self.toolsets) if self.toolsets is not None else None,
             "disabled_toolsets": list(self.disabled_toolsets),
+            "own_tools": sorted(
+                {t.name for item in self.tools for t in _tools_of(item)}
+                | ({USE_TOOLKIT} if self.integrations else set())
+            ),
         }
 
     def session(
@@ -221,5 +244,5 @@ class Agent:
             create=create,
             tools=tools,
             interrupted=interrupted,
-            prefix=self.build_prefix(new_lineage=True),
+            new_prefix=lambda: self.build_prefix(new_lineage=True),
         )

@@ -23,6 +23,8 @@ from stoker.integrations import (
 )
 from stoker.tools import Tool, ToolContext, tool
 
+USE_TOOLKIT = "use_toolkit"
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Integrations:
@@ -35,7 +37,7 @@ class Integrations:
 def use_toolkit_tool(integrations: Integrations) -> Tool:
     """`use_toolkit`: one schema for every toolkit, so connecting one changes no bytes."""
 
-    @tool(name="use_toolkit")
+    @tool(name=USE_TOOLKIT)
     async def use_toolkit(
         toolkit: str, name: str, arguments: dict[str, Any] | None = None, *, context: ToolContext
     ) -> str:

@@ -6,6 +6,15 @@ looked at; otherwise every tool used in history (an index the store keeps) must 
 implemented, added or unused-and-removed tools change nothing that is sent, and
 `tools="reconcile"` turns the runtime list into a declared rebase. Everything else that
 shapes the prefix is compared strictly and every difference is reported at once.
+
+Outage or removal: the toolset selection (`toolsets`, `disabled_toolsets`) is compared
+strictly, so a resume that passes has the configuration the session was stored with.
+A stored tool the runtime lacks then either came from a registry toolset that is not
+registered now (its server is down, this process started without it): an outage, and
+the tool stays in `tools[]` as unavailable; or it is one the agent defined itself
+(`own_tools` in the stored config) and the code no longer has: a removal, refused when
+history used it. Changing the selection is the deliberate way to drop a toolset, and it
+goes through `Session.rebase`.
 """
 
 from __future__ import annotations
@@ -15,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from stoker.errors import MissingTools, ResumeMismatch
-from stoker.tools import Tool
+from stoker.tools import Tool, unavailable_tool
 from stoker.wire.stored import StoredSession
 
 ToolsMode = Literal["keep", "reconcile"]
@@ -71,13 +80,20 @@ def reconcile(
     if tuple(t.spec_bytes for t in tools) == stored.prefix.tools:  # fast path
         return Reconciled(implementations=by_name)
 
-    missing = sorted(stored.used_tools - by_name.keys())
-    if missing:
-        raise MissingTools(stored.id, missing)
+    # Sessions stored before `own_tools` was recorded count every tool as a registry's.
+    own = set(stored.config.get("own_tools") or ())
+    removed = sorted((stored.used_tools - by_name.keys()) & own)
+    if removed:
+        raise MissingTools(stored.id, removed)
     if mode == "keep":
         advertised = set(stored.prefix.tool_names)
         return Reconciled(implementations={n: t for n, t in by_name.items() if n in advertised})
+    down = {
+        name: unavailable_tool(spec)
+        for name, spec in zip(stored.prefix.tool_names, stored.prefix.tools, strict=True)
+        if name not in by_name and name not in own
+    }
     added = sorted(by_name.keys() - set(stored.prefix.tool_names))
-    removed = sorted(set(stored.prefix.tool_names) - by_name.keys())
-    reason = f"tools reconciled on resume: added {added}, removed {removed}"
-    return Reconciled(implementations=by_name, declared_break=reason)
+    dropped = sorted(set(stored.prefix.tool_names) - by_name.keys() - down.keys())
+    reason = f"tools reconciled on resume: added {added}, removed {dropped}"
+    return Reconciled(implementations={**by_name, **down}, declared_break=reason)

@@ -40,9 +40,9 @@ from stoker.cache.planner import plan
 from stoker.cache.pricing import cost_usd
 from stoker.cache.record import build_record, notify
 from stoker.cache.time_policy import WarmPlan, decide, lifetimes, retention
-from stoker.errors import ConfigError, PrefixError, SessionNotFound
+from stoker.errors import ConfigError, PrefixError, SessionNotFound, ToolError
 from stoker.providers.base import CallContext, Completion
-from stoker.tools import DispatchPolicy, Tool, ToolContext, run_tool_calls
+from stoker.tools import DispatchPolicy, Tool, ToolContext, run_tool_calls, unavailable_tool
 from stoker.wire.blocks import TextBlock, ToolResultBlock, ToolUseBlock
 from stoker.wire.events import (
     CacheRecorded,
@@ -141,11 +141,13 @@ class Session:
         create: bool = True,
         tools: ToolsMode = "keep",
         interrupted: Literal["record", "rerun"] = "record",
-        prefix: Prefix | None = None,
+        new_prefix: Callable[[], Prefix] | None = None,
     ) -> Session:
         """The stored session `session_id` continued by `agent`, or (when `create`) a new
         one stored at once under that id (a fresh id when None). See `starts.resume_start`
-        for what a resume sends and refuses. `prefix` is the new session's, when it is new.
+        for what a resume sends and refuses. `new_prefix` builds the prefix of a new
+        session; a resume never calls it (a toolset that is down must not stop a session
+        that already has its tools).
         """
         start: SessionStart | None = None
         if session_id is not None:
@@ -158,7 +160,7 @@ class Session:
                 start = resume_start(
                     stored,
                     config=agent.config_snapshot(),
-                    tools=agent.resolved_tools(),
+                    tools=agent.available_tools(),
                     mode=tools,
                     rerun=interrupted == "rerun",
                     cost=lambda usage: cost_usd(
@@ -166,10 +168,10 @@ class Session:
                     ),
                 )
         if start is None:
-            if prefix is None:
+            if new_prefix is None:
                 raise ConfigError("a new session needs its prefix (agent.open passes it)")
             start = new_start(
-                prefix=prefix,
+                prefix=new_prefix(),
                 config=agent.config_snapshot(),
                 now=agent.clock.now(),
                 session_id=session_id,
@@ -456,7 +458,7 @@ class Session:
             )
         async with self._lock:
             self._agent = agent
-            self._tools = {**self._tools, **self._advertised(self._prefix)}
+            self._tools = self._advertised(self._prefix, known=self._tools)
             changes = {**wanted, **(config or {})}
             await self._emit(ConfigChanged(session_id=self._id, changes=changes))
 
@@ -619,10 +621,25 @@ class Session:
 
     # -- helpers ------------------------------------------------------------------------------
 
-    def _advertised(self, prefix: Prefix) -> dict[str, Tool]:
-        """Runtime tools that `prefix` advertises (an unadvertised tool is unknown)."""
-        names = set(prefix.tool_names)
-        return {t.name: t for t in self._agent.resolved_tools() if t.name in names}
+    def _advertised(
+        self, prefix: Prefix, known: Mapping[str, Tool] | None = None
+    ) -> dict[str, Tool]:
+        """What a call to each tool `prefix` advertises runs (an unadvertised tool is
+        unknown): the agent's tool, else the one in `known`, else, when its toolset is not
+        registered now, a stand-in answering that it is unavailable. An outage keeps the
+        prefix as it is: dropping the tools would cost a rewrite when they go and another
+        when they come back."""
+        runtime = {t.name: t for t in self._agent.available_tools()}
+        found: dict[str, Tool] = {}
+        for name, spec in zip(prefix.tool_names, prefix.tools, strict=True):
+            chosen = runtime.get(name) or (known or {}).get(name)
+            if chosen is None:
+                try:
+                    chosen = unavailable_tool(spec)
+                except ToolError:  # a spec no stand-in can send: the tool stays unknown
+                    continue
+            found[name] = chosen
+        return found
 
     def _cost(self, usage: Usage) -> float | None:
         return cost_usd(usage, self._info())

@@ -6,6 +6,7 @@ Only the CLI imports this package (a test keeps the layers pointing down).
     cache.py       AgentCache: LRU + idle TTL, never evicting an agent mid-turn
     signature.py   what a cached agent is keyed on (a digest of the whole key, never a prefix)
     agents.py      agents from settings; declared breaks when a rebuild changes the prefix
+    toolsets.py    outage or removal: a toolset that is down vs one the configuration dropped
     commands.py    /new /reset /clear /model /reasoning /compress /usage
     app.py         the ASGI routes; openai_compat.py, sse.py, dashboard.py, openapi.py
     config.py      `stoker serve` configuration (TOML + environment); server.py runs it

@@ -9,7 +9,7 @@ ephemeral prompt moves nothing in the prefix, and `Session.adopt` takes the new 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -20,6 +20,7 @@ from stoker.agent.system_prompt import build_system_prompt
 from stoker.clock import Clock
 from stoker.errors import ConfigError
 from stoker.gateway.session_settings import SessionSettings
+from stoker.gateway.toolsets import NOTICE_KEY, tools_after_change
 from stoker.providers.base import Provider
 from stoker.tools import ToolRegistry
 from stoker.wire.stored import StoredSession
@@ -108,22 +109,29 @@ async def apply_changes(
     wanted: SessionSettings,
     agent: Agent,
     overrides: Mapping[str, Any],
+    used: Collection[str] = (),
 ) -> None:
     """Move a resumed `session` from `built` to `wanted`: one declared break for whatever
     moves the prefix, then the new agent (whose config the store then describes, or the
-    next resume would refuse it)."""
+    next resume would refuse it). `used` names the tools history called: a toolsets
+    change keeps them advertised (see `toolsets.py`)."""
     if built == wanted:
         return
     changes = _describe(built, wanted)
+    config: dict[str, Any] = {GATEWAY_KEY: gateway_block(wanted, overrides)}
     if changes:
         toolsets_changed = (wanted.toolsets, wanted.disabled_toolsets) != (
             built.toolsets,
             built.disabled_toolsets,
         )
         reasoning_changed = wanted.reasoning != built.reasoning
+        tools = None
+        if toolsets_changed:
+            tools = tools_after_change(session.prefix, before=session.agent, after=agent, used=used)
+            config[NOTICE_KEY] = None  # applied: a later removal is a notice of its own
         await session.rebase(
             reason="gateway settings changed: " + "; ".join(changes),
-            tools=agent.resolved_tools() if toolsets_changed else None,
+            tools=tools,
             system=(
                 build_system_prompt(wanted.system, clock=agent.clock)
                 if wanted.system != built.system
@@ -133,7 +141,7 @@ async def apply_changes(
             effort=wanted.effort if reasoning_changed else INHERIT,
             thinking_budget=wanted.thinking_budget if reasoning_changed else INHERIT,
         )
-    await session.adopt(agent, config={GATEWAY_KEY: gateway_block(wanted, overrides)})
+    await session.adopt(agent, config=config)
 
 
 async def apply_reasoning(

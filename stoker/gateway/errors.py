@@ -7,6 +7,7 @@
         ├── Unauthorized         401 unauthorized: no bearer token, or an unknown one
         ├── NotFound             404 not_found: no such session *for this user*
         ├── Conflict             409 conflict: the stored session cannot be continued as is
+        │   └── ToolsRemoved     409 tools_removed: the configuration dropped tools it used
         ├── PayloadTooLarge      413 payload_too_large: body or message over the limit
         ├── UnsupportedMediaType 415 unsupported_media_type: a body sent as another type
         ├── UpstreamError        502 provider_error: the provider failed or answered nonsense
@@ -106,3 +107,28 @@ def as_gateway_error(exc: StokerError) -> GatewayError:
     if isinstance(exc, ProviderError):
         return UpstreamError(str(exc))
     return GatewayError(str(exc))
+
+
+class ToolsRemoved(Conflict):
+    """The configuration no longer offers tools this session's history used. Answered
+    once per change, and nothing is sent; the next message continues without them
+    (`stoker.gateway.toolsets`)."""
+
+    type = "tools_removed"
+
+    def __init__(self, session_id: str, names: list[str]) -> None:
+        it, is_ = ("it", "is") if len(names) == 1 else ("them", "are")
+        super().__init__(
+            f"this conversation used {', '.join(names)}, which the gateway's configuration "
+            "no longer offers; your message was not sent. Send /new to start a new "
+            "conversation with the tools there are now, or ask the operator to restore "
+            "the toolset. Sending a message again continues this conversation without "
+            f"{it} (the model is told {it} {is_} unavailable when it calls {it})."
+        )
+        self.session_id = session_id
+        self.names = names
+
+    def body(self) -> dict[str, Any]:
+        body = super().body()
+        body["error"]["tools"] = list(self.names)
+        return body

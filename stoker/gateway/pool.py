@@ -31,7 +31,7 @@ from stoker.gateway.agents import (
     stored_settings,
 )
 from stoker.gateway.cache import AgentCache, CachedAgent
-from stoker.gateway.errors import BadRequest
+from stoker.gateway.errors import BadRequest, ToolsRemoved
 from stoker.gateway.providers import (
     ProviderFactory,
     ProviderRoute,
@@ -41,9 +41,12 @@ from stoker.gateway.providers import (
 from stoker.gateway.session_settings import OVERRIDABLE, SessionSettings, keeps_namespace
 from stoker.gateway.signature import key_digest, signature
 from stoker.gateway.sink import Head, SessionSink
+from stoker.gateway.toolsets import NOTICE_KEY, dropped_tools, removal_notice
 from stoker.providers.base import Provider
 from stoker.store.base import SqlEventStore
 from stoker.tools import ToolRegistry
+from stoker.wire.events import ConfigChanged
+from stoker.wire.stored import StoredSession
 
 log = logging.getLogger(__name__)
 ROUTE_KEY = "route"  # the session config entry holding its route (see `route_of`)
@@ -220,16 +223,24 @@ class AgentPool:
         built = replace(
             built, provider=wanted.provider, base_url=wanted.base_url, api_mode=wanted.api_mode
         )
+        before, agent = self.agent_for(built), self.agent_for(wanted)
+        await self._tell_removals(stored, before=before, after=agent, wanted=wanted)
         sink = SessionSink(self.store, session_id, written=head.events, loaded=stored)
-        session = await self.agent_for(built).open(sink, session_id, create=False)
-        agent = self.agent_for(wanted)
+        session = await before.open(sink, session_id, create=False)
         route, was = self.route_of(wanted), stored.config.get(ROUTE_KEY)
         if was is not None and was != route:
             # Another provider or key is another cache (a workspace's own): the first call
             # under it is cold, and its record says why.
             what = "provider" if was.get("provider") != route["provider"] else "API key"
             await session.rebase(reason=f"the {what} changed: its cache starts cold")
-        await apply_changes(session, built=built, wanted=wanted, agent=agent, overrides=overrides)
+        await apply_changes(
+            session,
+            built=built,
+            wanted=wanted,
+            agent=agent,
+            overrides=overrides,
+            used=stored.used_tools,
+        )
         if was != route:
             await session.adopt(agent, config={ROUTE_KEY: route})
         entry = CachedAgent(
@@ -245,6 +256,22 @@ class AgentPool:
         self.stats["rebuilt"] += 1
         log.debug("rebuilt the agent of session %s", session_id)
         return entry
+
+    async def _tell_removals(
+        self, stored: StoredSession, *, before: Agent, after: Agent, wanted: SessionSettings
+    ) -> None:
+        """A 409 when the configuration dropped tools the session used, once per change:
+        the session records that it was told, and the next message applies the change
+        (see `toolsets.py`: an outage is never a removal)."""
+        dropped = dropped_tools(stored.used_tools, before=before, after=after)
+        if not dropped:
+            return
+        notice = removal_notice(dropped, wanted)
+        if stored.config.get(NOTICE_KEY) == notice:
+            return
+        await self.store.emit(ConfigChanged(session_id=stored.id, changes={NOTICE_KEY: notice}))
+        self.stats["told of removed tools"] += 1
+        raise ToolsRemoved(stored.id, dropped)
 
     async def close(self) -> None:
         for provider in self._providers.values():

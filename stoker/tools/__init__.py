@@ -14,6 +14,7 @@ from stoker.tools.policy import ALLOW_ALL, DispatchPolicy, current_policy, use_p
 from stoker.tools.registry import ToolRegistry
 from stoker.tools.tool import Tool, check_name, tool
 from stoker.tools.toolset import Toolset
+from stoker.tools.unavailable import unavailable_tool
 
 __all__ = [
     "ALLOW_ALL",
@@ -28,5 +29,6 @@ __all__ = [
     "render_result",
     "run_tool_calls",
     "tool",
+    "unavailable_tool",
     "use_policy",
 ]

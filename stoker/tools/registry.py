@@ -91,8 +91,25 @@ class ToolRegistry:
         unknown = sorted({n for n in (*wanted, *dropped) if n not in self._toolsets})
         if unknown:
             raise ToolError(self._unknown(unknown))
+        return self._tools(set(wanted) - dropped)
+
+    def available(
+        self, enabled: Iterable[str] | None = None, disabled: Iterable[str] = ()
+    ) -> tuple[Tool, ...]:
+        """What `resolve` gives, minus the selected toolsets that are not registered now.
+
+        For sessions that already have their tools: a toolset they name that is missing
+        is down (its server, or this replica's start), not misspelled, and is no reason
+        to refuse the whole list. Names are checked where a new prefix is built
+        (`resolve`).
+        """
+        wanted = self.names if enabled is None else _names(enabled, "enabled")
+        dropped = set(_names(disabled, "disabled"))
+        return self._tools({n for n in wanted if n in self._toolsets} - dropped)
+
+    def _tools(self, selected: set[str]) -> tuple[Tool, ...]:
         found: dict[str, tuple[Tool, str]] = {}
-        for set_name in sorted(set(wanted) - dropped):
+        for set_name in sorted(selected):
             for t in self._toolsets[set_name].tools:
                 seen = found.get(t.name)
                 if seen is None:
