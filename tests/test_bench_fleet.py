@@ -13,7 +13,7 @@ from stoker.cli.app import app
 
 
 async def test_sharded_keys_read_the_shared_prefix_where_one_key_overflows() -> None:
-    model = WIRES["openai (gpt-5, regime L)"]
+    model = WIRES["openai gpt-5 (L)"]
     shared = await measure_shared(model)
     assert shared > 4000  # the tools and the system prompt
     per_session = await fleet_run(model, 60, "per session", 40, shared)
@@ -33,7 +33,7 @@ async def test_sharded_keys_read_the_shared_prefix_where_one_key_overflows() -> 
 
 
 async def test_one_key_is_enough_where_the_provider_routes_by_itself() -> None:
-    for wire in ("anthropic", "openai (gpt-5.6, regime N)"):
+    for wire in ("anthropic", "openai gpt-5.6 (N)"):
         model = WIRES[wire]
         figures = await fleet_run(model, 60, "sharded", 20, await measure_shared(model))
         assert figures.first_calls_full == 1.0

@@ -42,8 +42,8 @@ Mode = Literal["per session", "one key", "sharded"]
 MODES: tuple[Mode, ...] = ("per session", "one key", "sharded")
 WIRES = {  # the model each wire runs: Anthropic, OpenAI routing by itself, OpenAI by key
     "anthropic": DEFAULT_MODEL,
-    "openai (gpt-5.6, regime N)": "gpt-5.6",
-    "openai (gpt-5, regime L)": "gpt-5",
+    "openai gpt-5.6 (N)": "gpt-5.6",
+    "openai gpt-5 (L)": "gpt-5",
 }
 RATES = (1, 10, 60)  # new sessions per minute
 SESSIONS = 200
@@ -152,10 +152,10 @@ async def run_fleet_bench(
 
 def fleet_table(results: list[FleetFigures]) -> Table:
     table = Table(title="bench cache: fleet", title_justify="left")
-    for col in ("wire", "new/min", "keys", "first calls read it all", "cost vs no cache"):
+    for col in ("wire", "new/min", "keying", "first calls read it all", "cost vs no cache"):
         table.add_column(col, justify="left" if col == "wire" else "right")
     table.add_column("overflow misses", justify="right")
-    table.add_column("key count", justify="right")
+    table.add_column("keys", justify="right")
     for f in results:
         table.add_row(
             f.wire,
