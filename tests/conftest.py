@@ -10,8 +10,19 @@ from collections.abc import Iterator
 
 import pytest
 
+from stoker.cache.fleet import process_fleet
+from stoker.cache.keys import process_key_shards
 from stoker.testing import assert_no_undeclared_breaks, observe_records
 from stoker.wire.record import CacheRecord
+
+
+@pytest.fixture(autouse=True)
+def fresh_process_watches() -> None:
+    """What the process has seen of other sessions (request rates per shared prefix, new
+    sessions' arrivals) starts empty in every test, as in a new process: tests run on
+    frozen clocks whose times overlap, and one test's traffic must not shape another's."""
+    process_key_shards().clear()
+    process_fleet().clear()
 
 
 @pytest.fixture(autouse=True)

@@ -113,7 +113,7 @@ async def test_keep_warm_on_a_model_that_strips_thinking_reads_up_to_the_cut() -
     await session.send("Audit the service: run 10 steps")
     fired = await scheduler.idle(6 * 60)
     assert [r.purpose for r in fired] == ["ping"]  # nothing unwritten before the cut
-    assert fired[0].breakpoints[0].message == 0  # the placeholder would strip what follows
+    assert fired[0].breakpoints[-1].message == 0  # the placeholder would strip what follows
     assert auditor.violations == []
     back = await session.send("Continue, please")
     assert back.records[0].usage.read == fired[0].usage.read

@@ -22,6 +22,7 @@ from stoker.agent.review import ReviewConfig
 from stoker.agent.session import Session
 from stoker.agent.starts import new_start
 from stoker.agent.system_prompt import DEFAULT_SYSTEM, build_system_prompt
+from stoker.cache.fleet import FleetWatch, process_fleet
 from stoker.cache.keys import KeyShards, process_key_shards
 from stoker.cache.models import ModelInfo
 from stoker.cache.planner import CachePolicy
@@ -80,6 +81,8 @@ class Agent:
     # OpenAI cache keys: rates seen (process-wide by default) and the scope of a new
     # lineage's key ("" shares it with every session of the same prefix; see cache.keys).
     key_shards: KeyShards = field(default_factory=process_key_shards, compare=False, repr=False)
+    # When new sessions of this agent arrive, for keeping their shared part warm.
+    fleet: FleetWatch = field(default_factory=process_fleet, compare=False, repr=False)
     cache_scope: str = field(default="", compare=False)
 
     def __post_init__(self) -> None:

@@ -13,6 +13,7 @@ import asyncio
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
+from statistics import median
 from typing import Any, Literal
 
 from stoker.agent import warmth
@@ -34,12 +35,21 @@ from stoker.agent.starts import (
     new_start,
     resume_start,
 )
+from stoker.cache.fleet import shared_tokens
 from stoker.cache.keys import cache_key
 from stoker.cache.models import ModelInfo
 from stoker.cache.planner import plan
 from stoker.cache.pricing import cost_usd
 from stoker.cache.record import build_record, notify
-from stoker.cache.time_policy import WarmPlan, decide, lifetimes, retention
+from stoker.cache.time_policy import (
+    Idle,
+    TimePolicy,
+    WarmPlan,
+    decide,
+    decide_shared,
+    lifetimes,
+    retention,
+)
 from stoker.errors import ConfigError, PrefixError, SessionNotFound, ToolError
 from stoker.providers.base import CallContext, Completion
 from stoker.tools import DispatchPolicy, Tool, ToolContext, run_tool_calls, unavailable_tool
@@ -236,7 +246,7 @@ class Session:
         """
         hooks = callbacks or Callbacks()
         async with self._lock:
-            self._gap_plan = self.warm_plan()  # what the time policy meant for this gap
+            self._gap_plan = self._own_plan()  # what the time policy meant for this gap
             self._state.turn_starts(self._agent.clock.now())
             words = text if isinstance(text, str) else text.prompt
             unanswered = self._cut_off()
@@ -290,7 +300,43 @@ class Session:
         next call (what is cached is the old prefix), and for forks, reviews and
         sub-agents (they end soon; only what they share with their parent lives on).
         `gaps` adds observed idle gaps (seconds) to the ones this session saw, e.g. the
-        user's other sessions."""
+        user's other sessions.
+
+        When the session lets its own entry go and it made the last call of its agent's
+        fleet (`stoker.cache.fleet`), the plan may keep only the shared tools and system
+        prompt warm for the next new session (`scope="shared"`)."""
+        own = self._own_plan(gaps=gaps)
+        if own is None or own.sends:
+            return own
+        shared = self._shared_plan()
+        return shared if shared is not None and shared.sends else own
+
+    def _shared_plan(self) -> WarmPlan | None:
+        fleet = self._agent.fleet.get(self._prefix)
+        if fleet is None or fleet.last_user != self._id or len(fleet.arrivals) < 2:
+            return None  # another session speaks for the fleet, or none has arrived since
+        info = self._info()
+        menu = lifetimes(info)
+        if menu is None:
+            return None
+        policy = self._agent.cache_policy.keep_warm
+        if self._state.warm_failed_at is not None or not policy.fleet:
+            return None
+        idle = Idle(
+            refreshed_at=fleet.last_use,
+            live_for=fleet.live_for,
+            idle_since=fleet.last_arrival,
+            cached=shared_tokens(self._prefix),
+            tail=0,
+            long_lived=fleet.live_for >= menu.long,
+            overhead=warmth.PLACEHOLDER_TOKENS,
+            spent=fleet.spent,
+            spent_usd=self._state.warm_spent_usd,
+        )
+        price = info.input / 1_000_000 if info.input is not None else None
+        return decide_shared(idle, info, policy, arrivals=fleet.gaps(), price=price)
+
+    def _own_plan(self, *, gaps: Sequence[float] = ()) -> WarmPlan | None:
         if self._role not in ("main", "branch") or self._unanswered:
             return None
         if self._declared_break is not None:  # the next call sends another prefix anyway
@@ -303,7 +349,18 @@ class Session:
         if self._state.warm_failed_at is not None:
             policy = replace(policy, enabled=False)  # once per gap: a failure is not retried
         price = info.input / 1_000_000 if info.input is not None else None
+        gap = replace(gap, shared=self._kept_by_fleet(info, policy))
         return decide(gap, info, policy, gaps=[*self._state.gaps, *gaps], price=price)
+
+    def _kept_by_fleet(self, info: ModelInfo, policy: TimePolicy) -> int:
+        """Tokens of this session's prefix that its agent's new sessions keep warm anyway:
+        the shared tools and system prompt, while new sessions typically arrive within
+        the long TTL (their own calls, or the fleet's keep-warm, refresh that entry)."""
+        menu = lifetimes(info)
+        fleet = self._agent.fleet.get(self._prefix)
+        if not policy.fleet or menu is None or fleet is None or len(fleet.arrivals) < 2:
+            return 0
+        return shared_tokens(self._prefix) if median(fleet.gaps()) <= menu.long else 0
 
     async def warm(self, *, gaps: Sequence[float] = ()) -> CacheRecord | None:
         """Send the planned keep-warm request if it is due now (see `warm_plan`); its
@@ -319,7 +376,9 @@ class Session:
                 return None  # too late to be sure the entry is still there: let it go
             info = self._info()
             key = self._cache_key(info)
-            request = warmth.request(plan, self._history, self._prefix, info, cache_key=key)
+            shared = plan.scope == "shared"
+            history = () if shared else self._history
+            request = warmth.request(plan, history, self._prefix, info, cache_key=key)
             provider = self._agent.provider
             try:
                 completion = await provider.complete(request, CallContext(session_id=self._id))
@@ -333,18 +392,23 @@ class Session:
                 role=self._role,
                 provider=provider.name,
                 info=info,
-                request=replace(request, messages=tuple(self._history)),
+                request=request if shared else replace(request, messages=tuple(self._history)),
                 previous=None,
                 previous_started_at=None,
                 started_at=completion.started_at,
                 usage=completion.usage,
-                history=state.chain[-1] if state.chain else EMPTY_CHAIN,
-                new_from=len(self._history),
+                history=EMPTY_CHAIN if shared or not state.chain else state.chain[-1],
+                new_from=0 if shared else len(self._history),
                 retries=completion.retries,
             )
             record = warmth.explained(record, plan)
-            state.after_refresh(request, record)
-            state.warm_spent += warmth.units(completion.usage, info)
+            spent = warmth.units(completion.usage, info)
+            if shared:  # the session's own entry is untouched: only the fleet's moved on
+                self._agent.fleet.spend(self._prefix, spent)
+            else:
+                state.after_refresh(request, record)
+                state.warm_spent += spent
+            self._fleet_used(request, record.started_at)
             state.warm_spent_usd += record.cost_usd or 0.0
             self._records.append(record)
             notify(record)
@@ -509,6 +573,15 @@ class Session:
         message = user_text(text, note=combined)
         return UserMessage(content=(*answers, *message.content)) if answers else message
 
+    def _fleet_used(self, request: Request, started_at: float) -> None:
+        """Tell the fleet this call refreshed the shared entry (its tools+system marker)."""
+        menu = lifetimes(self._info())
+        marker = next((b for b in request.breakpoints if b.message is None), None)
+        if menu is None or marker is None:
+            return
+        live_for = menu.long if marker.ttl == "1h" else menu.short
+        self._agent.fleet.used(self._prefix, started_at, session_id=self._id, live_for=live_for)
+
     def _cache_key(self, info: ModelInfo) -> str | None:
         """OpenAI's key for the next request, counted toward the rate its shards follow."""
         if info.provider != "openai":
@@ -546,6 +619,9 @@ class Session:
         )
         state = self._state
         info = self._info()
+        if state.last_started is None and self._role == "main" and self._parent_id is None:
+            self._agent.fleet.arrived(self._prefix, completion.started_at)
+        self._fleet_used(request, completion.started_at)
         record = build_record(
             session_id=self._id,
             seq=len(self._records),

@@ -23,6 +23,7 @@ from stoker.wire.usage import Usage
 
 PLACEHOLDER = user_text("(keep-warm request: no answer is needed)")
 """The user message after a keep-warm's breakpoint: sent, never cached, never stored."""
+PLACEHOLDER_TOKENS = estimate_tokens(PLACEHOLDER.content)
 
 
 def target(
@@ -61,7 +62,7 @@ def idle(
         cached=cached,
         tail=tail,
         long_lived=state.live_ttl == "1h",
-        overhead=estimate_tokens(PLACEHOLDER.content),
+        overhead=PLACEHOLDER_TOKENS,
         spent=state.warm_spent,
         spent_usd=state.warm_spent_usd,
     )
@@ -87,22 +88,22 @@ def request(
     cache_key: str | None,
 ) -> Request:
     """The history as sent up to the message the breakpoint ends (anything after it would
-    be billed as new input on every keep-warm), the placeholder, that one breakpoint with
-    the plan's TTL, and the smallest output the provider allows (0 unless extended thinking
-    is on, which needs room for its budget)."""
+    be billed as new input on every keep-warm), the placeholder, that breakpoint and the
+    tools+system one with the plan's TTL, and the smallest output the provider allows (0
+    unless extended thinking is on, which needs room for its budget)."""
     at, _ = target(history, prefix, info)
     sent = tuple(history[: at[0] + 1] if at is not None else history)
-    marker = (
-        Breakpoint(message=at[0], block=at[1], ttl=plan.ttl)
-        if at is not None
-        else Breakpoint(message=None, ttl=plan.ttl)
-    )
+    # The tools+system marker too: a read refreshes the entries of the markers it covers,
+    # and that one is what the agent's new sessions read first.
+    markers = [Breakpoint(message=None, ttl=plan.ttl)]
+    if at is not None:
+        markers.append(Breakpoint(message=at[0], block=at[1], ttl=plan.ttl))
     budget = prefix.params.thinking_budget
     return Request(
         prefix=prefix,
         messages=(*sent, PLACEHOLDER),
         max_tokens=0 if budget is None else budget + 1,
-        breakpoints=(marker,),
+        breakpoints=tuple(markers),
         cache_key=cache_key,
     )
 

@@ -36,6 +36,8 @@ from stoker.agent.keepwarm import KeepWarm
 from stoker.agent.review import ReviewConfig
 from stoker.agent.session import Session
 from stoker.cache.accounting.anthropic import prefix_blocks
+from stoker.cache.fleet import FleetWatch
+from stoker.cache.keys import KeyShards
 from stoker.cache.models import model_info
 from stoker.cache.record import observe_records
 from stoker.clock import FrozenClock
@@ -233,6 +235,9 @@ class Run:
         self.home = home
         self.phases: list[Phase] = []
         self.keep_warm = KeepWarm(self.clock)
+        # What "the process" has seen of other sessions: this run's own, on its own clock.
+        self.key_shards = KeyShards()
+        self.fleet = FleetWatch()
         self._seen: set[str] = set()
         self._providers: list[SimProvider] = []
         self._counted: dict[int, int] = {}  # requests of each provider already counted
@@ -289,6 +294,8 @@ def _agent(run: Run, **changes: Any) -> Agent:
         tools=changes.pop("tools", TOOLS),
         system=SYSTEM,
         clock=run.clock,
+        key_shards=run.key_shards,
+        fleet=run.fleet,
         **changes,
     )
 

@@ -27,11 +27,16 @@ from typing import Any, Literal
 from rich.table import Table
 
 from stoker.agent.agent import Agent
+from stoker.agent.keepwarm import KeepWarm
 from stoker.agent.session import Session
 from stoker.agent.starts import new_session_id, new_start
 from stoker.bench.cache import SYSTEM, TOOLS, WorkloadModel, input_units
+from stoker.cache.fleet import FleetWatch
 from stoker.cache.keys import KeyShards
 from stoker.cache.models import model_info
+from stoker.cache.planner import CachePolicy
+from stoker.cache.record import observe_records
+from stoker.cache.time_policy import TimePolicy
 from stoker.clock import FrozenClock
 from stoker.config import DEFAULT_MODEL
 from stoker.providers.sim.engine import SimEngine
@@ -82,7 +87,13 @@ async def measure_shared(model: str) -> int:
     clock = FrozenClock()
     provider = SimProvider(engine=SimEngine(model=WorkloadModel()), clock=clock)
     agent = Agent(
-        model, provider=provider, tools=TOOLS, system=SYSTEM, clock=clock, key_shards=KeyShards()
+        model,
+        provider=provider,
+        tools=TOOLS,
+        system=SYSTEM,
+        clock=clock,
+        key_shards=KeyShards(),
+        fleet=FleetWatch(),
     )
     await agent.session().send("warm up")
     clock.advance(1)
@@ -108,7 +119,13 @@ async def fleet_run(model: str, rate: int, mode: Mode, sessions: int, shared: in
     provider = SimProvider(engine=SimEngine(model=WorkloadModel()), clock=clock)
     shards = KeyShards(max_shards=1) if mode == "one key" else KeyShards()
     agent = Agent(
-        model, provider=provider, tools=TOOLS, system=SYSTEM, clock=clock, key_shards=shards
+        model,
+        provider=provider,
+        tools=TOOLS,
+        system=SYSTEM,
+        clock=clock,
+        key_shards=shards,
+        fleet=FleetWatch(),
     )
     records: list[CacheRecord] = []
     firsts: list[CacheRecord] = []
@@ -148,6 +165,109 @@ async def run_fleet_bench(
             for mode in modes:
                 results.append(await fleet_run(model, rate, mode, sessions, shared))
     return results
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ArrivalFigures:
+    """Anthropic sessions arriving slower than the 5-minute TTL, with keep-warm running."""
+
+    interval_minutes: float
+    fleet_aware: bool
+    sessions: int
+    first_calls_full: float
+    cost_ratio: float  # input cost, keep-warm included / input cost with no cache
+    keep_warm_calls: int
+    keep_warm_units: float  # base-input tokens spent on keep-warm
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "interval_minutes": self.interval_minutes,
+            "fleet_aware": self.fleet_aware,
+            "sessions": self.sessions,
+            "first_calls_reading_the_shared_prefix": round(self.first_calls_full, 4),
+            "cost_vs_no_cache": round(self.cost_ratio, 4),
+            "keep_warm_calls": self.keep_warm_calls,
+            "keep_warm_units": round(self.keep_warm_units, 1),
+        }
+
+
+INTERVALS = (2.0, 8.0, 20.0)  # minutes between new sessions: under, over, well over the TTL
+ARRIVING = 24  # sessions per interval (8 simulated hours at the slowest, within one day)
+
+
+async def arrivals_run(
+    interval: float, *, fleet_aware: bool, sessions: int, shared: int
+) -> ArrivalFigures:
+    """One-shot sessions of one agent arriving every `interval` minutes, each watched by
+    the keep-warm scheduler, whose time policy weighs the fleet or each session alone."""
+    clock = FrozenClock()
+    provider = SimProvider(engine=SimEngine(model=WorkloadModel()), clock=clock)
+    policy = CachePolicy(keep_warm=TimePolicy(fleet=fleet_aware))
+    agent = Agent(
+        DEFAULT_MODEL,
+        provider=provider,
+        tools=TOOLS,
+        system=SYSTEM,
+        clock=clock,
+        cache_policy=policy,
+        fleet=FleetWatch(),
+    )
+    keep_warm = KeepWarm(clock)
+    records: list[CacheRecord] = []
+    firsts: list[CacheRecord] = []
+    with observe_records(records.append):
+        for n in range(sessions):
+            session = agent.session()
+            await session.send(JOB.format(n=n))
+            firsts.append(session.records[0])
+            keep_warm.watch(session)
+            await keep_warm.idle(interval * 60.0)
+    turns = [r for r in records if r.purpose == "turn"]
+    warm = [r for r in records if r.purpose != "turn"]
+    later = firsts[1:]
+    return ArrivalFigures(
+        interval_minutes=interval,
+        fleet_aware=fleet_aware,
+        sessions=sessions,
+        first_calls_full=sum(1 for r in later if r.usage.read >= shared) / len(later),
+        cost_ratio=sum(map(input_units, records)) / sum(r.usage.input_total for r in turns),
+        keep_warm_calls=len(warm),
+        keep_warm_units=sum(map(input_units, warm)),
+    )
+
+
+async def run_arrivals_bench(
+    *, sessions: int = ARRIVING, intervals: tuple[float, ...] = INTERVALS
+) -> list[ArrivalFigures]:
+    shared = await measure_shared(DEFAULT_MODEL)
+    return [
+        await arrivals_run(interval, fleet_aware=aware, sessions=sessions, shared=shared)
+        for interval in intervals
+        for aware in (False, True)
+    ]
+
+
+def arrivals_table(results: list[ArrivalFigures]) -> Table:
+    table = Table(title="bench cache: fleet, slow arrivals (Anthropic)", title_justify="left")
+    for col in (
+        "every (min)",
+        "time policy",
+        "first calls read it all",
+        "cost vs no cache",
+        "keep-warm calls",
+        "keep-warm spend",
+    ):
+        table.add_column(col, justify="right")
+    for f in results:
+        table.add_row(
+            f"{f.interval_minutes:g}",
+            "fleet" if f.fleet_aware else "per session",
+            f"{f.first_calls_full:.1%}",
+            f"{f.cost_ratio:.3f}",
+            str(f.keep_warm_calls),
+            f"{f.keep_warm_units:,.0f}",
+        )
+    return table
 
 
 def fleet_table(results: list[FleetFigures]) -> Table:

@@ -39,6 +39,7 @@ from stoker.agent.review import ReviewConfig
 from stoker.agent.session import Session
 from stoker.bench.cache import SYSTEM, TOOLS, WorkloadModel
 from stoker.cache.accounting.anthropic import prefix_blocks
+from stoker.cache.fleet import FleetWatch
 from stoker.clock import FrozenClock
 from stoker.config import DEFAULT_MODEL
 from stoker.integrations import PluginToolkit, ToolkitCache, ToolkitRegistry
@@ -143,6 +144,7 @@ class CacheMachine(RuleBasedStateMachine):
         self.thinking: int | None = None
         self.store = SQLiteStore(self.home / "fuzz.db")
         self.keep_warm = KeepWarm(self.clock)
+        self.fleet = FleetWatch()  # each example is a process of its own
         self.records: list[CacheRecord] = []
         self.session = self._run(self._agent().open(self.store, "fuzz"))
         self.keep_warm.watch(self.session)
@@ -166,6 +168,7 @@ class CacheMachine(RuleBasedStateMachine):
             max_iterations=25,
             integrations=self.integrations,
             review=ReviewConfig(memory_every=0),
+            fleet=self.fleet,
         )
 
     def _send(self, session: Session, text: str) -> None:

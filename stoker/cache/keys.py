@@ -143,6 +143,11 @@ class KeyShards:
             shard = min(range(count), key=lambda i: (load[i], i))
         return f"{scope}/{shard}" if scope else str(shard)
 
+    def clear(self) -> None:
+        """Forget every rate (a test's fresh start; a process normally never needs it)."""
+        self._traffic.clear()
+        self._next_purge = float("-inf")
+
     def _purge(self, at: float) -> None:
         if at < self._next_purge:
             return

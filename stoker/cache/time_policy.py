@@ -27,7 +27,7 @@ arithmetic holds whether or not the model has a price in the table.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 from stoker.cache.models import ModelInfo
@@ -49,7 +49,10 @@ class TimePolicy:
     warm, in rewrites of the prefix (1.0: never more than the rewrite it tries to save).
     `session_cap_usd`: the most a session spends on keep-warm in all. `horizon`: a gap
     longer than this counts as a user who did not come back. `prior_weight`: how many
-    observed gaps the optimistic prior ("the user comes back") is worth.
+    observed gaps the optimistic prior ("the user comes back") is worth. `fleet`: weigh
+    the new sessions of the same agent too: their tools and system prompt are kept warm
+    by their arrivals (or for them, see `decide_shared`), so a session's own keep-warm is
+    worth only what it adds past that shared part.
     """
 
     enabled: bool = True
@@ -58,6 +61,7 @@ class TimePolicy:
     session_cap_usd: float | None = None
     horizon: float = 24 * 3600.0
     prior_weight: float = 1.0
+    fleet: bool = True
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -105,6 +109,7 @@ class Idle:
     live_for: float  # seconds that entry lives from `refreshed_at`
     idle_since: float  # start of the last turn's last call: the gap began there
     cached: int  # tokens the live entry covers
+    shared: int = 0  # of those, tokens kept warm for the agent's new sessions anyway
     tail: int  # tokens after it that a keep-warm would write (an estimate)
     long_lived: bool = False  # the live entry is already a long-TTL one (a seal's)
     overhead: int = 16  # the keep-warm's own placeholder message, never cached
@@ -124,6 +129,8 @@ class WarmPlan:
     saves: float
     chance: float  # estimated chance the user is back while the entry lives
     reason: str
+    scope: Literal["session", "shared"] = "session"  # the session's history, or only the
+    # tools and system prompt its agent's new sessions share (see `decide_shared`)
 
     @property
     def sends(self) -> bool:
@@ -184,7 +191,8 @@ def decide(
         return expire(f"nothing cached: the prefix is under {info.min_cacheable} tokens")
     at = expires - policy.margin
     elapsed = at - idle.idle_since
-    rewrite = (menu.write_short - menu.read) * idle.cached + menu.write_short * idle.tail
+    own = idle.cached - min(idle.shared, idle.cached)  # what only this session would lose
+    rewrite = (menu.write_short - menu.read) * own + menu.write_short * idle.tail
     options = []
     # A seal needs a position of its own to write the long entry at: the unwritten tail,
     # or the long entry it refreshes. A short entry read again stays a short one.
@@ -233,3 +241,23 @@ def decide(
             f"{cost:,.0f} instead of a {rewrite:,.0f} rewrite (chance of a return {chance:.0%})"
         ),
     )
+
+
+def decide_shared(
+    fleet: Idle,
+    info: ModelInfo,
+    policy: TimePolicy,
+    *,
+    arrivals: Sequence[float],
+    price: float | None = None,
+) -> WarmPlan:
+    """Whether to keep only the shared part (tools + system) warm for the next new session
+    of the agent: `decide` over the fleet, where `fleet.idle_since` is the last arrival of
+    a new session, `fleet.cached` the shared tokens, and the chance of a return the chance
+    that another session arrives while the entry lives, from the gaps between `arrivals`.
+    The same caps hold: one gap between arrivals spends at most one rewrite of the part."""
+    plan = decide(fleet, info, policy, gaps=arrivals, price=price)
+    if not plan.sends:
+        return replace(plan, scope="shared")
+    reason = plan.reason.replace("chance of a return", "chance a new session arrives")
+    return replace(plan, scope="shared", reason="shared tools+system " + reason)

@@ -1,0 +1,107 @@
+"""The sessions that share a prefix, seen together: when new ones arrive, and who used
+the shared part last.
+
+Every session of an agent starts with the same tools and system prompt, and every call
+of any of them refreshes the entry that covers that shared part. When the sessions go
+quiet the entry expires, and the next new session writes it again at write prices. A
+single session's time policy cannot see that: its own user may be gone while new users
+of the same agent keep arriving. `FleetWatch` keeps what the time policy needs to keep
+the shared part warm for them: the gaps between arrivals of new sessions (how likely one
+is to come while the entry lives), when the entry was last used and by whom (one session
+speaks for the fleet, so the shared part is kept warm once, not once per session), and
+what keep-warm has spent on it since the last arrival (the cap of one rewrite per gap).
+
+It counts what this process sees; replicas each see their own share.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+from itertools import pairwise
+
+from stoker.cache.keys import shared_digest
+from stoker.cache.tokens import count_tokens
+from stoker.wire.prefix import Prefix
+
+ARRIVALS_KEPT = 64  # the newest gaps say most about the rate now
+
+
+@dataclass(slots=True)
+class Fleet:
+    """One shared prefix: arrivals, the last use of its entry, and what keeping it cost."""
+
+    arrivals: deque[float]
+    last_use: float = float("-inf")  # start of the latest call that read or wrote it
+    last_user: str = ""  # the session that made that call
+    live_for: float = 300.0  # how long that call left the entry alive
+    spent: float = 0.0  # keep-warm on the shared part since the last arrival (base input)
+
+    def gaps(self) -> list[float]:
+        """Seconds between consecutive arrivals of new sessions."""
+        return [b - a for a, b in pairwise(self.arrivals)]
+
+    @property
+    def last_arrival(self) -> float:
+        return self.arrivals[-1] if self.arrivals else float("-inf")
+
+
+def shared_tokens(prefix: Prefix) -> int:
+    """Tokens of the tools and the system prompt (an estimate, to price a decision)."""
+    memo = prefix.wire_memo
+    tokens = memo.get("shared_tokens")
+    if tokens is None:
+        text = [t.decode("utf-8") for t in prefix.tools]
+        tokens = memo["shared_tokens"] = sum(map(count_tokens, [*text, prefix.system]))
+    return int(tokens)
+
+
+class FleetWatch:
+    """Fleets by shared prefix, as this process sees them. Not thread-safe (one loop)."""
+
+    __slots__ = ("_fleets", "_max")
+
+    def __init__(self, *, max_fleets: int = 1024) -> None:
+        self._fleets: dict[str, Fleet] = {}
+        self._max = max_fleets
+
+    def arrived(self, prefix: Prefix, at: float) -> None:
+        """A new session (a new lineage) with `prefix` made its first call at `at`."""
+        fleet = self._fleet(prefix)
+        fleet.arrivals.append(at)
+        fleet.spent = 0.0  # a new gap between arrivals starts
+
+    def used(self, prefix: Prefix, at: float, *, session_id: str, live_for: float) -> None:
+        """A call of `session_id` starting at `at` read or wrote the shared entry, which
+        then lives `live_for` seconds."""
+        fleet = self._fleet(prefix)
+        if at >= fleet.last_use:
+            fleet.last_use, fleet.last_user, fleet.live_for = at, session_id, live_for
+
+    def spend(self, prefix: Prefix, units: float) -> None:
+        self._fleet(prefix).spent += units
+
+    def clear(self) -> None:
+        """Forget every fleet (a test's fresh start; a process normally never needs it)."""
+        self._fleets.clear()
+
+    def get(self, prefix: Prefix) -> Fleet | None:
+        return self._fleets.get(shared_digest(prefix))
+
+    def _fleet(self, prefix: Prefix) -> Fleet:
+        key = shared_digest(prefix)
+        fleet = self._fleets.get(key)
+        if fleet is None:
+            if len(self._fleets) >= self._max:  # forget the quietest
+                oldest = min(self._fleets, key=lambda k: self._fleets[k].last_use)
+                del self._fleets[oldest]
+            fleet = self._fleets[key] = Fleet(arrivals=deque(maxlen=ARRIVALS_KEPT))
+        return fleet
+
+
+_PROCESS = FleetWatch()
+
+
+def process_fleet() -> FleetWatch:
+    """What this process sees of every fleet, shared by agents that bring no watch."""
+    return _PROCESS
