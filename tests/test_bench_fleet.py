@@ -46,6 +46,11 @@ def test_the_cli_reports_the_fleet_as_json() -> None:
         app, ["bench", "cache", "--workload", "fleet", "--sessions", "3", "--json"]
     )
     assert result.exit_code == 0, result.output
-    rows = json.loads(result.output)
+    data = json.loads(result.output)
+    rows = data["fleet"]
     assert {r["mode"] for r in rows} == {"per session", "one key", "sharded"}
     assert {r["rate_per_minute"] for r in rows} == {1, 10, 60}
+    slow = data["fleet_arrivals"]
+    assert {(r["interval_minutes"], r["fleet_aware"]) for r in slow} == {
+        (i, aware) for i in (2.0, 8.0, 20.0) for aware in (False, True)
+    }

@@ -18,7 +18,6 @@ that read less than it could, with its explanation.
 
 from __future__ import annotations
 
-import json
 import re
 import tempfile
 from collections.abc import Awaitable, Callable, Iterator
@@ -411,7 +410,3 @@ def cache_table(figures: WorkloadFigures) -> Table:
             f"{p.keep_warm_units:,.0f}",
         )
     return table
-
-
-def cache_json(results: list[WorkloadFigures]) -> str:
-    return json.dumps([r.to_dict() for r in results], indent=2)

@@ -20,7 +20,6 @@ calls that overflowed, and how many keys were used.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -81,20 +80,27 @@ class FleetFigures:
         }
 
 
-async def measure_shared(model: str) -> int:
-    """The shared prefix's tokens on `model`, as the cache counts them: what a second
-    session's first call reads when only its question differs (one key, no overflow)."""
-    clock = FrozenClock()
+def _fleet_agent(model: str, clock: FrozenClock, **extra: Any) -> Agent:
+    """An agent of the workload on a simulator of its own: one process, seeing only this
+    run's sessions (its own rates and arrivals, on its own clock)."""
     provider = SimProvider(engine=SimEngine(model=WorkloadModel()), clock=clock)
-    agent = Agent(
+    extra.setdefault("key_shards", KeyShards())
+    return Agent(
         model,
         provider=provider,
         tools=TOOLS,
         system=SYSTEM,
         clock=clock,
-        key_shards=KeyShards(),
         fleet=FleetWatch(),
+        **extra,
     )
+
+
+async def measure_shared(model: str) -> int:
+    """The shared prefix's tokens on `model`, as the cache counts them: what a second
+    session's first call reads when only its question differs (one key, no overflow)."""
+    clock = FrozenClock()
+    agent = _fleet_agent(model, clock)
     await agent.session().send("warm up")
     clock.advance(1)
     result = await agent.session().send("warm up again")
@@ -116,17 +122,10 @@ def _new_session(agent: Agent, mode: Mode) -> Session:
 
 async def fleet_run(model: str, rate: int, mode: Mode, sessions: int, shared: int) -> FleetFigures:
     clock = FrozenClock()
-    provider = SimProvider(engine=SimEngine(model=WorkloadModel()), clock=clock)
     shards = KeyShards(max_shards=1) if mode == "one key" else KeyShards()
-    agent = Agent(
-        model,
-        provider=provider,
-        tools=TOOLS,
-        system=SYSTEM,
-        clock=clock,
-        key_shards=shards,
-        fleet=FleetWatch(),
-    )
+    agent = _fleet_agent(model, clock, key_shards=shards)
+    provider = agent.provider
+    assert isinstance(provider, SimProvider)
     records: list[CacheRecord] = []
     firsts: list[CacheRecord] = []
     start = clock.now()
@@ -201,17 +200,8 @@ async def arrivals_run(
     """One-shot sessions of one agent arriving every `interval` minutes, each watched by
     the keep-warm scheduler, whose time policy weighs the fleet or each session alone."""
     clock = FrozenClock()
-    provider = SimProvider(engine=SimEngine(model=WorkloadModel()), clock=clock)
     policy = CachePolicy(keep_warm=TimePolicy(fleet=fleet_aware))
-    agent = Agent(
-        DEFAULT_MODEL,
-        provider=provider,
-        tools=TOOLS,
-        system=SYSTEM,
-        clock=clock,
-        cache_policy=policy,
-        fleet=FleetWatch(),
-    )
+    agent = _fleet_agent(DEFAULT_MODEL, clock, cache_policy=policy)
     keep_warm = KeepWarm(clock)
     records: list[CacheRecord] = []
     firsts: list[CacheRecord] = []
@@ -287,7 +277,3 @@ def fleet_table(results: list[FleetFigures]) -> Table:
             str(f.keys),
         )
     return table
-
-
-def fleet_json(results: list[FleetFigures]) -> str:
-    return json.dumps([r.to_dict() for r in results], indent=2)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 
 import typer
@@ -129,8 +130,13 @@ def bench_cache(
     """Whole sessions on the simulator with a frozen clock, held to the ideal (every
     distinct prefix token written once): per phase and in total. *fleet*: many fresh
     sessions of one agent, keyed three ways, at 1, 10 and 60 new sessions a minute."""
-    from stoker.bench.cache import cache_json, cache_table, run_cache_bench
-    from stoker.bench.fleet import fleet_json, fleet_table, run_fleet_bench
+    from stoker.bench.cache import cache_table, run_cache_bench
+    from stoker.bench.fleet import (
+        arrivals_table,
+        fleet_table,
+        run_arrivals_bench,
+        run_fleet_bench,
+    )
 
     known = ("hard", "extended", "fleet")
     names = known if workload == "all" else (workload,)
@@ -139,11 +145,15 @@ def bench_cache(
         raise typer.Exit(2)
     results = asyncio.run(run_cache_bench(tuple(n for n in names if n != "fleet")))
     fleet = asyncio.run(run_fleet_bench(sessions=sessions)) if "fleet" in names else []
+    arrivals = asyncio.run(run_arrivals_bench()) if "fleet" in names else []
     if as_json:
-        if results and fleet:
-            typer.echo(f'{{"workloads": {cache_json(results)}, "fleet": {fleet_json(fleet)}}}')
-        else:
-            typer.echo(cache_json(results) if results else fleet_json(fleet))
+        data: dict[str, object] = {}
+        if results:
+            data["workloads"] = [r.to_dict() for r in results]
+        if fleet:
+            data["fleet"] = [f.to_dict() for f in fleet]
+            data["fleet_arrivals"] = [a.to_dict() for a in arrivals]
+        typer.echo(json.dumps(data, indent=2))
         return
     for figures in results:
         console.print(cache_table(figures))
@@ -159,6 +169,7 @@ def bench_cache(
         console.print(f"  undeclared misses: {figures.total.undeclared}")
     if fleet:
         console.print(fleet_table(fleet))
+        console.print(arrivals_table(arrivals))
 
 
 @bench_app.command("fuzz")
