@@ -93,4 +93,4 @@ async def test_a_resume_under_another_spelling_keeps_the_prefix(store: SqlEventS
         assert record["model"] == model
         assert record["explanation"]["verdict"] != "declared"
         assert record["usage"]["read"] > 0
-    assert other.pool.stats["rebuilt"] == 1  # the respelled default does not rebuild again
+    assert other.pool.stats["rebuilt"] == 1  # only the first message, in a new process

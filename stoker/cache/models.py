@@ -68,14 +68,18 @@ def model_info(name: str) -> ModelInfo:
     )
 
 
+def canonical_name(name: str) -> str:
+    """The model's one name (a vendor prefix or a dated alias of a known model is that
+    model's name); an unknown name as given."""
+    try:
+        return model_info(name).name
+    except ConfigError:
+        return name
+
+
 def same_model(a: str, b: str) -> bool:
     """Whether two spellings name one model (a vendor prefix, a dated alias)."""
-    if a == b:
-        return True
-    try:
-        return model_info(a).name == model_info(b).name
-    except ConfigError:
-        return False
+    return a == b or canonical_name(a) == canonical_name(b)
 
 
 def fallback_info(name: str, provider: Literal["anthropic", "openai"]) -> ModelInfo:

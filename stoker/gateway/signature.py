@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 
+from stoker.cache.models import canonical_name
 from stoker.gateway.session_settings import SessionSettings
 from stoker.wire.canonical import canonical_json
 
@@ -28,10 +29,13 @@ def signature(
     api_key_sha256: str | None,
     registry_generation: int,
 ) -> str:
-    """sha256 over canonical JSON of the settings (reasoning excluded), the key digest,
-    the user and the tool registry's generation."""
+    """sha256 over canonical JSON of the settings (reasoning excluded; the model by its one
+    name, however it is spelled), the key digest, the user and the tool registry's
+    generation."""
+    fields = settings.signed_fields()
+    fields["model"] = canonical_name(settings.model)
     payload = {
-        "settings": settings.signed_fields(),
+        "settings": fields,
         "api_key_sha256": api_key_sha256,
         "user": user,
         "registry_generation": registry_generation,
