@@ -8,6 +8,7 @@ from __future__ import annotations
 import importlib
 
 from stoker.agent.agent import Agent
+from stoker.agent.compaction import CompactionPolicy
 from stoker.agent.delegate import DelegateConfig, delegate_tool
 from stoker.agent.integrations import Integrations
 from stoker.agent.loop import TurnResult
@@ -21,6 +22,7 @@ from stoker.clock import Clock, FrozenClock, SystemClock
 from stoker.config import Config
 from stoker.errors import (
     AuthenticationError,
+    CompactionError,
     ConfigError,
     InvalidRequest,
     MissingTools,
@@ -120,6 +122,8 @@ __all__ = [
     "CallContext",
     "Callbacks",
     "Clock",
+    "CompactionError",
+    "CompactionPolicy",
     "Completion",
     "Config",
     "ConfigError",

@@ -16,6 +16,7 @@ what went wrong and what to do about it.
     ├── ToolError                a tool is missing or badly defined (not for a model's bad call)
     │   ├── ToolUnavailable      the session advertises a tool this runtime cannot run now
     │   └── SpawnDepthExceeded   a sub-agent would nest deeper than the configured limit
+    ├── CompactionError          a history could not be compacted (or not enough to fit)
     ├── StoreError               the session database cannot be used as it is
     │   └── SessionNotFound      no session with that id in the store
     ├── MemoryStoreError         (stoker.memory) a refused memory or skill write, for the model
@@ -132,6 +133,11 @@ class SpawnDepthExceeded(ToolError):
         )
         self.depth = depth
         self.limit = limit
+
+
+class CompactionError(StokerError):
+    """A history could not be compacted: nothing could be cut, or the summary failed (the
+    session is left as it was). Raised by a turn only when its request would not fit."""
 
 
 class StoreError(StokerError):

@@ -16,10 +16,11 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Literal
 
+from stoker.agent.compaction import CompactionPolicy
 from stoker.agent.integrations import USE_TOOLKIT, Integrations, use_toolkit_tool
 from stoker.agent.resume import ToolsMode
 from stoker.agent.review import ReviewConfig
-from stoker.agent.session import Session
+from stoker.agent.session import Session, open_session
 from stoker.agent.starts import new_start
 from stoker.agent.system_prompt import DEFAULT_SYSTEM, build_system_prompt
 from stoker.cache.fleet import FleetWatch, process_fleet
@@ -72,6 +73,7 @@ class Agent:
     max_iterations: int = 25
     max_tokens: int = 4096
     cache_policy: CachePolicy = field(default_factory=CachePolicy)
+    compaction: CompactionPolicy = field(default_factory=CompactionPolicy)
     review: ReviewConfig | None = None
     integrations: Integrations | None = field(default=None, compare=False)
     clock: Clock = field(default_factory=SystemClock, compare=False)
@@ -240,7 +242,7 @@ class Agent:
         them as interrupted.
         """
         self.info  # noqa: B018
-        return await Session.open(
+        return await open_session(
             self,
             store,
             session_id,

@@ -17,6 +17,14 @@ from statistics import median
 from typing import Any, Literal
 
 from stoker.agent import warmth
+from stoker.agent.compaction import (
+    choose_cut,
+    compacted,
+    due,
+    instruction,
+    request_tokens,
+    summary_marks,
+)
 from stoker.agent.delegate import Delegator, FanOut, running
 from stoker.agent.integrations import ToolkitTracker
 from stoker.agent.loop import TurnResult, TurnSteps, run_turn
@@ -35,6 +43,7 @@ from stoker.agent.starts import (
     new_start,
     resume_start,
 )
+from stoker.agent.state import CacheState
 from stoker.cache.fleet import shared_tokens
 from stoker.cache.keys import cache_key
 from stoker.cache.models import ModelInfo
@@ -50,7 +59,15 @@ from stoker.cache.time_policy import (
     lifetimes,
     retention,
 )
-from stoker.errors import ConfigError, PrefixError, SessionNotFound, ToolError
+from stoker.cache.tokens import estimate_tokens
+from stoker.errors import (
+    CompactionError,
+    ConfigError,
+    PrefixError,
+    SessionNotFound,
+    StokerError,
+    ToolError,
+)
 from stoker.providers.base import CallContext, Completion
 from stoker.tools import DispatchPolicy, Tool, ToolContext, run_tool_calls, unavailable_tool
 from stoker.wire.blocks import TextBlock, ToolResultBlock, ToolUseBlock
@@ -59,6 +76,7 @@ from stoker.wire.events import (
     ConfigChanged,
     Event,
     EventSink,
+    HistoryCompacted,
     MemorySink,
     MessageAppended,
 )
@@ -81,14 +99,15 @@ class Session:
     Public surface (everything else is private):
       id, role, parent_id, agent, prefix, history, records
       send(text), fork(), branch(), rebase(reason=...), adopt(agent), drain()
+      compact()   (a summary replaces the older history; turns also compact when due)
       warm_plan(), warm()   (keep-warm across idle gaps, see `stoker.agent.keepwarm`)
-      Session.open(agent, store, id)   (what `agent.open` calls)
     """
 
     __slots__ = (
         "_agent",
         "_anchor",
         "_declared_break",
+        "_epoch",
         "_fanout",
         "_gap_plan",
         "_history",
@@ -133,6 +152,7 @@ class Session:
         self._anchor = start.anchor
         self._unanswered = start.unanswered
         self._rerun = start.rerun
+        self._epoch = start.epoch
         self._fanout = FanOut()
         self._gap_plan: WarmPlan | None = None
         self._reviews = BackgroundReviews()
@@ -140,55 +160,6 @@ class Session:
         self._toolkits = (
             ToolkitTracker(integrations, announced=start.announced) if integrations else None
         )
-
-    @classmethod
-    async def open(
-        cls,
-        agent: SessionAgent,
-        store: SessionSource,
-        session_id: str | None = None,
-        *,
-        create: bool = True,
-        tools: ToolsMode = "keep",
-        interrupted: Literal["record", "rerun"] = "record",
-        new_prefix: Callable[[], Prefix] | None = None,
-    ) -> Session:
-        """The stored session `session_id` continued by `agent`, or (when `create`) a new
-        one stored at once under that id (a fresh id when None). See `starts.resume_start`
-        for what a resume sends and refuses. `new_prefix` builds the prefix of a new
-        session; a resume never calls it (a toolset that is down must not stop a session
-        that already has its tools).
-        """
-        start: SessionStart | None = None
-        if session_id is not None:
-            try:
-                stored = await store.load(session_id)
-            except SessionNotFound:
-                if not create:
-                    raise
-            else:
-                start = resume_start(
-                    stored,
-                    config=agent.config_snapshot(),
-                    tools=agent.available_tools(),
-                    mode=tools,
-                    rerun=interrupted == "rerun",
-                    cost=lambda usage: cost_usd(
-                        usage, agent.provider.model_info(stored.prefix.params.model)
-                    ),
-                )
-        if start is None:
-            if new_prefix is None:
-                raise ConfigError("a new session needs its prefix (agent.open passes it)")
-            start = new_start(
-                prefix=new_prefix(),
-                config=agent.config_snapshot(),
-                now=agent.clock.now(),
-                session_id=session_id,
-            )
-        session = cls(start, agent=agent, store=store)
-        await session._flush()  # stored now: creation, a resume's rebase or answers
-        return session
 
     # -- what a session is ----------------------------------------------------------------
 
@@ -464,6 +435,7 @@ class Session:
             announced=self._toolkits.announced if self._toolkits else None,
             now=self._agent.clock.now(),
             declared_break=self._declared_break,
+            epoch=self._epoch,
         )
 
     # -- deliberate changes ----------------------------------------------------------------
@@ -525,6 +497,127 @@ class Session:
             self._tools = self._advertised(self._prefix, known=self._tools)
             changes = {**wanted, **(config or {})}
             await self._emit(ConfigChanged(session_id=self._id, changes=changes))
+
+    # -- compaction -----------------------------------------------------------------------
+
+    async def compact(
+        self, *, reason: str = "requested", callbacks: Callbacks | None = None
+    ) -> None:
+        """Replace the older part of the history by a summary, keeping the newest turns
+        verbatim (see `stoker.agent.compaction`). A fork with this session's prefix and no
+        tools writes the summary, reading the cache; the next call is a declared break.
+        The replaced messages stay in the store. Raises `CompactionError` when there is
+        nothing to cut or the summary fails; the session is then as it was."""
+        async with self._lock:
+            await self._compact(reason, callbacks or Callbacks())
+
+    async def _compact(self, reason: str, hooks: Callbacks) -> None:
+        policy = self._agent.compaction
+        window = policy.window or self._info().context_window or 0
+        history = self._history
+        cut = choose_cut(history, int(window * policy.keep) if window else 0)
+        if cut is None:
+            raise CompactionError(
+                f"session {self._id!r} has nothing to compact: its history has no earlier "
+                "turn that can be summarised without splitting a tool call from its result"
+            )
+        start = fork_start(
+            self._snapshot(),
+            role="compaction",
+            policy=DispatchPolicy(allowed=frozenset(), reason="a summary is written without tools"),
+            max_iterations=1,
+            cost=self._cost,
+            anchored=False,
+        )
+        writer = Session(start, agent=self._agent, store=self._store)
+        try:
+            result = await writer.send(
+                instruction(history, cut), callbacks=Callbacks(on_record=hooks.on_record)
+            )
+        except StokerError as exc:
+            raise CompactionError(
+                f"session {self._id!r} was not compacted: the summary call failed ({exc}); "
+                "the history is as it was"
+            ) from exc
+        summary = result.text.strip()
+        if result.exit != "answered" or not summary:
+            raise CompactionError(
+                f"session {self._id!r} was not compacted: the summary came back empty; "
+                "the history is as it was"
+            )
+        messages = compacted(summary, history, cut)
+        tokens = request_tokens(self._prefix, messages)
+        paid = self._cost(Usage(written_5m=tokens))
+        await self._emit(
+            HistoryCompacted(
+                session_id=self._id,
+                messages=messages,
+                replaced=len(history),
+                kept_from=cut,
+                reason=reason,
+                summarised_by=writer.id,
+                estimated_rewrite_tokens=tokens,
+                estimated_cost_usd=paid,
+            )
+        )
+        old, chain = self._state, list[str]()
+        for m in messages:
+            chain.append(chain_step(chain[-1] if chain else EMPTY_CHAIN, m))
+        # What a resume of the stored session starts from: no write to plan against, no
+        # entry to keep warm; the gaps and the spending stay the session's.
+        self._state = CacheState(
+            chain=chain,
+            last_request=old.last_request,
+            idle_since=old.idle_since,
+            gaps=old.gaps,
+            warm_spent_usd=old.warm_spent_usd,
+        )
+        self._history = list(messages)
+        self._declared_break = f"compaction: {reason}"
+        self._anchor = None
+        self._epoch += 1
+
+    async def _compact_if_due(self, hooks: Callbacks) -> None:
+        """Before a call: compact when the request nears the context window, or when the
+        cache went cold and the history is past the lower, idle threshold."""
+        policy = self._agent.compaction
+        info = self._info()
+        window = policy.window or info.context_window
+        if self._role in ("compaction", "review") or not policy.enabled or not window:
+            return
+        size = self._next_size()
+        reason = due(size, window, policy, cold_for=self._cold_for())
+        if reason is None:
+            return
+        try:
+            await self._compact(reason, hooks)
+        except CompactionError as exc:
+            room = size + self._agent.max_tokens
+            if room > window:
+                raise CompactionError(
+                    f"{exc}; the next request (about {size:,} tokens, plus "
+                    f"{self._agent.max_tokens:,} of output) does not fit the {window:,}-token "
+                    "context window. Start a new session, or branch this one at an earlier "
+                    "message"
+                ) from exc
+            log.warning("session %s: %s; the turn goes on uncompacted", self._id, exc)
+
+    def _next_size(self) -> int:
+        """The next request's input: the last call's, exactly as the provider counted it,
+        plus an estimate of what was appended since."""
+        state = self._state
+        if state.last_input_tokens and state.recorded_upto <= len(self._history):
+            since = self._history[state.recorded_upto :]
+            return state.last_input_tokens + estimate_tokens(b for m in since for b in m.content)
+        return request_tokens(self._prefix, self._history)
+
+    def _cold_for(self) -> float | None:
+        """Seconds since the newest cache entry expired (None while one lives)."""
+        state = self._state
+        if state.last_started is None or state.live_ttl is None:
+            return None
+        over = self._agent.clock.now() - state.last_started - self._live_for(state.live_ttl)
+        return over if over > 0 else None
 
     # -- one turn's steps (handed to the loop as `TurnSteps`) --------------------------------
 
@@ -599,11 +692,16 @@ class Session:
             anchor=self._anchor,
             thinking=self._prefix.params.thinking_budget is not None,
         )
+        breakpoints = p.breakpoints
+        if self._role == "compaction":
+            warm = self._cold_for() is None and self._state.last_started is not None
+            read_at = self._state.last_write(self._prefix) if warm else None
+            breakpoints = summary_marks(breakpoints, read_at)
         return Request(
             prefix=self._prefix,
             messages=tuple(self._history),
             max_tokens=self._agent.max_tokens,
-            breakpoints=p.breakpoints,
+            breakpoints=breakpoints,
             cache_key=self._cache_key(info),
             cache_retention=retention(info, self._agent.cache_policy.keep_warm),
             stream=stream,
@@ -612,6 +710,7 @@ class Session:
 
     async def _call_model(self, hooks: Callbacks) -> tuple[Completion, CacheRecord]:
         """One provider call on the current history, recorded and explained."""
+        await self._compact_if_due(hooks)
         provider = self._agent.provider
         request = self._request(stream=hooks.on_text is not None)
         completion = await provider.complete(
@@ -729,3 +828,51 @@ class Session:
         if menu is None or ttl is None:
             return 300.0
         return menu.long if ttl == "1h" else menu.short
+
+
+async def open_session(
+    agent: SessionAgent,
+    store: SessionSource,
+    session_id: str | None = None,
+    *,
+    create: bool = True,
+    tools: ToolsMode = "keep",
+    interrupted: Literal["record", "rerun"] = "record",
+    new_prefix: Callable[[], Prefix] | None = None,
+) -> Session:
+    """The stored session `session_id` continued by `agent`, or (when `create`) a new
+    one stored at once under that id (a fresh id when None). See `starts.resume_start`
+    for what a resume sends and refuses. `new_prefix` builds the prefix of a new
+    session; a resume never calls it (a toolset that is down must not stop a session
+    that already has its tools).
+    """
+    start: SessionStart | None = None
+    if session_id is not None:
+        try:
+            stored = await store.load(session_id)
+        except SessionNotFound:
+            if not create:
+                raise
+        else:
+            start = resume_start(
+                stored,
+                config=agent.config_snapshot(),
+                tools=agent.available_tools(),
+                mode=tools,
+                rerun=interrupted == "rerun",
+                cost=lambda usage: cost_usd(
+                    usage, agent.provider.model_info(stored.prefix.params.model)
+                ),
+            )
+    if start is None:
+        if new_prefix is None:
+            raise ConfigError("a new session needs its prefix (agent.open passes it)")
+        start = new_start(
+            prefix=new_prefix(),
+            config=agent.config_snapshot(),
+            now=agent.clock.now(),
+            session_id=session_id,
+        )
+    session = Session(start, agent=agent, store=store)
+    await session._flush()  # noqa: SLF001 - stored now: creation, a resume's rebase or answers
+    return session

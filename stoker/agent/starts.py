@@ -108,6 +108,7 @@ class SessionStart:
     anchor: BlockRef | None = None  # a block the first call marks (where a fork branched)
     unanswered: tuple[ToolUseBlock, ...] = ()  # calls the next user message must answer
     rerun: bool = False  # answer `unanswered` by running them again, not with a placeholder
+    epoch: int = 0  # compactions the session made (its history is the newest one's)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -124,6 +125,7 @@ class Snapshot:
     announced: ToolkitView | None
     now: float
     declared_break: str | None = None  # declared on the parent, not yet carried by a call
+    epoch: int = 0  # the parent's compactions: a resumed fork finds its history by it
 
 
 def declared(
@@ -207,11 +209,14 @@ def fork_start(
     max_iterations: int | None,
     rebase: Rebase | None = None,
     cost: CostFn,
+    anchored: bool = True,
 ) -> SessionStart:
     """A child sending exactly `parent`'s prefix and history; its first user message
     answers any tool calls the parent is waiting on (a sub-agent started by one of them).
 
     With `rebase` the child sends another prefix from its first call, as a declared break.
+    `anchored=False` writes nothing at the end of the parent's history for the parent to
+    read (a compaction's summary: the parent never sends that history again).
     """
     narrowed = parent.policy if isinstance(policy, Inherit) else parent.policy.narrow_to(policy)
     sid = f"{parent.session_id}.{role}-{uuid.uuid4().hex[:8]}"
@@ -221,8 +226,9 @@ def fork_start(
         "forked_at": len(parent.history),
         "policy": policy_config(narrowed),
         "max_iterations": max_iterations,
+        "epoch": parent.epoch,
     }
-    anchor = last_cacheable(parent.history)
+    anchor = last_cacheable(parent.history) if anchored else None
     if anchor is not None and rebase is None:  # the parent can read what the fork writes here
         config["anchor"] = {"prefix_key": key_of(parent.prefix), "at": list(anchor)}
     created = SessionCreated(
@@ -382,4 +388,5 @@ def resume_start(
         extra_tools=plan.implementations,
         unanswered=unanswered,
         rerun=rerun,
+        epoch=stored.epoch,
     )

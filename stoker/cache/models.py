@@ -32,6 +32,7 @@ class ModelInfo:
     renders_thinking_before_tools: bool = False
     strips_thinking: bool = False
     retention_24h: bool = False
+    context_window: int | None = None  # tokens a request may hold (None: unknown)
 
 
 @cache

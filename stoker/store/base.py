@@ -23,6 +23,7 @@ from stoker.wire.events import (
     CacheRecorded,
     ConfigChanged,
     Event,
+    HistoryCompacted,
     MessageAppended,
     PrefixRebased,
     SessionCreated,
@@ -233,6 +234,17 @@ class SqlEventStore:
                     ),
                 )
             )
+        elif isinstance(event, HistoryCompacted):
+            # Positions of the old history mean nothing in the new one; its last record
+            # described a request the session will never send again.
+            ops.append(
+                (
+                    "UPDATE sessions SET message_count = ?, declared_break = ?, "
+                    "last_record = NULL, updated_at = ? WHERE id = ?",
+                    (len(event.messages), f"compaction: {event.reason}", now, sid),
+                )
+            )
+            ops.append(("DELETE FROM session_writes WHERE session_id = ?", (sid,)))
         elif isinstance(event, ConfigChanged) and config is not None:
             ops.append(
                 (
@@ -308,8 +320,13 @@ class SqlEventStore:
 
         A fork (a review, a sub-agent) stores only its own messages and the point it was
         forked at; its history starts with its parent's first messages up to that point,
-        read the same way (three more queries per level of forking).
+        read the same way (three more queries per level of forking). A compaction
+        replaces the history from its event on; a fork made before it reads the parent's
+        history as it was then (the `epoch` it stored: compactions the parent had made).
         """
+        return await self._load(session_id, epoch=None)
+
+    async def _load(self, session_id: str, *, epoch: int | None) -> StoredSession:
         rows = await self._read(
             "SELECT role, parent_id, root_id, created_at, prefix, config, last_record, "
             "declared_break FROM sessions WHERE id = ?",
@@ -319,14 +336,17 @@ class SqlEventStore:
             raise SessionNotFound(session_id)
         role, parent_id, root_id, created_at, prefix, config, last_record, pending = rows[0]
         settings = json.loads(config)
-        messages, used = await self._own_messages(session_id)
+        messages, used, epochs = await self._own_messages(session_id, epoch=epoch)
         writes = await self._read(
             "SELECT prefix_key, message, block FROM session_writes WHERE session_id = ?",
             (session_id,),
         )
         forked_at = settings.get("forked_at")
         if parent_id is not None and isinstance(forked_at, int):
-            parent = await self.load(parent_id)
+            parent_epoch = settings.get("epoch")
+            parent = await self._load(
+                parent_id, epoch=parent_epoch if isinstance(parent_epoch, int) else None
+            )
             messages = (*parent.messages[:forked_at], *messages)
             used |= parent.used_tools
         return StoredSession(
@@ -342,19 +362,32 @@ class SqlEventStore:
             last_record=CacheRecord.from_dict(json.loads(last_record)) if last_record else None,
             declared_break=pending,
             writes={key: (int(m), int(b)) for key, m, b in writes},
+            epoch=epochs,
         )
 
-    async def _own_messages(self, session_id: str) -> tuple[tuple[Message, ...], frozenset[str]]:
-        bodies = await self._read(
-            "SELECT body FROM events WHERE session_id = ? AND type = 'message_appended' "
-            "ORDER BY seq",
+    async def _own_messages(
+        self, session_id: str, *, epoch: int | None
+    ) -> tuple[tuple[Message, ...], frozenset[str], int]:
+        """The session's own history after its last compaction (after `epoch` of them,
+        up to the next, when given), its used tools, and how many compactions it made."""
+        rows = await self._read(
+            "SELECT type, body FROM events WHERE session_id = ? "
+            "AND type IN ('message_appended', 'history_compacted') ORDER BY seq",
             (session_id,),
         )
         tools = await self._read("SELECT name FROM used_tools WHERE session_id = ?", (session_id,))
-        return (
-            tuple(message_from_dict(json.loads(b)["message"]) for (b,) in bodies),
-            frozenset(name for (name,) in tools),
-        )
+        cuts = [i for i, (type_, _) in enumerate(rows) if type_ == "history_compacted"]
+        wanted = len(cuts) if epoch is None else min(epoch, len(cuts))
+        start = cuts[wanted - 1] if wanted else 0
+        end = cuts[wanted] if wanted < len(cuts) else len(rows)
+        messages: list[Message] = []
+        for type_, body in rows[start:end]:  # only the epoch's rows are decoded
+            data = json.loads(body)
+            if type_ == "history_compacted":
+                messages = [message_from_dict(m) for m in data["messages"]]
+            else:
+                messages.append(message_from_dict(data["message"]))
+        return tuple(messages), frozenset(name for (name,) in tools), len(cuts)
 
     async def list_sessions(
         self, *, limit: int = 50, owner: str | None = None, role: str | None = None

@@ -11,6 +11,7 @@ from stoker.wire.events import (
     CacheRecorded,
     ConfigChanged,
     Event,
+    HistoryCompacted,
     MessageAppended,
     PrefixRebased,
     SessionCreated,
@@ -47,6 +48,16 @@ def encode(event: Event) -> str:
         }
     elif isinstance(event, ConfigChanged):
         body = {"changes": event.changes}
+    elif isinstance(event, HistoryCompacted):
+        body = {
+            "messages": [message_to_dict(m) for m in event.messages],
+            "replaced": event.replaced,
+            "kept_from": event.kept_from,
+            "reason": event.reason,
+            "summarised_by": event.summarised_by,
+            "estimated_rewrite_tokens": event.estimated_rewrite_tokens,
+            "estimated_cost_usd": event.estimated_cost_usd,
+        }
     else:
         raise WireError(f"cannot store event {event!r}")
     return dumps(body)
@@ -79,6 +90,17 @@ def decode(session_id: str, type_: str, body: str) -> Event:
         )
     if type_ == "config_changed":
         return ConfigChanged(session_id=session_id, changes=data["changes"])
+    if type_ == "history_compacted":
+        return HistoryCompacted(
+            session_id=session_id,
+            messages=tuple(message_from_dict(m) for m in data["messages"]),
+            replaced=data["replaced"],
+            kept_from=data["kept_from"],
+            reason=data["reason"],
+            summarised_by=data.get("summarised_by", ""),
+            estimated_rewrite_tokens=data.get("estimated_rewrite_tokens", 0),
+            estimated_cost_usd=data.get("estimated_cost_usd"),
+        )
     raise WireError(
         f"unknown stored event type {type_!r}; this store was written by a newer Stoker"
     )

@@ -61,7 +61,31 @@ class ConfigChanged:
     type: Literal["config_changed"] = "config_changed"
 
 
-Event = SessionCreated | MessageAppended | CacheRecorded | PrefixRebased | ConfigChanged
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HistoryCompacted:
+    """The history from here on is `messages`: a summary of what came before `kept_from`,
+    then the newest messages verbatim. The messages it replaced stay in the log (a fork
+    made before it still finds them), and the next call is a declared break."""
+
+    session_id: str
+    messages: tuple[Message, ...]
+    replaced: int  # messages in the history it replaced
+    kept_from: int  # the first of them kept verbatim
+    reason: str
+    summarised_by: str = ""  # the fork that wrote the summary
+    estimated_rewrite_tokens: int = 0
+    estimated_cost_usd: float | None = None
+    type: Literal["history_compacted"] = "history_compacted"
+
+
+Event = (
+    SessionCreated
+    | MessageAppended
+    | CacheRecorded
+    | PrefixRebased
+    | ConfigChanged
+    | HistoryCompacted
+)
 
 
 class EventSink(Protocol):

@@ -31,6 +31,7 @@ class StoredSession:
     declared_break: str | None = None  # declared, not yet carried by a call
     writes: dict[str, tuple[int, int]] = field(default_factory=dict)  # prefix key -> last write
     root_id: str = ""
+    epoch: int = 0  # compactions the session made (its history is the newest one's)
     extra: dict[str, Any] = field(default_factory=dict)
 
 
