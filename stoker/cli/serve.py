@@ -7,29 +7,23 @@ import dataclasses
 import os
 
 import typer
-from rich.console import Console
 
+from stoker.cli.options import Db
+from stoker.cli.render import console
 from stoker.config import DEFAULT_LIMITS
-from stoker.errors import ConfigError
-
-console = Console()
 
 
 def serve(
     config: str = typer.Option(None, "--config", "-c", help="Gateway TOML file."),
     host: str = typer.Option(None, help="Address to listen on (default from the config)."),
     port: int = typer.Option(None, help="Port to listen on (default from the config)."),
-    db: str = typer.Option(None, help="Session database: a path or postgresql:// URL."),
+    db: Db = None,
     log_level: str = typer.Option("info", help="uvicorn log level."),
 ) -> None:
     """Run the multi-user gateway: HTTP API, OpenAI-compatible chat, dashboard at /ui."""
     from stoker import gateway
 
-    try:
-        settings = gateway.load_config(config, env=os.environ)
-    except ConfigError as exc:
-        console.print(f"[red]error:[/] {exc}")
-        raise typer.Exit(1) from exc
+    settings = gateway.load_config(config, env=os.environ)
     if host:
         settings = dataclasses.replace(settings, host=host)
     if port:
