@@ -20,6 +20,7 @@ from stoker.cache.planner import CachePolicy
 from stoker.clock import Clock, FrozenClock, SystemClock
 from stoker.config import Config
 from stoker.errors import (
+    AmbiguousSessionId,
     AuthenticationError,
     ConfigError,
     InvalidRequest,
@@ -107,6 +108,7 @@ __all__ = [
     "INHERIT",
     "Agent",
     "AmbiguousEntry",
+    "AmbiguousSessionId",
     "AnthropicProvider",
     "ArgumentError",
     "AssistantMessage",

@@ -72,7 +72,7 @@ def run(
     db: Db = None,
 ) -> None:
     """Run one turn with the workspace tools, and show its cache effect."""
-    result = asyncio.run(
+    turn = asyncio.run(
         run_once(
             prompt,
             config=settings(db=db, provider=provider, model=model),
@@ -80,8 +80,8 @@ def run(
             session_id=session,
         )
     )
-    console.print(result.text)
-    rows = [("main", "1", r) for r in result.records]
+    console.print(turn.result.text)
+    rows = [("main", str(turn.number), r) for r in turn.result.records]
     console.print(records_table(rows, title="calls"))
 
 

@@ -25,3 +25,11 @@ Workdir = Annotated[str, typer.Option(help="Folder the workspace tools may read.
 AsJson = Annotated[
     bool, typer.Option("--json", help="Print JSON (for scripts) instead of a table.")
 ]
+SessionId = Annotated[
+    str,
+    typer.Argument(
+        help="A session id, or any start of one that no other id has "
+        "(`stoker sessions list` prints the shortest).",
+        show_default=False,
+    ),
+]

@@ -4,21 +4,33 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
-from collections.abc import Awaitable, Callable
+import json
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TypeVar
 
 import typer
+from rich.console import RenderableType
+from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from stoker.cache.pricing import total_cost
-from stoker.cli.errors import fail
-from stoker.cli.options import Db
+from stoker.cli.options import AsJson, Db, SessionId
 from stoker.cli.render import console, cost_text
 from stoker.cli.settings import settings
 from stoker.config import Config
-from stoker.session_views import export_session, show_session
+from stoker.errors import SessionNotFound
+from stoker.session_ids import resolve, short_ids
+from stoker.session_views import (
+    SessionView,
+    export_session,
+    show_session,
+    summary_dict,
+    view_dict,
+)
 from stoker.store import open_store
 from stoker.store.base import SqlEventStore
+from stoker.wire.stored import SessionSummary
 
 T = TypeVar("T")
 
@@ -44,29 +56,88 @@ def _when(ts: float) -> str:
     return dt.datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M")
 
 
-@sessions_app.command("list")
-def list_(db: Db = None, limit: int = typer.Option(50)) -> None:
-    """The most recently updated sessions."""
-    rows = with_store(settings(db=db), lambda s: s.list_sessions(limit=limit))
+# Columns after the id, most wanted first; a narrow terminal drops them from the end
+# rather than squeezing every column into unreadable slivers. Title takes what is left.
+_EXTRA = ("updated", "messages", "model", "role")
+_TITLE_MIN = 12
+_EDGE = 3  # a column's padding and border
+
+
+def sessions_table(
+    rows: Sequence[SessionSummary], short: Mapping[str, str], width: int
+) -> RenderableType:
+    """The session list for a terminal `width` columns wide. Every column gets an exact
+    width, so rich never squeezes one to nothing: the id column shows each session's
+    short id whole (never wrapped or cut), and the title gets what the others leave."""
+    cells = {
+        r.id: {
+            "id": short[r.id],
+            "updated": _when(r.updated_at),
+            "messages": str(r.message_count),
+            "model": r.model,
+            "role": r.role,
+        }
+        for r in rows
+    }
+
+    def need(col: str) -> int:
+        return max([len(col), *(len(c[col]) for c in cells.values())])
+
+    used = 1 + need("id") + _EDGE
+    if used + 4 + _EDGE > width:  # not even a sliver of title fits: ids alone, one a line
+        return Text("\n".join(short[r.id] for r in rows), no_wrap=False)
+    columns = ["id"]
+    for col in _EXTRA:
+        if used + need(col) + _EDGE + _TITLE_MIN + _EDGE <= width:
+            columns.append(col)
+            used += need(col) + _EDGE
     table = Table(title="sessions", title_justify="left")
-    for col in ("id", "role", "model", "messages", "updated", "title"):
-        table.add_column(col)
+    for col in columns:
+        table.add_column(col, no_wrap=True, width=need(col))
+    table.add_column("title", no_wrap=True, overflow="ellipsis", width=width - used - _EDGE)
     for r in rows:
-        table.add_row(r.id, r.role, r.model, str(r.message_count), _when(r.updated_at), r.title)
-    console.print(table)
+        table.add_row(*(cells[r.id][c] for c in columns), r.title)
+    return table
+
+
+@sessions_app.command("list")
+def list_(
+    db: Db = None,
+    limit: int = typer.Option(50, min=1, help="How many sessions, newest first."),
+    as_json: AsJson = False,
+) -> None:
+    """The most recently updated sessions, each with the shortest start of its id that
+    `show`, `export`, `rm` and `chat --resume` accept."""
+
+    async def listed(store: SqlEventStore) -> tuple[list[SessionSummary], dict[str, str]]:
+        rows = await store.list_sessions(limit=limit)
+        return rows, short_ids([r.id for r in rows], await store.session_ids())
+
+    rows, short = with_store(settings(db=db), listed)
+    if as_json:
+        typer.echo(json.dumps([summary_dict(r, short_id=short[r.id]) for r in rows], indent=2))
+        return
+    console.print(sessions_table(rows, short, console.width))
 
 
 @sessions_app.command()
-def show(session_id: str, db: Db = None) -> None:
+def show(session_id: SessionId, db: Db = None, as_json: AsJson = False) -> None:
     """History, tokens and cost per turn."""
-    view = with_store(settings(db=db), lambda s: show_session(s, session_id))
+
+    async def view_of(store: SqlEventStore) -> SessionView:
+        return await show_session(store, await resolve(store, session_id))
+
+    view = with_store(settings(db=db), view_of)
+    if as_json:
+        typer.echo(json.dumps(view_dict(view), indent=2, ensure_ascii=False))
+        return
     console.print(f"[bold]{view.id}[/] ({view.role}, {view.model})")
     for t in view.turns:
         tools = f" [dim]tools: {', '.join(t.tools)}[/]" if t.tools else ""
         u = t.usage
         why = ", ".join(r.explanation.verdict for r in t.records)
         console.print(
-            f"[bold]{t.number}.[/] {t.user}\n   → {t.answer.strip()}{tools}\n"
+            f"[bold]{t.number}.[/] {escape(t.user)}\n   → {escape(t.answer.strip())}{tools}\n"
             f"   [dim]read {u.read} · written {u.written} · uncached {u.uncached} · "
             f"output {u.output} · {cost_text(t.cost_usd)} · why: {why}[/]"
         )
@@ -77,7 +148,7 @@ def show(session_id: str, db: Db = None) -> None:
                 f"{cost_text(r.cost_usd)} · {r.explanation.detail}[/]"
             )
     for reason in view.rebases:
-        console.print(f"[yellow]declared cache break:[/] {reason}")
+        console.print(f"[yellow]declared cache break:[/] {escape(reason)}")
     if view.keep_warm:
         spent = total_cost(r.cost_usd for r in view.keep_warm)
         console.print(f"keep-warm: {len(view.keep_warm)} requests, {cost_text(spent)}")
@@ -89,15 +160,24 @@ def show(session_id: str, db: Db = None) -> None:
 
 
 @sessions_app.command()
-def export(session_id: str, db: Db = None) -> None:
+def export(session_id: SessionId, db: Db = None) -> None:
     """Every event of a session as JSON lines on standard output."""
-    for line in with_store(settings(db=db), lambda s: export_session(s, session_id)):
+
+    async def lines(store: SqlEventStore) -> list[str]:
+        return await export_session(store, await resolve(store, session_id))
+
+    for line in with_store(settings(db=db), lines):
         typer.echo(line)
 
 
 @sessions_app.command("rm")
-def remove(session_id: str, db: Db = None) -> None:
+def remove(session_id: SessionId, db: Db = None) -> None:
     """Delete a session and its forks."""
-    if not with_store(settings(db=db), lambda s: s.delete(session_id)):
-        fail(f"no session {session_id!r}")
-    console.print(f"removed {session_id}")
+
+    async def delete(store: SqlEventStore) -> str:
+        sid = await resolve(store, session_id)
+        if not await store.delete(sid):  # removed by someone else meanwhile
+            raise SessionNotFound(sid)
+        return sid
+
+    console.print(f"removed {with_store(settings(db=db), delete)}")

@@ -14,35 +14,10 @@ from typing import Any
 
 from stoker.agent.loop import TurnResult
 from stoker.cache.pricing import total_cost
-from stoker.session_views import SessionView
-from stoker.wire.record import CacheRecord
+from stoker.session_views import SessionView, usage_dict, view_dict
+from stoker.session_views import record_dict as record_view
 from stoker.wire.stored import SessionSummary
 from stoker.wire.usage import Usage
-
-
-def record_view(record: CacheRecord, *, turn: int | None = None) -> dict[str, Any]:
-    """One provider call: its buckets, its cost, and why it read what it read."""
-    u = record.usage
-    return {
-        "seq": record.seq,
-        "turn": turn,
-        "role": record.role,
-        "purpose": record.purpose,
-        "model": record.model,
-        "started_at": record.started_at,
-        "usage": {**u.to_dict(), "written": u.written, "input_total": u.input_total},
-        "cost_usd": record.cost_usd,
-        "declared_break": record.declared_break,
-        "explanation": {
-            "verdict": record.explanation.verdict,
-            "text": str(record.explanation),
-            "slot": record.explanation.slot,
-        },
-    }
-
-
-def usage_dict(usage: Usage) -> dict[str, int]:
-    return {**usage.to_dict(), "written": usage.written, "input_total": usage.input_total}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -147,20 +122,15 @@ def usage_view(view: SessionView) -> dict[str, Any]:
     }
 
 
+_TURN_FIELDS = ("number", "user", "answer", "tools", "usage", "cost_usd")
+
+
 def history_view(view: SessionView) -> dict[str, Any]:
+    """The conversation turn by turn, without each call's details (those are /usage's)."""
+    whole = view_dict(view)
     return {
         "id": view.id,
         "model": view.model,
-        "turns": [
-            {
-                "number": t.number,
-                "user": t.user,
-                "answer": t.answer,
-                "tools": t.tools,
-                "usage": usage_dict(t.usage),
-                "cost_usd": t.cost_usd,
-            }
-            for t in view.turns
-        ],
-        "rebases": list(view.rebases),
+        "turns": [{k: t[k] for k in _TURN_FIELDS} for t in whole["turns"]],
+        "rebases": whole["rebases"],
     }
