@@ -82,6 +82,11 @@ class SessionView:
     def keep_warm(self) -> tuple[CacheRecord, ...]:
         return tuple(r for t in self.turns for r in t.keep_warm)
 
+    @property
+    def records(self) -> tuple[CacheRecord, ...]:
+        """Every call in order: each turn's own, then the keep-warm requests after it."""
+        return tuple(r for t in self.turns for r in (*t.records, *t.keep_warm))
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Spend:

@@ -14,8 +14,9 @@ from typing import Any
 
 from stoker.agent.loop import TurnResult
 from stoker.cache.pricing import total_cost
-from stoker.session_views import SessionView, usage_dict, view_dict
+from stoker.session_views import SessionView, Spend, usage_dict, view_dict
 from stoker.session_views import record_dict as record_view
+from stoker.wire.record import CacheRecord
 from stoker.wire.stored import SessionSummary
 from stoker.wire.usage import Usage
 
@@ -102,16 +103,47 @@ def summary_view(s: SessionSummary) -> dict[str, Any]:
     }
 
 
+# How the dashboard colours a call: a miss (the cache should have served it and did not)
+# apart from a declared break (a change someone made on purpose), and both apart from
+# calls that could not read anything (the first, a prefix under the model's minimum).
+_MISSES = frozenset(
+    ("diverged", "expired", "lookback", "concurrent", "evicted", "cold", "overflow", "unexplained")
+)
+_KINDS = {"hit": "hit", "declared": "declared", "first": "first", "kept_warm": "keep_warm"}
+_TTL_SECONDS = {"5m": 300, "1h": 3600}
+
+
+def request_kind(record: CacheRecord) -> str:
+    """hit | miss | declared | first | keep_warm | uncacheable (below the minimum)."""
+    verdict = record.explanation.verdict
+    if verdict in _MISSES:
+        return "miss"
+    return _KINDS.get(verdict, "uncacheable")
+
+
+def _request(record: CacheRecord, turn: int) -> dict[str, Any]:
+    ttls = [_TTL_SECONDS[b.ttl] for b in record.breakpoints]
+    return {
+        **record_view(record, turn=turn),
+        "kind": request_kind(record),
+        # the newest breakpoint's entry holds the most; it is the one whose expiry shows
+        "ttl_seconds": ttls[-1] if ttls else 0,
+        "longest_ttl_seconds": max(ttls, default=0),
+    }
+
+
 def usage_view(view: SessionView) -> dict[str, Any]:
-    """Totals and every provider call of a session, in order, with its explanation."""
-    requests = [
-        record_view(r, turn=t.number) for t in view.turns for r in (*t.records, *t.keep_warm)
-    ]
+    """Totals and every provider call of a session, in order, with its explanation, and
+    what caching saved in money (`spend`: priced calls only, the rest counted apart)."""
+    records = [(t.number, r) for t in view.turns for r in (*t.records, *t.keep_warm)]
+    requests = [_request(r, turn) for turn, r in records]
     return {
         "session_id": view.id,
+        "title": view.turns[0].user if view.turns else "",
         "model": requests[-1]["model"] if requests else view.model,  # after any /model
         "usage": usage_dict(view.usage),
         "cost_usd": total_cost(r["cost_usd"] for r in requests),
+        "spend": Spend.of(view.records).to_dict(),
         "keep_warm": {
             "requests": len(view.keep_warm),
             "usage": usage_dict(Usage.total(r.usage for r in view.keep_warm)),
@@ -120,6 +152,12 @@ def usage_view(view: SessionView) -> dict[str, Any]:
         "requests": requests,
         "rebases": list(view.rebases),
     }
+
+
+def totals_view(views: list[SessionView]) -> dict[str, Any]:
+    """A user's sessions together: what they cost, what the cache saved, the hit ratio."""
+    spend = sum((Spend.of(v.records) for v in views), Spend())
+    return {"sessions": len(views), "spend": spend.to_dict()}
 
 
 _TURN_FIELDS = ("number", "user", "answer", "tools", "usage", "cost_usd")
