@@ -273,3 +273,22 @@ async def test_store_finds_ids_by_a_case_sensitive_start(store: SqlEventStore) -
     assert await store.session_ids("ab%") == []  # no wildcards: a start is literal text
     assert await store.session_ids("ab_") == ["ab_c"]
     assert sorted(await store.session_ids()) == ["Abc-1", "ab_c", "abc-2", "abc-3"]
+
+
+def test_chat_usage_counts_the_calls_of_earlier_processes_too(tmp_path: Path) -> None:
+    db = tmp_path / "s.db"
+    (tmp_path / "notes.md").write_text("ship on friday\n")
+    args = ["chat", "--db", str(db), "--workdir", str(tmp_path)]
+    first = runner.invoke(app, args, input="word count of 'notes.md'\n")
+    assert first.exit_code == 0, first.output
+    sid = _session_id(first.output)
+
+    async def stored_calls() -> int:
+        async with SQLiteStore(db) as store:
+            return len((await show_session(store, sid)).records)
+
+    calls = asyncio.run(stored_calls())
+    assert calls >= 2  # the tool call and the answer
+    again = runner.invoke(app, [*args, "--resume", sid[:10]], input="/usage\n")
+    assert again.exit_code == 0, again.output
+    assert f"{calls} calls · read " in again.output

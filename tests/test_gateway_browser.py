@@ -168,7 +168,8 @@ def test_the_dashboard_charts_a_new_request_as_it_happens(browser: WebDriver) ->
 def _stored_conversation(db: Path) -> tuple[str, str]:
     """Two sessions of alice on a frozen clock, keep-warm off: a tool turn, a hit a minute
     later, a 7-minute gap (the 5-minute entry expires: a miss), a declared model switch
-    to a model with no price in the table. Returns (the first session's id, the other's)."""
+    to a model with no price in the table, then a 3-hour gap (another miss). Returns (the
+    first session's id, the other's)."""
 
     async def write() -> tuple[str, str]:
         async with SQLiteStore(db) as store:
@@ -184,6 +185,8 @@ def _stored_conversation(db: Path) -> tuple[str, str]:
                 await gw.send("alice", sid, "/model claude-sonnet-5")
                 rig.clock.advance(seconds=20)
                 await gw.send("alice", sid, "with the other model")
+                rig.clock.advance(minutes=180)
+                await gw.send("alice", sid, "back after three hours")
                 other = await gw.create_session("alice")
                 await gw.send("alice", other, "a second conversation")
             finally:
@@ -223,8 +226,8 @@ def test_the_dashboard_shows_savings_a_time_axis_and_misses_apart(
         second = api.get(f"/v1/sessions/{other}/usage").json()
         browser.go(f"{url}/ui#token={token}&session={sid}")
         _until(
-            lambda: browser.run("return document.getElementById('chart').dataset.count") == "5",
-            "the session's five requests",
+            lambda: browser.run("return document.getElementById('chart').dataset.count") == "6",
+            "the session's six requests",
         )
         page = browser.run(
             """const d = (id) => document.getElementById(id);
@@ -249,6 +252,10 @@ def test_the_dashboard_shows_savings_a_time_axis_and_misses_apart(
             "return Array.from(document.querySelectorAll('#chart [data-ttl-band]'))"
             ".map(b => [+b.dataset.ttlBand, +b.getAttribute('x') + +b.getAttribute('width')])"
         )
+        breaks = browser.run(
+            "return Array.from(document.querySelectorAll('#chart [data-gap-break]'))"
+            ".map(b => [+b.dataset.gapBreak, b.textContent])"
+        )
         ticks = browser.run(
             "return Array.from(document.querySelectorAll('#chart [data-tick]'))"
             ".map(t => +t.dataset.time)"
@@ -258,7 +265,7 @@ def test_the_dashboard_shows_savings_a_time_axis_and_misses_apart(
     priced = [r for r in requests if r["cost_usd"] is not None]
     unpriced = len(requests) - len(priced)
     # the savings figure: the records' own totals, and the unpriced call kept apart
-    assert unpriced == 1  # the switch went to a model the price table does not know
+    assert unpriced == 2  # the switch went to a model the price table does not know
     assert page["unpriced"] == unpriced
     assert page["cost"] == pytest.approx(sum(r["cost_usd"] for r in priced))
     no_cache = sum(_no_cache_usd(r) or 0.0 for r in priced)
@@ -272,7 +279,7 @@ def test_the_dashboard_shows_savings_a_time_axis_and_misses_apart(
     assert page["totals"]["sessions"] == "2"
     both = usage["spend"]["savings_usd"] + second["spend"]["savings_usd"]
     assert float(page["totals"]["savingsUsd"]) == pytest.approx(both)
-    assert page["totals"]["unpriced"] == "1"
+    assert page["totals"]["unpriced"] == "2"
     # titled by the first message, in the heading and the list
     assert page["title"] == "read_file 'notes.md'"
     assert dict(page["listed"]) == {sid: "read_file 'notes.md'", other: "a second conversation"}
@@ -287,8 +294,8 @@ def test_the_dashboard_shows_savings_a_time_axis_and_misses_apart(
         for r in requests
     ]
     kinds = [b[0] for b in bars]
-    assert kinds == ["first", "hit", "hit", "miss", "declared"]
-    assert bars[3][1] == "expired"
+    assert kinds == ["first", "hit", "hit", "miss", "declared", "miss"]
+    assert bars[3][1] == bars[5][1] == "expired"
     # the time axis: left to right in time, gaps drawn to scale, the expiry between them
     starts = [b[2] for b in bars]
     assert starts == [r["started_at"] for r in requests]
@@ -297,10 +304,12 @@ def test_the_dashboard_shows_savings_a_time_axis_and_misses_apart(
     assert len(set(xs)) == len(xs)
     one_minute, seven_minutes = xs[2] - xs[1], xs[3] - xs[2]
     assert seven_minutes > 4 * one_minute
-    assert expired_after == [2]  # only the 7-minute gap outlived the 5-minute entry
+    assert expired_after == [2, 4]  # only these gaps outlived the 5-minute entry
+    assert breaks == [[5, "≈ 3.0 h"]]  # past the axis's reach: cut, with its length
+    assert xs[5] - xs[4] < 2 * seven_minutes  # ...so it does not squash the rest
     band_end = dict(bands)
     assert band_end[2] < xs[3]  # the entry's life ends before the next request
-    assert band_end[1] == pytest.approx(xs[2])  # a minute later it was still alive
+    assert band_end[1] == pytest.approx(xs[2], abs=0.01)  # a minute later still alive
     assert ticks
     assert set(ticks) <= set(starts)
     assert ticks[0] == starts[0]

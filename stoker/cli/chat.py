@@ -16,7 +16,7 @@ from stoker.cli.options import Db, Model, Provider, Workdir
 from stoker.cli.render import console, records_table
 from stoker.cli.sessions import with_store
 from stoker.cli.settings import settings
-from stoker.cli.slash import answer, message_text, parse
+from stoker.cli.slash import Chat, answer, message_text, parse
 from stoker.config import DEFAULT_MODEL, DEFAULT_PROVIDER
 from stoker.run import default_agent, turns_in
 from stoker.session_ids import resolve
@@ -33,7 +33,8 @@ def _progress(event: ToolProgress) -> None:
         console.print(f"[dim]  {mark} {escape(event.name)} done[/]")
 
 
-async def _converse(session: Session) -> None:
+async def _converse(session: Session, store: SqlEventStore) -> None:
+    chat = Chat(session=session, store=store, out=console)
     callbacks = Callbacks(on_tool=_progress)
     while True:
         try:
@@ -44,7 +45,7 @@ async def _converse(session: Session) -> None:
             continue
         command = parse(line)
         if command is not None:
-            if not await answer(*command, session, console):
+            if not await answer(chat, *command):
                 return
             continue
         result = await session.send(message_text(line), callbacks=callbacks)
@@ -79,7 +80,7 @@ def chat(
             keep_warm.watch(session)
             timers = asyncio.create_task(keep_warm.run())
             try:
-                await _converse(session)
+                await _converse(session, store)
             finally:
                 timers.cancel()
                 with contextlib.suppress(asyncio.CancelledError):

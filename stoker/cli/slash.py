@@ -19,9 +19,20 @@ from rich.markup import escape
 
 from stoker.agent.session import Session
 from stoker.errors import ConfigError
-from stoker.session_views import Spend
+from stoker.session_views import Spend, show_session
+from stoker.store.base import SqlEventStore
 
 _COMMAND = re.compile(r"/([a-z]+)(?:\s+(.*))?", re.DOTALL)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Chat:
+    """What a command may use: the live session, the store it is kept in (which also
+    holds the calls of earlier processes), and where to print."""
+
+    session: Session
+    store: SqlEventStore
+    out: Console
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -29,7 +40,7 @@ class Command:
     """A local command: its help line and what it does (returns False to end the chat)."""
 
     usage: str
-    run: Callable[[Session, str, Console], Awaitable[bool]]
+    run: Callable[[Chat, str], Awaitable[bool]]
 
 
 def parse(line: str) -> tuple[str, str] | None:
@@ -43,15 +54,18 @@ def message_text(line: str) -> str:
     return line[1:] if line.startswith("//") else line
 
 
-async def _help(session: Session, argument: str, out: Console) -> bool:
+async def _help(chat: Chat, argument: str) -> bool:
+    out = chat.out
     for name, command in COMMANDS.items():
         out.print(f"  [bold]/{name}[/] {escape(command.usage)}")
     out.print("  Anything else goes to the model; start a line with // to send a leading /.")
     return True
 
 
-async def _usage(session: Session, argument: str, out: Console) -> bool:
-    spend = Spend.of(session.records)
+async def _usage(chat: Chat, argument: str) -> bool:
+    """The whole stored session, calls made by earlier processes (resumes) included."""
+    out = chat.out
+    spend = Spend.of((await show_session(chat.store, chat.session.id)).records)
     u = spend.usage
     unpriced = f" (+{spend.unpriced} calls with no known price)" if spend.unpriced else ""
     out.print(
@@ -63,7 +77,8 @@ async def _usage(session: Session, argument: str, out: Console) -> bool:
     return True
 
 
-async def _model(session: Session, argument: str, out: Console) -> bool:
+async def _model(chat: Chat, argument: str) -> bool:
+    session, out = chat.session, chat.out
     current = session.prefix.params.model
     if not argument:
         out.print(f"model: {current} (/model NAME switches: one declared cache break)")
@@ -77,7 +92,7 @@ async def _model(session: Session, argument: str, out: Console) -> bool:
     return True
 
 
-async def _exit(session: Session, argument: str, out: Console) -> bool:
+async def _exit(chat: Chat, argument: str) -> bool:
     return False
 
 
@@ -90,15 +105,15 @@ COMMANDS: dict[str, Command] = {
 }
 
 
-async def answer(name: str, argument: str, session: Session, out: Console) -> bool:
+async def answer(chat: Chat, name: str, argument: str) -> bool:
     """Answer one command locally; False ends the chat. A mistyped command or a bad
     argument is a message here, never a turn."""
     command = COMMANDS.get(name)
     if command is None:
-        out.print(f"[red]unknown command /{escape(name)}[/]: /help lists them")
+        chat.out.print(f"[red]unknown command /{escape(name)}[/]: /help lists them")
         return True
     try:
-        return await command.run(session, argument, out)
+        return await command.run(chat, argument)
     except ConfigError as exc:
-        out.print(f"[red]error:[/] {escape(str(exc))}")
+        chat.out.print(f"[red]error:[/] {escape(str(exc))}")
         return True
