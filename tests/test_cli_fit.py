@@ -236,6 +236,14 @@ def test_chat_model_switch_is_one_declared_break(tmp_path: Path) -> None:
         return [(r.model, r.explanation.verdict) for t in view.turns for r in t.records]
 
     assert asyncio.run(records())[-1] == ("claude-opus-4-6", "declared")
+    # resumed without --model, the session goes on with the model it switched to
+    again = runner.invoke(
+        app,
+        ["chat", "--db", str(db), "--workdir", str(tmp_path), "--resume", _session_id(out.output)],
+        input="/model\n",
+    )
+    assert again.exit_code == 0, again.output
+    assert "model: claude-opus-4-6" in again.output
 
 
 def test_run_numbers_turns_on_across_calls_in_one_session(tmp_path: Path) -> None:

@@ -12,7 +12,7 @@ from rich.markup import escape
 from stoker.agent.keepwarm import KeepWarm
 from stoker.agent.seams import Callbacks
 from stoker.agent.session import Session
-from stoker.cli.options import Db, Model, Provider, Workdir
+from stoker.cli.options import Db, Provider, Workdir
 from stoker.cli.render import console, records_table
 from stoker.cli.sessions import with_store
 from stoker.cli.settings import settings
@@ -62,17 +62,25 @@ def chat(
         None, "--resume", help="Continue a stored session: its id or a unique start of it."
     ),
     db: Db = None,
-    model: Model = DEFAULT_MODEL,
+    model: str | None = typer.Option(
+        None,
+        help="Model, when --provider names none (default: a resumed session's own, "
+        f"else {DEFAULT_MODEL}).",
+        show_default=False,
+    ),
     workdir: Workdir = ".",
     provider: Provider = DEFAULT_PROVIDER,
 ) -> None:
     """A conversation in the terminal, stored as it goes. /help lists the commands it
     answers itself (/usage, /model, /exit); Ctrl-D ends it too."""
-    config = settings(db=db, provider=provider, model=model)
 
     async def run(store: SqlEventStore) -> None:
+        sid = await resolve(store, resume) if resume is not None else None
+        # A resumed session goes on with its own model (after any /model switch), unless
+        # the command names another: that is then a resume mismatch, said clearly.
+        stored = (await store.load(sid)).prefix.params.model if sid and not model else None
+        config = settings(db=db, provider=provider, model=model or stored)
         async with default_agent(config=config, workdir=Path(workdir)) as agent:
-            sid = await resolve(store, resume) if resume is not None else None
             session = await agent.open(store, sid, create=resume is None)
             console.print(f"[dim]session {session.id} — /help for commands, /exit to leave[/]")
             # While you read or think, the time policy keeps the cache warm if it pays.
@@ -87,4 +95,4 @@ def chat(
                     await timers
         console.print(f"[dim]resume with: stoker chat --resume {session.id}[/]")
 
-    with_store(config, run)
+    with_store(settings(db=db), run)

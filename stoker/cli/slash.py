@@ -72,7 +72,7 @@ async def _usage(chat: Chat, argument: str) -> bool:
         f"{spend.calls} calls · read {u.read:,} · written {u.written:,} · uncached "
         f"{u.uncached:,} · output {u.output:,} · hit ratio {u.hit_ratio:.1%}\n"
         f"cost ${spend.cost_usd:.5f}{unpriced} · without a cache ${spend.no_cache_usd:.5f} · "
-        f"saved ${spend.savings_usd:.5f}"
+        f"saved {'-' if spend.savings_usd < 0 else ''}${abs(spend.savings_usd):.5f}"
     )
     return True
 
