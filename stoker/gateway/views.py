@@ -13,10 +13,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from stoker.agent.loop import TurnResult
+from stoker.cache.models import model_info
 from stoker.cache.pricing import total_cost
+from stoker.cache.time_policy import lifetimes
+from stoker.errors import ConfigError
 from stoker.session_views import SessionView, Spend, usage_dict, view_dict
 from stoker.session_views import record_dict as record_view
 from stoker.wire.record import CacheRecord
+from stoker.wire.request import Ttl
 from stoker.wire.stored import SessionSummary
 from stoker.wire.usage import Usage
 
@@ -110,7 +114,6 @@ _MISSES = frozenset(
     ("diverged", "expired", "lookback", "concurrent", "evicted", "cold", "overflow", "unexplained")
 )
 _KINDS = {"hit": "hit", "declared": "declared", "first": "first", "kept_warm": "keep_warm"}
-_TTL_SECONDS = {"5m": 300, "1h": 3600}
 
 
 def request_kind(record: CacheRecord) -> str:
@@ -121,8 +124,19 @@ def request_kind(record: CacheRecord) -> str:
     return _KINDS.get(verdict, "uncacheable")
 
 
+def _lifetimes(record: CacheRecord) -> dict[Ttl, float]:
+    """Seconds an entry of each TTL lives on the record's provider: the time policy's
+    menu, or 5 minutes where it has none (as the session itself assumes)."""
+    try:
+        menu = lifetimes(model_info(record.model))
+    except ConfigError:
+        menu = None
+    return {"5m": menu.short, "1h": menu.long} if menu else {"5m": 300.0, "1h": 300.0}
+
+
 def _request(record: CacheRecord, turn: int) -> dict[str, Any]:
-    ttls = [_TTL_SECONDS[b.ttl] for b in record.breakpoints]
+    live = _lifetimes(record)
+    ttls = [live[b.ttl] for b in record.breakpoints]
     return {
         **record_view(record, turn=turn),
         "kind": request_kind(record),
