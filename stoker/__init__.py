@@ -21,6 +21,7 @@ from stoker.cache.planner import CachePolicy
 from stoker.clock import Clock, FrozenClock, SystemClock
 from stoker.config import Config
 from stoker.errors import (
+    AmbiguousSessionId,
     AuthenticationError,
     CompactionError,
     ConfigError,
@@ -109,6 +110,7 @@ __all__ = [
     "INHERIT",
     "Agent",
     "AmbiguousEntry",
+    "AmbiguousSessionId",
     "AnthropicProvider",
     "ArgumentError",
     "AssistantMessage",

@@ -18,7 +18,8 @@ what went wrong and what to do about it.
     │   └── SpawnDepthExceeded   a sub-agent would nest deeper than the configured limit
     ├── CompactionError          a history could not be compacted (or not enough to fit)
     ├── StoreError               the session database cannot be used as it is
-    │   └── SessionNotFound      no session with that id in the store
+    │   ├── SessionNotFound      no session with that id in the store
+    │   └── AmbiguousSessionId   a shortened id that starts more than one session's id
     ├── MemoryStoreError         (stoker.memory) a refused memory or skill write, for the model
     └── IntegrationError         (stoker.integrations) a toolkit failed, timed out or is unknown
 
@@ -153,3 +154,16 @@ class SessionNotFound(StoreError):
             "there are (check STOKER_DB / STOKER_DATABASE_URL if you expected another store)"
         )
         self.session_id = session_id
+
+
+class AmbiguousSessionId(StoreError):
+    """A shortened session id (as `stoker sessions list` prints them) that more than one
+    session's id starts with; `candidates` are some of them."""
+
+    def __init__(self, prefix: str, candidates: list[str]) -> None:
+        super().__init__(
+            f"{prefix!r} starts more than one session id: {', '.join(candidates)}. "
+            "Give more of the id (`stoker sessions list` shows enough of each to tell apart)."
+        )
+        self.prefix = prefix
+        self.candidates = candidates

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 from stoker.agent.agent import Agent
@@ -11,6 +12,7 @@ from stoker.providers.select import select_provider
 from stoker.store import open_store
 from stoker.tools import ToolRegistry
 from stoker.toolsets.workspace import WORKSPACE_SYSTEM, workspace_toolset
+from stoker.wire.messages import Message, UserMessage
 
 
 def default_agent(*, config: Config, workdir: Path) -> Agent:
@@ -28,18 +30,34 @@ def default_agent(*, config: Config, workdir: Path) -> Agent:
     )
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OneTurn:
+    """A turn run from the command line, and its number in its session (a stored
+    session's turns count on across `stoker run --session` calls)."""
+
+    number: int
+    result: TurnResult
+
+
+def turns_in(history: tuple[Message, ...]) -> int:
+    """User turns in a history: user messages that are not only tool results."""
+    return sum(isinstance(m, UserMessage) and not m.tool_results for m in history)
+
+
 async def run_once(
     prompt: str,
     *,
     config: Config,
     workdir: Path,
     session_id: str | None = None,
-) -> TurnResult:
+) -> OneTurn:
     """One turn; with `session_id`, in that stored session of `config.database` (created
     if it is new)."""
     async with default_agent(config=config, workdir=workdir) as agent:
         if session_id is None:
-            return await agent.session().send(prompt)
+            session = agent.session()
+            return OneTurn(number=1, result=await session.send(prompt))
         async with open_store(config.database) as store:
             session = await agent.open(store, session_id)
-            return await session.send(prompt)
+            result = await session.send(prompt)
+            return OneTurn(number=turns_in(session.history), result=result)

@@ -7,14 +7,18 @@ wire values (messages, records) and never print.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from stoker.agent.loop import TurnResult
-from stoker.cache.pricing import total_cost
+from stoker.cache.models import model_info
+from stoker.cache.pricing import total_cost, uncached_cost_usd
+from stoker.errors import ConfigError
 from stoker.store.base import SqlEventStore
 from stoker.wire.messages import AssistantMessage, Message, UserMessage, message_from_dict
 from stoker.wire.record import CacheRecord
+from stoker.wire.stored import SessionSummary
 from stoker.wire.usage import Usage
 
 
@@ -78,6 +82,70 @@ class SessionView:
     def keep_warm(self) -> tuple[CacheRecord, ...]:
         return tuple(r for t in self.turns for r in t.keep_warm)
 
+    @property
+    def records(self) -> tuple[CacheRecord, ...]:
+        """Every call in order: each turn's own, then the keep-warm requests after it."""
+        return tuple(r for t in self.turns for r in (*t.records, *t.keep_warm))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Spend:
+    """What a set of calls cost and what caching saved, in money.
+
+    Sums run over the calls whose price is known; the others are counted in `unpriced`
+    and left out of both sums, so one call on a model without a price never hides what
+    the rest cost (a total of "unknown" helps nobody), and the saving compares like with
+    like: the same priced calls' tokens, all at the base input price.
+    """
+
+    calls: int = 0
+    usage: Usage = field(default_factory=Usage)
+    cost_usd: float = 0.0
+    no_cache_usd: float = 0.0
+    unpriced: int = 0
+
+    @property
+    def savings_usd(self) -> float:
+        return self.no_cache_usd - self.cost_usd
+
+    @classmethod
+    def of(cls, records: Iterable[CacheRecord]) -> Spend:
+        total = cls()
+        for r in records:
+            baseline = _no_cache_usd(r)
+            if r.cost_usd is None or baseline is None:
+                total += cls(calls=1, usage=r.usage, unpriced=1)
+            else:
+                total += cls(calls=1, usage=r.usage, cost_usd=r.cost_usd, no_cache_usd=baseline)
+        return total
+
+    def __add__(self, other: Spend) -> Spend:
+        return Spend(
+            calls=self.calls + other.calls,
+            usage=self.usage + other.usage,
+            cost_usd=self.cost_usd + other.cost_usd,
+            no_cache_usd=self.no_cache_usd + other.no_cache_usd,
+            unpriced=self.unpriced + other.unpriced,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "calls": self.calls,
+            "usage": usage_dict(self.usage),
+            "hit_ratio": self.usage.hit_ratio,
+            "cost_usd": self.cost_usd,
+            "no_cache_usd": self.no_cache_usd,
+            "savings_usd": self.savings_usd,
+            "unpriced_calls": self.unpriced,
+        }
+
+
+def _no_cache_usd(record: CacheRecord) -> float | None:
+    try:
+        return uncached_cost_usd(record.usage, model_info(record.model))
+    except ConfigError:  # a model Stoker has no facts for: no price either
+        return None
+
 
 def answered(history: Sequence[Message], text: str) -> bool:
     """Whether the history's last turn is the user's `text` and the model answered it."""
@@ -126,3 +194,70 @@ async def export_session(store: SqlEventStore, session_id: str) -> list[str]:
         )
         for seq, type_, created, body in await store.events(session_id)
     ]
+
+
+def usage_dict(usage: Usage) -> dict[str, int]:
+    """The buckets, plus the two sums people ask for first."""
+    return {**usage.to_dict(), "written": usage.written, "input_total": usage.input_total}
+
+
+def record_dict(record: CacheRecord, *, turn: int | None = None) -> dict[str, Any]:
+    """One provider call: its buckets, its cost, and why it read what it read."""
+    return {
+        "seq": record.seq,
+        "turn": turn,
+        "role": record.role,
+        "purpose": record.purpose,
+        "model": record.model,
+        "started_at": record.started_at,
+        "usage": usage_dict(record.usage),
+        "cost_usd": record.cost_usd,
+        "declared_break": record.declared_break,
+        "explanation": {
+            "verdict": record.explanation.verdict,
+            "text": str(record.explanation),
+            "slot": record.explanation.slot,
+        },
+    }
+
+
+def summary_dict(summary: SessionSummary, *, short_id: str) -> dict[str, Any]:
+    """A listed session, with the start of its id that names it alone in its store."""
+    return {
+        "id": summary.id,
+        "short_id": short_id,
+        "role": summary.role,
+        "parent_id": summary.parent_id,
+        "model": summary.model,
+        "title": summary.title,
+        "messages": summary.message_count,
+        "created_at": summary.created_at,
+        "updated_at": summary.updated_at,
+    }
+
+
+def view_dict(view: SessionView) -> dict[str, Any]:
+    """A whole session as `stoker sessions show` tells it: turns with their calls, the
+    keep-warm requests after each, declared breaks and totals."""
+    return {
+        "id": view.id,
+        "role": view.role,
+        "model": view.model,
+        "turns": [
+            {
+                "number": t.number,
+                "user": t.user,
+                "answer": t.answer,
+                "tools": t.tools,
+                "usage": usage_dict(t.usage),
+                "cost_usd": t.cost_usd,
+                "requests": [record_dict(r, turn=t.number) for r in t.records],
+                "keep_warm": [record_dict(r, turn=t.number) for r in t.keep_warm],
+            }
+            for t in view.turns
+        ],
+        "rebases": list(view.rebases),
+        "usage": usage_dict(view.usage),
+        "hit_ratio": view.usage.hit_ratio,
+        "cost_usd": view.cost_usd,
+    }

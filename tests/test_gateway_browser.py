@@ -8,19 +8,31 @@ Needs Debian's `chromium` and `chromium-driver`: skipped without them, failed in
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 import socket
 import subprocess
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
+from stoker.cache.models import model_info
+from stoker.cache.pricing import uncached_cost_usd
+from stoker.gateway.auth import TokenTable, token_digest
+from stoker.gateway.config import GatewayConfig
 from stoker.gateway.local import local_gateway
+from stoker.gateway.server import build_app, build_gateway, serve_in_thread
+from stoker.gateway.session_settings import SessionSettings
+from stoker.store.sqlite import SQLiteStore
+from stoker.wire.usage import Usage
+from tests.helpers import SYSTEM
+from tests.test_gateway_support import make_rig
 
 CHROMIUM = os.environ.get("STOKER_CHROMIUM", "/usr/bin/chromium")
 CHROMEDRIVER = os.environ.get("STOKER_CHROMEDRIVER", "/usr/bin/chromedriver")
@@ -151,3 +163,153 @@ def test_the_dashboard_charts_a_new_request_as_it_happens(browser: WebDriver) ->
             ".map(b => b.dataset.session)"
         )
         assert listed == [sid]
+
+
+def _stored_conversation(db: Path) -> tuple[str, str]:
+    """Two sessions of alice on a frozen clock, keep-warm off: a tool turn, a hit a minute
+    later, a 7-minute gap (the 5-minute entry expires: a miss), a declared model switch
+    to a model with no price in the table, then a 3-hour gap (another miss). Returns (the
+    first session's id, the other's)."""
+
+    async def write() -> tuple[str, str]:
+        async with SQLiteStore(db) as store:
+            rig = make_rig(store, keep_warm=False)
+            gw = rig.gateway
+            try:
+                sid = await gw.create_session("alice")
+                await gw.send("alice", sid, "read_file 'notes.md'")
+                rig.clock.advance(minutes=1)
+                await gw.send("alice", sid, "and then?")
+                rig.clock.advance(minutes=7)
+                await gw.send("alice", sid, "still there?")
+                await gw.send("alice", sid, "/model claude-sonnet-5")
+                rig.clock.advance(seconds=20)
+                await gw.send("alice", sid, "with the other model")
+                rig.clock.advance(minutes=180)
+                await gw.send("alice", sid, "back after three hours")
+                other = await gw.create_session("alice")
+                await gw.send("alice", other, "a second conversation")
+            finally:
+                await gw.close()
+            return sid, other
+
+    return asyncio.run(write())
+
+
+@contextmanager
+def _gateway_on(db: Path) -> Iterator[tuple[str, str]]:
+    """A gateway over the stored conversation, as a restarted process would serve it."""
+    token = "alice-dashboard-token-0001"
+    config = GatewayConfig(
+        tokens=TokenTable({token_digest(token): "alice"}),
+        keep_warm=False,
+        defaults=SessionSettings(system=SYSTEM),
+    )
+    app = build_app(config, build_gateway(config, store=SQLiteStore(db)))
+    with serve_in_thread(app) as url:
+        yield url, token
+
+
+def _no_cache_usd(request: dict[str, Any]) -> float | None:
+    return uncached_cost_usd(Usage.from_dict(request["usage"]), model_info(request["model"]))
+
+
+def test_the_dashboard_shows_savings_a_time_axis_and_misses_apart(
+    browser: WebDriver, tmp_path: Path
+) -> None:
+    sid, other = _stored_conversation(tmp_path / "gw.db")
+    with (
+        _gateway_on(tmp_path / "gw.db") as (url, token),
+        httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"}) as api,
+    ):
+        usage = api.get(f"/v1/sessions/{sid}/usage").json()
+        second = api.get(f"/v1/sessions/{other}/usage").json()
+        browser.go(f"{url}/ui#token={token}&session={sid}")
+        _until(
+            lambda: browser.run("return document.getElementById('chart').dataset.count") == "6",
+            "the session's six requests",
+        )
+        page = browser.run(
+            """const d = (id) => document.getElementById(id);
+            return {saved: +d('saved').dataset.usd, savedText: d('saved').textContent,
+              cost: +d('cost').dataset.usd, noCache: +d('no-cache').dataset.usd,
+              ratio: +d('hit-ratio').dataset.ratio, unpriced: +d('unpriced').dataset.count,
+              title: d('title').textContent,
+              listed: Array.from(document.querySelectorAll('#sessions [data-session]'))
+                .map(b => [b.dataset.session, b.firstChild.textContent]),
+              totals: {...d('user-totals').dataset}}"""
+        )
+        bars = browser.run(
+            "return Array.from(document.querySelectorAll('#chart [data-request]')).map(g => ["
+            "g.dataset.kind, g.dataset.verdict, +g.dataset.started, +g.dataset.x,"
+            " Array.from(g.querySelectorAll('[data-mark]')).map(m => m.dataset.mark).join()])"
+        )
+        expired_after = browser.run(
+            "return Array.from(document.querySelectorAll('#chart [data-expired-after]'))"
+            ".map(e => +e.dataset.expiredAfter)"
+        )
+        bands = browser.run(
+            "return Array.from(document.querySelectorAll('#chart [data-ttl-band]'))"
+            ".map(b => [+b.dataset.ttlBand, +b.getAttribute('x') + +b.getAttribute('width')])"
+        )
+        breaks = browser.run(
+            "return Array.from(document.querySelectorAll('#chart [data-gap-break]'))"
+            ".map(b => [+b.dataset.gapBreak, b.textContent])"
+        )
+        ticks = browser.run(
+            "return Array.from(document.querySelectorAll('#chart [data-tick]'))"
+            ".map(t => +t.dataset.time)"
+        )
+
+    requests = usage["requests"]
+    priced = [r for r in requests if r["cost_usd"] is not None]
+    unpriced = len(requests) - len(priced)
+    # the savings figure: the records' own totals, and the unpriced call kept apart
+    assert unpriced == 2  # the switch went to a model the price table does not know
+    assert page["unpriced"] == unpriced
+    assert page["cost"] == pytest.approx(sum(r["cost_usd"] for r in priced))
+    no_cache = sum(_no_cache_usd(r) or 0.0 for r in priced)
+    assert page["noCache"] == pytest.approx(no_cache)
+    assert page["saved"] == pytest.approx(no_cache - page["cost"])
+    assert page["saved"] > 0
+    assert page["savedText"] == f"${page['saved']:.6f}"
+    read = sum(r["usage"]["read"] for r in requests)
+    assert page["ratio"] == pytest.approx(read / sum(r["usage"]["input_total"] for r in requests))
+    # across alice's sessions
+    assert page["totals"]["sessions"] == "2"
+    both = usage["spend"]["savings_usd"] + second["spend"]["savings_usd"]
+    assert float(page["totals"]["savingsUsd"]) == pytest.approx(both)
+    assert page["totals"]["unpriced"] == "2"
+    # titled by the first message, in the heading and the list
+    assert page["title"] == "read_file 'notes.md'"
+    assert dict(page["listed"]) == {sid: "read_file 'notes.md'", other: "a second conversation"}
+
+    # misses and declared breaks apart, and only they are marked
+    assert [(kind, verdict, mark) for kind, verdict, _, _, mark in bars] == [
+        (
+            r["kind"],
+            r["explanation"]["verdict"],
+            r["kind"] if r["kind"] in ("miss", "declared") else "",
+        )
+        for r in requests
+    ]
+    kinds = [b[0] for b in bars]
+    assert kinds == ["first", "hit", "hit", "miss", "declared", "miss"]
+    assert bars[3][1] == bars[5][1] == "expired"
+    # the time axis: left to right in time, gaps drawn to scale, the expiry between them
+    starts = [b[2] for b in bars]
+    assert starts == [r["started_at"] for r in requests]
+    xs = [b[3] for b in bars]
+    assert xs == sorted(xs)
+    assert len(set(xs)) == len(xs)
+    one_minute, seven_minutes = xs[2] - xs[1], xs[3] - xs[2]
+    assert seven_minutes > 4 * one_minute
+    assert expired_after == [2, 4]  # only these gaps outlived the 5-minute entry
+    assert breaks == [[5, "≈ 3.0 h"]]  # past the axis's reach: cut, with its length
+    assert xs[5] - xs[4] < 2 * seven_minutes  # ...so it does not squash the rest
+    band_end = dict(bands)
+    assert band_end[2] < xs[3]  # the entry's life ends before the next request
+    assert band_end[1] == pytest.approx(xs[2], abs=0.01)  # a minute later still alive
+    assert ticks
+    assert set(ticks) <= set(starts)
+    assert ticks[0] == starts[0]

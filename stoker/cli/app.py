@@ -7,23 +7,25 @@ import json
 from pathlib import Path
 
 import typer
-from rich.console import Console
 
 from stoker.bench import resume as resume_bench
 from stoker.bench.firstturn import firstturn_table, run_firstturn
 from stoker.bench.overhead import overhead_table, run_overhead
 from stoker.bench.sim import run_sim_bench, sim_table
-from stoker.cli.render import cost_text, records_table
+from stoker.cli.chat import chat
+from stoker.cli.errors import Commands, fail
+from stoker.cli.options import Db, Model, Provider, Workdir
+from stoker.cli.render import console, cost_text, records_table
 from stoker.cli.serve import bench_gateway, serve
-from stoker.cli.sessions import DB_HELP, PROVIDER_HELP, chat, sessions_app
+from stoker.cli.sessions import sessions_app
 from stoker.cli.settings import settings
 from stoker.cli.sim import sim_app
 from stoker.config import DEFAULT_MODEL, DEFAULT_PROVIDER
 from stoker.demo import run_demo
-from stoker.errors import StokerError
 from stoker.run import run_once
 
 app = typer.Typer(
+    cls=Commands,
     help="Stoker: an agent runtime that keeps the provider's prompt cache warm.",
     no_args_is_help=True,
     add_completion=False,
@@ -35,9 +37,6 @@ app.add_typer(sim_app, name="sim")
 app.command()(chat)
 app.command()(serve)
 bench_app.command("gateway")(bench_gateway)
-_probe = Console()
-# Piped output (make run, CI logs) gets a table wide enough to read, not 80 columns.
-console = _probe if _probe.is_terminal else Console(width=120)
 
 
 @app.command()
@@ -64,29 +63,25 @@ def demo() -> None:
 @app.command()
 def run(
     prompt: str = typer.Argument(..., help="What to ask."),
-    model: str = typer.Option(DEFAULT_MODEL, help="Model, when --provider names none."),
-    workdir: str = typer.Option(".", help="Folder the workspace tools may read."),
-    provider: str = typer.Option(DEFAULT_PROVIDER, help=PROVIDER_HELP),
+    model: Model = DEFAULT_MODEL,
+    workdir: Workdir = ".",
+    provider: Provider = DEFAULT_PROVIDER,
     session: str = typer.Option(
         None, "--session", help="Run the turn in this stored session (created if new)."
     ),
-    db: str = typer.Option(None, help=DB_HELP),
+    db: Db = None,
 ) -> None:
     """Run one turn with the workspace tools, and show its cache effect."""
-    try:
-        result = asyncio.run(
-            run_once(
-                prompt,
-                config=settings(db=db, provider=provider, model=model),
-                workdir=Path(workdir),
-                session_id=session,
-            )
+    turn = asyncio.run(
+        run_once(
+            prompt,
+            config=settings(db=db, provider=provider, model=model),
+            workdir=Path(workdir),
+            session_id=session,
         )
-    except StokerError as exc:
-        console.print(f"[red]error:[/] {exc}")
-        raise typer.Exit(1) from exc
-    console.print(result.text)
-    rows = [("main", "1", r) for r in result.records]
+    )
+    console.print(turn.result.text)
+    rows = [("main", str(turn.number), r) for r in turn.result.records]
     console.print(records_table(rows, title="calls"))
 
 
@@ -141,8 +136,7 @@ def bench_cache(
     known = ("hard", "extended", "fleet")
     names = known if workload == "all" else (workload,)
     if any(n not in known for n in names):
-        console.print(f"[red]error:[/] unknown workload {workload!r}: {', '.join(known)} or all")
-        raise typer.Exit(2)
+        fail(f"unknown workload {workload!r}: {', '.join(known)} or all", code=2)
     results = asyncio.run(run_cache_bench(tuple(n for n in names if n != "fleet")))
     fleet = asyncio.run(run_fleet_bench(sessions=sessions)) if "fleet" in names else []
     arrivals = asyncio.run(run_arrivals_bench()) if "fleet" in names else []
@@ -184,8 +178,7 @@ def bench_fuzz(
 
         from stoker.bench.fuzz import CacheMachine, fuzz_settings
     except ImportError as exc:
-        console.print(f"[red]error:[/] {exc}; install the fuzzer with pip install 'stoker[bench]'")
-        raise typer.Exit(1) from exc
+        fail(f"{exc}; install the fuzzer with pip install 'stoker[bench]'")
     run_state_machine_as_test(CacheMachine, settings=fuzz_settings(examples, steps))
     console.print(f"{examples} random sessions of up to {steps} operations: every invariant held")
 

@@ -4,9 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from rich.console import Console
 from rich.table import Table
 
 from stoker.wire.record import CacheRecord
+
+_probe = Console()
+# Piped output (make run, CI logs) gets a table wide enough to read, not 80 columns.
+console = _probe if _probe.is_terminal else Console(width=120)
 
 
 def cost_text(value: float | None) -> str:

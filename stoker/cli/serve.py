@@ -7,29 +7,42 @@ import dataclasses
 import os
 
 import typer
-from rich.console import Console
 
+from stoker.cli.errors import fail
+from stoker.cli.options import Db
+from stoker.cli.render import console
 from stoker.config import DEFAULT_LIMITS
-from stoker.errors import ConfigError
 
-console = Console()
+# Printed as plain text (rich would read `[[users]]` as markup and swallow it), on
+# standard output, so `stoker serve > gateway.toml` starts a config file.
+EXAMPLE_CONFIG = """\
+host = "127.0.0.1"
+port = 8765
+
+[agent]
+provider = "sim"              # or anthropic / openai, with api_key_env = "ANTHROPIC_API_KEY"
+model = "claude-sonnet-4-6"
+
+[[users]]
+id = "alice"
+# the sha256 of alice's bearer token (the token itself is never stored):
+#   python -c "import hashlib,sys; print(hashlib.sha256(sys.argv[1].encode()).hexdigest())" TOKEN
+token_sha256 = "REPLACE-WITH-THE-SHA256-OF-A-TOKEN"
+"""
 
 
 def serve(
     config: str = typer.Option(None, "--config", "-c", help="Gateway TOML file."),
     host: str = typer.Option(None, help="Address to listen on (default from the config)."),
     port: int = typer.Option(None, help="Port to listen on (default from the config)."),
-    db: str = typer.Option(None, help="Session database: a path or postgresql:// URL."),
+    db: Db = None,
     log_level: str = typer.Option("info", help="uvicorn log level."),
 ) -> None:
-    """Run the multi-user gateway: HTTP API, OpenAI-compatible chat, dashboard at /ui."""
+    """Run the multi-user gateway: HTTP API, OpenAI-compatible chat, dashboard at /ui.
+    With no users configured it prints an example config instead."""
     from stoker import gateway
 
-    try:
-        settings = gateway.load_config(config, env=os.environ)
-    except ConfigError as exc:
-        console.print(f"[red]error:[/] {exc}")
-        raise typer.Exit(1) from exc
+    settings = gateway.load_config(config, env=os.environ)
     if host:
         settings = dataclasses.replace(settings, host=host)
     if port:
@@ -37,9 +50,12 @@ def serve(
     if db:
         settings = dataclasses.replace(settings, database=db)
     if not len(settings.tokens):
-        console.print(
-            "[yellow]no users configured: every request will get 401. Add [[users]] with "
-            "token_sha256 to the config, or set STOKER_GATEWAY_TOKENS.[/]"
+        # Every request would get 401: show how to add a user instead of serving nobody.
+        typer.echo(EXAMPLE_CONFIG, nl=False)
+        fail(
+            "no users configured, so every request would get 401. Add [[users]] to the "
+            "config as in the example above (`stoker serve --config FILE`), or set "
+            "STOKER_GATEWAY_TOKENS=alice=TOKEN."
         )
     console.print(f"gateway on http://{settings.host}:{settings.port} (dashboard at /ui)")
     gateway.serve(settings, log_level=log_level)

@@ -1,49 +1,47 @@
-"""`stoker sessions ...` and `stoker chat`: stored sessions from the terminal."""
+"""`stoker sessions ...`: stored sessions from the terminal."""
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import datetime as dt
-from collections.abc import Awaitable, Callable
-from pathlib import Path
+import json
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TypeVar
 
 import typer
-from rich.console import Console
+from rich.console import RenderableType
+from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
-from stoker.agent.keepwarm import KeepWarm
-from stoker.agent.session import Session
 from stoker.cache.pricing import total_cost
-from stoker.cli.render import cost_text, records_table
+from stoker.cli.options import AsJson, Db, SessionId
+from stoker.cli.render import console, cost_text
 from stoker.cli.settings import settings
-from stoker.config import DEFAULT_MODEL, DEFAULT_PROVIDER, Config
-from stoker.errors import StokerError
-from stoker.run import default_agent
-from stoker.session_views import export_session, show_session
+from stoker.config import Config
+from stoker.errors import SessionNotFound
+from stoker.session_ids import resolve, short_ids
+from stoker.session_views import (
+    SessionView,
+    export_session,
+    show_session,
+    summary_dict,
+    view_dict,
+)
 from stoker.store import open_store
 from stoker.store.base import SqlEventStore
+from stoker.wire.stored import SessionSummary
 
 T = TypeVar("T")
 
 sessions_app = typer.Typer(
     help="Stored sessions: list, show, export, remove.", no_args_is_help=True
 )
-console = Console()
-
-DB_HELP = (
-    "Session database: a path or postgresql:// URL "
-    "(default: STOKER_DATABASE_URL, else STOKER_DB, else stoker.db in STOKER_HOME, "
-    "else in the user data dir)."
-)
-PROVIDER_HELP = (
-    "sim:, anthropic:MODEL, openai:MODEL, openai-chat:MODEL or openai-compatible:URL#MODEL "
-    "(a model named here wins over --model)."
-)
 
 
-def _with_store(config: Config, job: Callable[[SqlEventStore], Awaitable[T]]) -> T:
+def with_store(config: Config, job: Callable[[SqlEventStore], Awaitable[T]]) -> T:
+    """Run `job` on the configured store, closed afterwards whatever happens."""
+
     async def run() -> T:
         store = open_store(config.database)
         try:
@@ -51,40 +49,95 @@ def _with_store(config: Config, job: Callable[[SqlEventStore], Awaitable[T]]) ->
         finally:
             await store.close()
 
-    try:
-        return asyncio.run(run())
-    except StokerError as exc:
-        console.print(f"[red]error:[/] {exc}")
-        raise typer.Exit(1) from exc
+    return asyncio.run(run())
 
 
 def _when(ts: float) -> str:
     return dt.datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M")
 
 
-@sessions_app.command("list")
-def list_(db: str = typer.Option(None, help=DB_HELP), limit: int = typer.Option(50)) -> None:
-    """The most recently updated sessions."""
-    rows = _with_store(settings(db=db), lambda s: s.list_sessions(limit=limit))
+# Columns after the id, most wanted first; a narrow terminal drops them from the end
+# rather than squeezing every column into unreadable slivers. Title takes what is left.
+_EXTRA = ("updated", "messages", "model", "role")
+_TITLE_MIN = 12
+_EDGE = 3  # a column's padding and border
+
+
+def sessions_table(
+    rows: Sequence[SessionSummary], short: Mapping[str, str], width: int
+) -> RenderableType:
+    """The session list for a terminal `width` columns wide. Every column gets an exact
+    width, so rich never squeezes one to nothing: the id column shows each session's
+    short id whole (never wrapped or cut), and the title gets what the others leave."""
+    cells = {
+        r.id: {
+            "id": short[r.id],
+            "updated": _when(r.updated_at),
+            "messages": str(r.message_count),
+            "model": r.model,
+            "role": r.role,
+        }
+        for r in rows
+    }
+
+    def need(col: str) -> int:
+        return max([len(col), *(len(c[col]) for c in cells.values())])
+
+    used = 1 + need("id") + _EDGE
+    if used + 4 + _EDGE > width:  # not even a sliver of title fits: ids alone, one a line
+        return Text("\n".join(short[r.id] for r in rows), no_wrap=False)
+    columns = ["id"]
+    for col in _EXTRA:
+        if used + need(col) + _EDGE + _TITLE_MIN + _EDGE <= width:
+            columns.append(col)
+            used += need(col) + _EDGE
     table = Table(title="sessions", title_justify="left")
-    for col in ("id", "role", "model", "messages", "updated", "title"):
-        table.add_column(col)
+    for col in columns:
+        table.add_column(col, no_wrap=True, width=need(col))
+    table.add_column("title", no_wrap=True, overflow="ellipsis", width=width - used - _EDGE)
     for r in rows:
-        table.add_row(r.id, r.role, r.model, str(r.message_count), _when(r.updated_at), r.title)
-    console.print(table)
+        table.add_row(*(cells[r.id][c] for c in columns), r.title)
+    return table
+
+
+@sessions_app.command("list")
+def list_(
+    db: Db = None,
+    limit: int = typer.Option(50, min=1, help="How many sessions, newest first."),
+    as_json: AsJson = False,
+) -> None:
+    """The most recently updated sessions, each with the shortest start of its id that
+    `show`, `export`, `rm` and `chat --resume` accept."""
+
+    async def listed(store: SqlEventStore) -> tuple[list[SessionSummary], dict[str, str]]:
+        rows = await store.list_sessions(limit=limit)
+        return rows, short_ids([r.id for r in rows], await store.session_ids())
+
+    rows, short = with_store(settings(db=db), listed)
+    if as_json:
+        typer.echo(json.dumps([summary_dict(r, short_id=short[r.id]) for r in rows], indent=2))
+        return
+    console.print(sessions_table(rows, short, console.width))
 
 
 @sessions_app.command()
-def show(session_id: str, db: str = typer.Option(None, help=DB_HELP)) -> None:
+def show(session_id: SessionId, db: Db = None, as_json: AsJson = False) -> None:
     """History, tokens and cost per turn."""
-    view = _with_store(settings(db=db), lambda s: show_session(s, session_id))
+
+    async def view_of(store: SqlEventStore) -> SessionView:
+        return await show_session(store, await resolve(store, session_id))
+
+    view = with_store(settings(db=db), view_of)
+    if as_json:
+        typer.echo(json.dumps(view_dict(view), indent=2, ensure_ascii=False))
+        return
     console.print(f"[bold]{view.id}[/] ({view.role}, {view.model})")
     for t in view.turns:
         tools = f" [dim]tools: {', '.join(t.tools)}[/]" if t.tools else ""
         u = t.usage
         why = ", ".join(r.explanation.verdict for r in t.records)
         console.print(
-            f"[bold]{t.number}.[/] {t.user}\n   → {t.answer.strip()}{tools}\n"
+            f"[bold]{t.number}.[/] {escape(t.user)}\n   → {escape(t.answer.strip())}{tools}\n"
             f"   [dim]read {u.read} · written {u.written} · uncached {u.uncached} · "
             f"output {u.output} · {cost_text(t.cost_usd)} · why: {why}[/]"
         )
@@ -95,7 +148,7 @@ def show(session_id: str, db: str = typer.Option(None, help=DB_HELP)) -> None:
                 f"{cost_text(r.cost_usd)} · {r.explanation.detail}[/]"
             )
     for reason in view.rebases:
-        console.print(f"[yellow]declared cache break:[/] {reason}")
+        console.print(f"[yellow]declared cache break:[/] {escape(reason)}")
     if view.keep_warm:
         spent = total_cost(r.cost_usd for r in view.keep_warm)
         console.print(f"keep-warm: {len(view.keep_warm)} requests, {cost_text(spent)}")
@@ -107,60 +160,24 @@ def show(session_id: str, db: str = typer.Option(None, help=DB_HELP)) -> None:
 
 
 @sessions_app.command()
-def export(session_id: str, db: str = typer.Option(None, help=DB_HELP)) -> None:
+def export(session_id: SessionId, db: Db = None) -> None:
     """Every event of a session as JSON lines on standard output."""
-    for line in _with_store(settings(db=db), lambda s: export_session(s, session_id)):
+
+    async def lines(store: SqlEventStore) -> list[str]:
+        return await export_session(store, await resolve(store, session_id))
+
+    for line in with_store(settings(db=db), lines):
         typer.echo(line)
 
 
 @sessions_app.command("rm")
-def remove(session_id: str, db: str = typer.Option(None, help=DB_HELP)) -> None:
+def remove(session_id: SessionId, db: Db = None) -> None:
     """Delete a session and its forks."""
-    if not _with_store(settings(db=db), lambda s: s.delete(session_id)):
-        console.print(f"[red]error:[/] no session {session_id!r}")
-        raise typer.Exit(1)
-    console.print(f"removed {session_id}")
 
+    async def delete(store: SqlEventStore) -> str:
+        sid = await resolve(store, session_id)
+        if not await store.delete(sid):  # removed by someone else meanwhile
+            raise SessionNotFound(sid)
+        return sid
 
-async def _converse(session: Session) -> None:
-    while True:
-        try:
-            text = await asyncio.to_thread(console.input, "[bold]you> [/]")
-        except EOFError:
-            return
-        if text.strip() in ("/exit", "/quit"):
-            return
-        if not text.strip():
-            continue
-        result = await session.send(text)
-        console.print(result.text or f"[yellow]({result.exit})[/]")
-        console.print(records_table([("chat", "-", r) for r in result.records], title=""))
-
-
-def chat(
-    resume: str = typer.Option(None, "--resume", help="Continue a stored session by id."),
-    db: str = typer.Option(None, help=DB_HELP),
-    model: str = typer.Option(DEFAULT_MODEL, help="Model, when --provider names none."),
-    workdir: str = typer.Option(".", help="Folder the workspace tools may read."),
-    provider: str = typer.Option(DEFAULT_PROVIDER, help=PROVIDER_HELP),
-) -> None:
-    """A conversation in the terminal, stored as it goes. /exit or Ctrl-D ends it."""
-    config = settings(db=db, provider=provider, model=model)
-
-    async def run(store: SqlEventStore) -> None:
-        async with default_agent(config=config, workdir=Path(workdir)) as agent:
-            session = await agent.open(store, resume, create=resume is None)
-            console.print(f"[dim]session {session.id} — /exit to leave[/]")
-            # While you read or think, the time policy keeps the cache warm if it pays.
-            keep_warm = KeepWarm(agent.clock)
-            keep_warm.watch(session)
-            timers = asyncio.create_task(keep_warm.run())
-            try:
-                await _converse(session)
-            finally:
-                timers.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await timers
-        console.print(f"[dim]resume with: stoker chat --resume {session.id}[/]")
-
-    _with_store(config, run)
+    console.print(f"removed {with_store(settings(db=db), delete)}")

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import typer
-from rich.console import Console
 
-from stoker.errors import StokerError
+from stoker.cli.render import console
 from stoker.providers.sim.engine import SimEngine
 from stoker.providers.sim.model import ScriptedModel
 
@@ -15,7 +14,6 @@ sim_app = typer.Typer(
     help="The simulator over HTTP: real cache accounting for any client, offline.",
     no_args_is_help=True,
 )
-console = Console()
 
 
 @sim_app.command("serve")
@@ -29,11 +27,7 @@ def serve_command(
     """Serve Anthropic Messages, OpenAI Chat Completions and Responses on the simulator."""
     from stoker.providers.sim.server import serve  # starlette and uvicorn load only here
 
-    try:
-        engine = SimEngine(model=ScriptedModel.from_file(model_script)) if model_script else None
-    except StokerError as exc:
-        console.print(f"[red]error:[/] {exc}")
-        raise typer.Exit(1) from exc
+    engine = SimEngine(model=ScriptedModel.from_file(model_script)) if model_script else None
     url = f"http://{host}:{port}"
     console.print(
         f"Stoker simulator on {url} (any API key; cache totals at {url}/stats)\n"

@@ -43,7 +43,7 @@ from stoker.gateway.session_settings import parse_reasoning
 from stoker.gateway.sse import HEADERS as SSE_HEADERS
 from stoker.gateway.sse import encode, turn_events
 from stoker.gateway.timing import timed
-from stoker.gateway.views import Reply, history_view, summary_view, usage_view
+from stoker.gateway.views import Reply, history_view, summary_view, totals_view, usage_view
 
 
 class _Strict(BaseModel):
@@ -90,6 +90,15 @@ async def get_session(request: Request) -> Response:
 async def get_usage(request: Request) -> Response:
     view = await app_state(request).gateway.view(user_of(request), request.path_params["sid"])
     return JSONResponse(usage_view(view))
+
+
+async def get_totals(request: Request) -> Response:
+    """The caller's most recent sessions together (`limit` of them): the dashboard's totals."""
+    user = user_of(request)
+    limit = query_int(request, "limit", default=100, low=1, high=500)
+    gateway = app_state(request).gateway
+    rows = await gateway.list_sessions(user, limit=limit)
+    return JSONResponse(totals_view([await gateway.view(user, r.id) for r in rows]))
 
 
 async def delete_session(request: Request) -> Response:
@@ -180,6 +189,7 @@ def create_app(
         _by_method("/v1/sessions", POST=create_session, GET=list_sessions),
         _by_method(sid, GET=get_session, DELETE=delete_session),
         Route(sid + "/usage", get_usage, methods=["GET"]),
+        Route("/v1/usage", get_totals, methods=["GET"]),
         Route(sid + "/messages", send_message, methods=["POST"]),
         Route(sid + "/commands/{name}", post_command, methods=["POST"]),
         Route("/v1/chat/completions", chat_completions, methods=["POST"]),

@@ -1,7 +1,11 @@
 """`/ui`: one page, no build step. The server sends HTML with its style and script
 inline; the script asks for a bearer token (or takes it from the URL fragment, which is
 never sent to a server), then polls the JSON API and draws each session's requests as
-SVG bars of cache read / written / uncached tokens, with the cumulative cost as a line.
+SVG bars of cache read / written / uncached tokens on a time axis, with each cache
+entry's lifetime under them (an idle gap past the TTL is marked expired), misses and
+declared breaks marked apart, and the cumulative cost as a line. Money comes from the
+API's `spend` (`/v1/sessions/{sid}/usage`, `/v1/usage`): priced calls summed, unpriced
+ones counted, so a missing price never blanks a total.
 
 The page is public (it holds no data); every data call carries the token. A content
 security policy allows exactly the page's own inline script and style (by hash) and

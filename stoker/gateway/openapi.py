@@ -60,6 +60,10 @@ _LIMIT = {
     "required": False,
     "schema": {"type": "integer", "minimum": 1, "maximum": 500, "default": 50},
 }
+_TOTALS_LIMIT = {
+    **_LIMIT,
+    "schema": {"type": "integer", "minimum": 1, "maximum": 500, "default": 100},
+}
 _OBJ = {"type": "object"}
 _USAGE = {
     "type": "object",
@@ -150,6 +154,15 @@ def openapi_document() -> dict[str, Any]:
                     {"200": _json(_OBJ)},
                     404,
                     parameters=_SID,
+                )
+            },
+            "/v1/usage": {
+                "get": _op(
+                    "The caller's most recent sessions together: cost, no-cache cost, "
+                    "savings, hit ratio, calls with no known price",
+                    {"200": _json(_OBJ)},
+                    400,
+                    parameters=[_TOTALS_LIMIT],
                 )
             },
             "/v1/sessions/{sid}/messages": {

@@ -13,36 +13,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from stoker.agent.loop import TurnResult
+from stoker.cache.models import model_info
 from stoker.cache.pricing import total_cost
-from stoker.session_views import SessionView
+from stoker.cache.time_policy import lifetimes
+from stoker.errors import ConfigError
+from stoker.session_views import SessionView, Spend, usage_dict, view_dict
+from stoker.session_views import record_dict as record_view
 from stoker.wire.record import CacheRecord
+from stoker.wire.request import Ttl
 from stoker.wire.stored import SessionSummary
 from stoker.wire.usage import Usage
-
-
-def record_view(record: CacheRecord, *, turn: int | None = None) -> dict[str, Any]:
-    """One provider call: its buckets, its cost, and why it read what it read."""
-    u = record.usage
-    return {
-        "seq": record.seq,
-        "turn": turn,
-        "role": record.role,
-        "purpose": record.purpose,
-        "model": record.model,
-        "started_at": record.started_at,
-        "usage": {**u.to_dict(), "written": u.written, "input_total": u.input_total},
-        "cost_usd": record.cost_usd,
-        "declared_break": record.declared_break,
-        "explanation": {
-            "verdict": record.explanation.verdict,
-            "text": str(record.explanation),
-            "slot": record.explanation.slot,
-        },
-    }
-
-
-def usage_dict(usage: Usage) -> dict[str, int]:
-    return {**usage.to_dict(), "written": usage.written, "input_total": usage.input_total}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -127,16 +107,57 @@ def summary_view(s: SessionSummary) -> dict[str, Any]:
     }
 
 
+# How the dashboard colours a call: a miss (the cache should have served it and did not)
+# apart from a declared break (a change someone made on purpose), and both apart from
+# calls that could not read anything (the first, a prefix under the model's minimum).
+_MISSES = frozenset(
+    ("diverged", "expired", "lookback", "concurrent", "evicted", "cold", "overflow", "unexplained")
+)
+_KINDS = {"hit": "hit", "declared": "declared", "first": "first", "kept_warm": "keep_warm"}
+
+
+def request_kind(record: CacheRecord) -> str:
+    """hit | miss | declared | first | keep_warm | uncacheable (below the minimum)."""
+    verdict = record.explanation.verdict
+    if verdict in _MISSES:
+        return "miss"
+    return _KINDS.get(verdict, "uncacheable")
+
+
+def _lifetimes(record: CacheRecord) -> dict[Ttl, float]:
+    """Seconds an entry of each TTL lives on the record's provider: the time policy's
+    menu, or 5 minutes where it has none (as the session itself assumes)."""
+    try:
+        menu = lifetimes(model_info(record.model))
+    except ConfigError:
+        menu = None
+    return {"5m": menu.short, "1h": menu.long} if menu else {"5m": 300.0, "1h": 300.0}
+
+
+def _request(record: CacheRecord, turn: int) -> dict[str, Any]:
+    live = _lifetimes(record)
+    ttls = [live[b.ttl] for b in record.breakpoints]
+    return {
+        **record_view(record, turn=turn),
+        "kind": request_kind(record),
+        # the newest breakpoint's entry holds the most; it is the one whose expiry shows
+        "ttl_seconds": ttls[-1] if ttls else 0,
+        "longest_ttl_seconds": max(ttls, default=0),
+    }
+
+
 def usage_view(view: SessionView) -> dict[str, Any]:
-    """Totals and every provider call of a session, in order, with its explanation."""
-    requests = [
-        record_view(r, turn=t.number) for t in view.turns for r in (*t.records, *t.keep_warm)
-    ]
+    """Totals and every provider call of a session, in order, with its explanation, and
+    what caching saved in money (`spend`: priced calls only, the rest counted apart)."""
+    records = [(t.number, r) for t in view.turns for r in (*t.records, *t.keep_warm)]
+    requests = [_request(r, turn) for turn, r in records]
     return {
         "session_id": view.id,
+        "title": view.turns[0].user if view.turns else "",
         "model": requests[-1]["model"] if requests else view.model,  # after any /model
         "usage": usage_dict(view.usage),
         "cost_usd": total_cost(r["cost_usd"] for r in requests),
+        "spend": Spend.of(view.records).to_dict(),
         "keep_warm": {
             "requests": len(view.keep_warm),
             "usage": usage_dict(Usage.total(r.usage for r in view.keep_warm)),
@@ -147,20 +168,21 @@ def usage_view(view: SessionView) -> dict[str, Any]:
     }
 
 
+def totals_view(views: list[SessionView]) -> dict[str, Any]:
+    """A user's sessions together: what they cost, what the cache saved, the hit ratio."""
+    spend = sum((Spend.of(v.records) for v in views), Spend())
+    return {"sessions": len(views), "spend": spend.to_dict()}
+
+
+_TURN_FIELDS = ("number", "user", "answer", "tools", "usage", "cost_usd")
+
+
 def history_view(view: SessionView) -> dict[str, Any]:
+    """The conversation turn by turn, without each call's details (those are /usage's)."""
+    whole = view_dict(view)
     return {
         "id": view.id,
         "model": view.model,
-        "turns": [
-            {
-                "number": t.number,
-                "user": t.user,
-                "answer": t.answer,
-                "tools": t.tools,
-                "usage": usage_dict(t.usage),
-                "cost_usd": t.cost_usd,
-            }
-            for t in view.turns
-        ],
-        "rebases": list(view.rebases),
+        "turns": [{k: t[k] for k in _TURN_FIELDS} for t in whole["turns"]],
+        "rebases": whole["rebases"],
     }

@@ -420,6 +420,15 @@ class SqlEventStore:
             for r in rows
         ]
 
+    async def session_ids(self, prefix: str = "") -> list[str]:
+        """Every session id that starts with `prefix` (case-sensitive on every backend:
+        SQLite's LIKE is not), in no particular order."""
+        rows = await self._read(
+            "SELECT id FROM sessions WHERE substr(id, 1, CAST(? AS INTEGER)) = ?",
+            (len(prefix), prefix),
+        )
+        return [str(r[0]) for r in rows]
+
     async def events(self, session_id: str) -> list[tuple[int, str, float, str]]:
         """Every event of a session in order: (seq, type, created_at, JSON body)."""
         await self._config(session_id)

@@ -1,0 +1,98 @@
+"""`stoker chat`: a stored conversation in the terminal."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from pathlib import Path
+
+import typer
+from rich.markup import escape
+
+from stoker.agent.keepwarm import KeepWarm
+from stoker.agent.seams import Callbacks
+from stoker.agent.session import Session
+from stoker.cli.options import Db, Provider, Workdir
+from stoker.cli.render import console, records_table
+from stoker.cli.sessions import with_store
+from stoker.cli.settings import settings
+from stoker.cli.slash import Chat, answer, message_text, parse
+from stoker.config import DEFAULT_MODEL, DEFAULT_PROVIDER
+from stoker.run import default_agent, turns_in
+from stoker.session_ids import resolve
+from stoker.store.base import SqlEventStore
+from stoker.tools import ToolProgress
+
+
+def _progress(event: ToolProgress) -> None:
+    """One line as each tool starts and ends, so a slow tool is not a frozen terminal."""
+    if event.phase == "start":
+        console.print(f"[dim]  … {escape(event.name)} running[/]")
+    else:
+        mark = "[red]✗[/]" if event.is_error else "[green]✓[/]"
+        console.print(f"[dim]  {mark} {escape(event.name)} done[/]")
+
+
+async def _converse(session: Session, store: SqlEventStore) -> None:
+    chat = Chat(session=session, store=store, out=console)
+    callbacks = Callbacks(on_tool=_progress)
+    while True:
+        try:
+            line = await asyncio.to_thread(console.input, "[bold]you> [/]")
+        except EOFError:
+            return
+        if not line.strip():
+            continue
+        command = parse(line)
+        if command is not None:
+            if not await answer(chat, *command):
+                return
+            continue
+        result = await session.send(message_text(line), callbacks=callbacks)
+        if result.text:
+            console.print(result.text, markup=False)
+        else:
+            console.print(f"[yellow]({result.exit})[/]")
+        turn = str(turns_in(session.history))
+        console.print(records_table([("chat", turn, r) for r in result.records], title=""))
+
+
+def chat(
+    resume: str = typer.Option(
+        None, "--resume", help="Continue a stored session: its id or a unique start of it."
+    ),
+    db: Db = None,
+    model: str | None = typer.Option(
+        None,
+        help="Model, when --provider names none (default: a resumed session's own, "
+        f"else {DEFAULT_MODEL}).",
+        show_default=False,
+    ),
+    workdir: Workdir = ".",
+    provider: Provider = DEFAULT_PROVIDER,
+) -> None:
+    """A conversation in the terminal, stored as it goes. /help lists the commands it
+    answers itself (/usage, /model, /exit); Ctrl-D ends it too."""
+
+    async def run(store: SqlEventStore) -> None:
+        sid = await resolve(store, resume) if resume is not None else None
+        # A resumed session goes on with its own model (after any /model switch), unless
+        # the command names another: that is then a resume mismatch, said clearly.
+        stored = (await store.load(sid)).prefix.params.model if sid and not model else None
+        config = settings(db=db, provider=provider, model=model or stored)
+        async with default_agent(config=config, workdir=Path(workdir)) as agent:
+            session = await agent.open(store, sid, create=resume is None)
+            console.print(f"[dim]session {session.id} — /help for commands, /exit to leave[/]")
+            # While you read or think, the time policy keeps the cache warm if it pays.
+            keep_warm = KeepWarm(agent.clock)
+            keep_warm.watch(session)
+            timers = asyncio.create_task(keep_warm.run())
+            try:
+                await _converse(session, store)
+            finally:
+                timers.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await timers
+        console.print(f"[dim]resume with: stoker chat --resume {session.id}[/]")
+
+    with_store(settings(db=db), run)

@@ -1,0 +1,35 @@
+"""Options several commands take, defined once so every command spells, documents and
+defaults them alike (`--db` means the same database in `run`, `chat`, `serve` and
+`sessions`)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+DB_HELP = (
+    "Session database: a path or postgresql:// URL "
+    "(default: STOKER_DATABASE_URL, else STOKER_DB, else stoker.db in STOKER_HOME, "
+    "else in the user data dir)."
+)
+PROVIDER_HELP = (
+    "sim:, anthropic:MODEL, openai:MODEL, openai-chat:MODEL or openai-compatible:URL#MODEL "
+    "(a model named here wins over --model)."
+)
+
+Db = Annotated[str | None, typer.Option(help=DB_HELP, show_default=False)]
+Provider = Annotated[str, typer.Option(help=PROVIDER_HELP)]
+Model = Annotated[str, typer.Option(help="Model, when --provider names none.")]
+Workdir = Annotated[str, typer.Option(help="Folder the workspace tools may read.")]
+AsJson = Annotated[
+    bool, typer.Option("--json", help="Print JSON (for scripts) instead of a table.")
+]
+SessionId = Annotated[
+    str,
+    typer.Argument(
+        help="A session id, or any start of one that no other id has "
+        "(`stoker sessions list` prints the shortest).",
+        show_default=False,
+    ),
+]

@@ -1,0 +1,119 @@
+"""What `stoker chat` answers itself: lines that start with a command word (`/help`,
+`/usage`, `/model`, `/exit`) never reach the model, and neither does a mistyped one.
+
+A line is a command when its first word is a slash and letters only, so a message that
+merely starts with a path (`/etc/hosts is missing`) still goes to the model; `//text`
+sends `/text`. A new command is one entry in `COMMANDS` and one function. `/compact`
+joins them when sessions can compact (it is not in the library yet): until then it is
+an unknown command, answered here like any other.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from rich.console import Console
+from rich.markup import escape
+
+from stoker.agent.session import Session
+from stoker.errors import ConfigError
+from stoker.session_views import Spend, show_session
+from stoker.store.base import SqlEventStore
+
+_COMMAND = re.compile(r"/([a-z]+)(?:\s+(.*))?", re.DOTALL)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Chat:
+    """What a command may use: the live session, the store it is kept in (which also
+    holds the calls of earlier processes), and where to print."""
+
+    session: Session
+    store: SqlEventStore
+    out: Console
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Command:
+    """A local command: its help line and what it does (returns False to end the chat)."""
+
+    usage: str
+    run: Callable[[Chat, str], Awaitable[bool]]
+
+
+def parse(line: str) -> tuple[str, str] | None:
+    """(command name, argument) when `line` is a command, else None (send it)."""
+    found = _COMMAND.fullmatch(line.strip())
+    return (found[1], (found[2] or "").strip()) if found else None
+
+
+def message_text(line: str) -> str:
+    """What a line that is not a command sends: `//x` is the escape for a leading slash."""
+    return line[1:] if line.startswith("//") else line
+
+
+async def _help(chat: Chat, argument: str) -> bool:
+    out = chat.out
+    for name, command in COMMANDS.items():
+        out.print(f"  [bold]/{name}[/] {escape(command.usage)}")
+    out.print("  Anything else goes to the model; start a line with // to send a leading /.")
+    return True
+
+
+async def _usage(chat: Chat, argument: str) -> bool:
+    """The whole stored session, calls made by earlier processes (resumes) included."""
+    out = chat.out
+    spend = Spend.of((await show_session(chat.store, chat.session.id)).records)
+    u = spend.usage
+    unpriced = f" (+{spend.unpriced} calls with no known price)" if spend.unpriced else ""
+    out.print(
+        f"{spend.calls} calls · read {u.read:,} · written {u.written:,} · uncached "
+        f"{u.uncached:,} · output {u.output:,} · hit ratio {u.hit_ratio:.1%}\n"
+        f"cost ${spend.cost_usd:.5f}{unpriced} · without a cache ${spend.no_cache_usd:.5f} · "
+        f"saved {'-' if spend.savings_usd < 0 else ''}${abs(spend.savings_usd):.5f}"
+    )
+    return True
+
+
+async def _model(chat: Chat, argument: str) -> bool:
+    session, out = chat.session, chat.out
+    current = session.prefix.params.model
+    if not argument:
+        out.print(f"model: {current} (/model NAME switches: one declared cache break)")
+        return True
+    session.agent.provider.model_info(argument)  # an unknown model fails here, clearly
+    if argument == current:
+        out.print(f"model is already {current}")
+        return True
+    await session.rebase(reason=f"/model {argument}", model=argument)
+    out.print(f"model set to {escape(argument)}; the next message starts its new prefix")
+    return True
+
+
+async def _exit(chat: Chat, argument: str) -> bool:
+    return False
+
+
+COMMANDS: dict[str, Command] = {
+    "help": Command(usage="list these commands", run=_help),
+    "usage": Command(usage="tokens, hit ratio, cost and savings of this session", run=_usage),
+    "model": Command(usage="[NAME] show the model, or switch to NAME", run=_model),
+    "exit": Command(usage="leave (Ctrl-D too); /quit says the same", run=_exit),
+    "quit": Command(usage="leave", run=_exit),
+}
+
+
+async def answer(chat: Chat, name: str, argument: str) -> bool:
+    """Answer one command locally; False ends the chat. A mistyped command or a bad
+    argument is a message here, never a turn."""
+    command = COMMANDS.get(name)
+    if command is None:
+        chat.out.print(f"[red]unknown command /{escape(name)}[/]: /help lists them")
+        return True
+    try:
+        return await command.run(chat, argument)
+    except ConfigError as exc:
+        chat.out.print(f"[red]error:[/] {escape(str(exc))}")
+        return True
