@@ -34,6 +34,7 @@ from stoker.errors import (
     StoreError,
     ToolError,
     ToolUnavailable,
+    UnknownPrice,
     WireError,
 )
 from stoker.integrations.errors import (
@@ -180,6 +181,7 @@ __all__ = [
     "Toolset",
     "TurnResult",
     "Unauthorized",
+    "UnknownPrice",
     "UnknownToolkit",
     "UnsupportedMediaType",
     "UpstreamError",
