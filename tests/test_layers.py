@@ -32,6 +32,7 @@ LAYERS = {
     "demo": 7,
     "run": 7,
     "session_views": 7,
+    "report": 7,
     "bench": 8,
     "gateway": 8,
     "proxy": 8,

@@ -14,6 +14,7 @@ from stoker.bench.firstturn import firstturn_table, run_firstturn
 from stoker.bench.overhead import overhead_table, run_overhead
 from stoker.bench.sim import run_sim_bench, sim_table
 from stoker.cli.render import cost_text, records_table
+from stoker.cli.report import report
 from stoker.cli.serve import bench_gateway, serve
 from stoker.cli.sessions import DB_HELP, PROVIDER_HELP, chat, sessions_app
 from stoker.cli.settings import settings
@@ -33,6 +34,7 @@ app.add_typer(bench_app, name="bench")
 app.add_typer(sessions_app, name="sessions")
 app.add_typer(sim_app, name="sim")
 app.command()(chat)
+app.command()(report)
 app.command()(serve)
 bench_app.command("gateway")(bench_gateway)
 _probe = Console()
@@ -41,9 +43,18 @@ console = _probe if _probe.is_terminal else Console(width=120)
 
 
 @app.command()
-def demo() -> None:
+def demo(
+    save: bool = typer.Option(
+        False, "--save", help="Keep the session in the database, for `stoker report`."
+    ),
+    db: str = typer.Option(None, help=DB_HELP),
+) -> None:
     """Run a six-turn tool-using session with background reviews on the simulator."""
-    report = asyncio.run(run_demo())
+    try:
+        report = asyncio.run(run_demo(database=settings(db=db).database if save else None))
+    except StokerError as exc:
+        console.print(f"[red]error:[/] {exc}")
+        raise typer.Exit(1) from exc
     rows = [(r.label, str(r.turn) if r.turn else "-", r.record) for r in report.rows]
     console.print(
         records_table(rows, title="Stoker demo: every provider call and its cache effect")
@@ -59,6 +70,11 @@ def demo() -> None:
         f"total cost {cost_text(report.cost_usd)} for {len(report.rows)} calls; "
         f"the same tokens without a cache: {cost_text(report.uncached_cost_usd)}"
     )
+    if save:
+        console.print(
+            f"stored as session {report.session_id}; chart it with: stoker report "
+            f"{report.session_id} --html report.html --png report.png"
+        )
 
 
 @app.command()

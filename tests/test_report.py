@@ -1,0 +1,240 @@
+"""`stoker report`: the demo's session charted to HTML (checked in headless Chromium) and
+PNG, a deliberate tools[] change costed by the exact accountant, and calls nobody prices
+counted apart from the known totals until prices.toml names their model."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import struct
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from stoker.agent.agent import Agent
+from stoker.bench.cache import SYSTEM, TOOLS
+from stoker.cache.models import model_info
+from stoker.cache.prices import PriceBook
+from stoker.cache.pricing import sum_costs, uncached_cost_usd
+from stoker.cli.app import app
+from stoker.clock import FrozenClock
+from stoker.providers.sim.engine import SimEngine
+from stoker.providers.sim.provider import SimProvider
+from stoker.report import build_report
+from stoker.report.png import HEIGHT, WIDTH
+from stoker.store.sqlite import SQLiteStore
+from stoker.tools import tool
+from stoker.wire.record import CacheRecord
+from tests.test_gateway_browser import WebDriver, browser
+
+__all__ = ["browser"]  # the fixture, shared with the dashboard's browser test
+
+runner = CliRunner()
+
+
+def _cli(*args: str, home: Path) -> str:
+    result = runner.invoke(app, list(args), env={"STOKER_HOME": str(home), "COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+async def _records(db: Path) -> list[CacheRecord]:
+    """Every record in the database, read straight from the events (not by the report)."""
+    records = []
+    async with SQLiteStore(db) as store:
+        for summary in await store.list_sessions(limit=1000):
+            for _, type_, _, body in await store.events(summary.id):
+                if type_ == "cache_recorded":
+                    records.append(CacheRecord.from_dict(json.loads(body)))
+    return records
+
+
+def _png_size(data: bytes) -> tuple[int, int]:
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    width, height = struct.unpack(">II", data[16:24])
+    return width, height
+
+
+@pytest.fixture
+def demo_report(tmp_path: Path) -> tuple[Path, Path, Path]:
+    """`stoker demo --save`, then `stoker report ID --html --png` on its session."""
+    db = tmp_path / "demo.db"
+    out = _cli("demo", "--save", "--db", str(db), home=tmp_path)
+    session_id = out.split("stored as session ", 1)[1].split(";", 1)[0]
+    html, png = tmp_path / "out" / "report.html", tmp_path / "out" / "report.png"
+    out = _cli(
+        "report", session_id, "--html", str(html), "--png", str(png), "--db", str(db),
+        home=tmp_path,
+    )  # fmt: skip
+    assert f"wrote {html}" in out
+    assert f"wrote {png}" in out
+    return db, html, png
+
+
+async def test_the_demo_png_is_a_whole_chart(demo_report: tuple[Path, Path, Path]) -> None:
+    _, _, png = demo_report
+    data = png.read_bytes()
+    assert _png_size(data) == (WIDTH, HEIGHT)
+    assert len(data) > 20_000  # bars, lines and labels, not a blank canvas
+
+
+async def test_the_demo_html_chart_and_savings_equal_the_records(
+    demo_report: tuple[Path, Path, Path], browser: WebDriver
+) -> None:
+    db, html, _ = demo_report
+    records = await _records(db)
+    assert len({r.session_id for r in records}) == 4  # the main session and three reviews
+    page = html.read_text(encoding="utf-8")
+    assert "<script src=" not in page  # everything inline: nothing to fetch at view time
+    browser.go(html.as_uri())
+    assert browser.run("return typeof Plotly") == "object"
+    traces = browser.run(
+        "return document.getElementById('chart-0').data.map("
+        "t => [t.meta, Array.from(t.y).reduce((a, b) => a + b, 0), Array.from(t.y)])"
+    )
+    drawn = {meta: (total, ys) for meta, total, ys in traces}
+    for bucket in ("read", "written_5m", "written_1h", "uncached"):
+        assert drawn[bucket][0] == sum(getattr(r.usage, bucket) for r in records), bucket
+    cost = sum(r.cost_usd for r in records if r.cost_usd is not None)
+    no_cache = sum(uncached_cost_usd(r.usage, model_info(r.model)) or 0.0 for r in records)
+    assert drawn["cost"][1][-1] == pytest.approx(cost)
+    assert drawn["no_cache"][1][-1] == pytest.approx(no_cache)
+    assert drawn["miss"][1] == []  # the demo reads every prefix it could
+    savings = browser.run("return document.getElementById('savings').dataset.usd")
+    assert float(savings) == pytest.approx(no_cache - cost)
+    shown = browser.run("return document.getElementById('savings').textContent")
+    assert shown == f"${no_cache - cost:,.5f}"
+    assert browser.run("return document.querySelector('.js-plotly-plot .bars') !== null")
+
+
+@tool
+def changelog(path: str) -> str:
+    """Show the changelog of a path.
+
+    Args:
+        path: The file or folder.
+    """
+    return f"changes of {path}"
+
+
+PROMPTS = ("Work on it: run 2 steps", "Work on it: run 3 steps", "Work on it: run 1 steps")
+
+
+def _agent(clock: FrozenClock) -> Agent:
+    """A fresh simulator each time: the same calls get the same ids and usage."""
+    return Agent(
+        "claude-sonnet-4-6",
+        provider=SimProvider(engine=SimEngine(), clock=clock),
+        tools=TOOLS,
+        system=SYSTEM,
+        clock=clock,
+    )
+
+
+async def _run(db: Path, *, change_tools: bool) -> list[CacheRecord]:
+    """Three turns a minute apart; with `change_tools`, a tool is added before the second."""
+    clock = FrozenClock()
+    agent = _agent(clock)
+    async with SQLiteStore(db) as store:
+        session = await agent.open(store, "s")
+        records: list[CacheRecord] = []
+        for n, prompt in enumerate(PROMPTS):
+            if n == 1 and change_tools:
+                await session.rebase(reason="a new tool", tools=[*TOOLS, changelog])
+            records += (await session.send(prompt)).records
+            clock.advance(60)
+    return records
+
+
+@pytest.mark.breaks_cache(reason="the deliberate tools[] change under test")
+async def test_a_tools_change_costs_what_the_accountant_gives_without_it(tmp_path: Path) -> None:
+    changed = await _run(tmp_path / "changed.db", change_tools=True)
+    unchanged = await _run(tmp_path / "unchanged.db", change_tools=False)
+    assert [r.fingerprints.history for r in changed] == [r.fingerprints.history for r in unchanged]
+    async with SQLiteStore(tmp_path / "changed.db") as store:
+        report = await build_report(store, "s", prices=PriceBook())
+    (lineage,) = report.lineages
+    assert lineage.replay_checked
+    (miss,) = lineage.misses
+    k = next(i for i, r in enumerate(changed) if r.explanation.verdict == "declared")
+    assert miss.call == k + 1
+    assert miss.replayed
+    assert "tools" in miss.explanation
+    info = model_info("claude-sonnet-4-6")
+    paid = [r.cost_usd or 0.0 for r in changed]
+    without = [r.cost_usd or 0.0 for r in unchanged]
+    assert miss.cost_usd == pytest.approx(paid[k] - without[k])
+    assert miss.saving_usd == pytest.approx(sum(paid) - sum(without))
+    assert miss.read_with_fix == unchanged[k].usage.read
+    assert miss.cost_usd > 0
+    assert miss.saving_usd >= miss.cost_usd  # the later calls wrote the new tools again too
+    assert info.price is not None
+
+
+async def _mixed(db: Path) -> list[CacheRecord]:
+    """Two turns on a priced model, then two on one the catalogue does not price."""
+    clock = FrozenClock()
+    agent = _agent(clock)
+    async with SQLiteStore(db) as store:
+        session = await agent.open(store, "m")
+        records = list((await session.send(PROMPTS[0])).records)
+        await session.rebase(reason="/model claude-mythos-5-1", model="claude-mythos-5-1")
+        records += (await session.send(PROMPTS[1])).records
+    return records
+
+
+@pytest.mark.breaks_cache(reason="a model switch to one nobody prices")
+def test_unpriced_calls_never_hide_the_known_totals(tmp_path: Path) -> None:
+    db = tmp_path / "m.db"
+    records = asyncio.run(_mixed(db))
+    priced = [r for r in records if r.cost_usd is not None]
+    unpriced = [r for r in records if r.cost_usd is None]
+    assert priced
+    assert unpriced
+    out = _cli("report", "m", "--db", str(db), "--json", home=tmp_path)
+    data = json.loads(out)
+    assert data["cost"] == {
+        "usd": pytest.approx(sum(r.cost_usd for r in priced)),  # type: ignore[misc]
+        "priced_calls": len(priced),
+        "unpriced_calls": len(unpriced),
+    }
+    (message,) = data["unpriced"]
+    assert "claude-mythos-5-1" in message
+    assert str(tmp_path / "prices.toml") in message  # where to add the price
+    table = _cli("report", "m", "--db", str(db), home=tmp_path)
+    known = sum_costs(r.cost_usd for r in records)
+    assert f"cost {known}" in table.replace("\n", " ")
+    assert "with no price" in str(known)
+    assert str(tmp_path / "prices.toml") in table.replace("\n", "")
+
+
+@pytest.mark.breaks_cache(reason="a model switch to one nobody prices")
+def test_prices_toml_prices_the_calls_the_catalogue_does_not(tmp_path: Path) -> None:
+    db = tmp_path / "m.db"
+    records = asyncio.run(_mixed(db))
+    (tmp_path / "prices.toml").write_text(
+        '[models."claude-mythos-5-1"]\ninput = 10.0\noutput = 50.0\n'
+        "cache_read = 0.25\ncache_write = 12.5\ncache_write_1h = 20.0\n",
+        encoding="utf-8",
+    )
+    data = json.loads(_cli("report", "--all", "--db", str(db), "--json", home=tmp_path))
+    assert data["unpriced"] == []
+    book = PriceBook.load(tmp_path / "prices.toml")
+    expected = sum(
+        r.cost_usd if r.cost_usd is not None else book.require(r.model, "anthropic").cost(r.usage)
+        for r in records
+    )
+    assert data["cost"]["usd"] == pytest.approx(expected)
+    assert data["cost"]["unpriced_calls"] == 0
+
+
+def test_report_needs_a_session_or_all(tmp_path: Path) -> None:
+    result = runner.invoke(app, ["report"], env={"STOKER_HOME": str(tmp_path)})
+    assert result.exit_code == 2
+    assert "name one SESSION, or --all" in result.output
+    result = runner.invoke(
+        app, ["report", "nope", "--db", str(tmp_path / "x.db")], env={"STOKER_HOME": str(tmp_path)}
+    )
+    assert result.exit_code == 1
+    assert "no session 'nope'" in result.output
