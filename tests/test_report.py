@@ -6,19 +6,25 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sqlite3
 import struct
+import tempfile
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from stoker.agent.agent import Agent
 from stoker.bench.cache import SYSTEM, TOOLS
 from stoker.cache.models import model_info
+from stoker.cache.planner import CachePolicy
 from stoker.cache.prices import PriceBook
 from stoker.cache.pricing import sum_costs, uncached_cost_usd
 from stoker.cli.app import app
 from stoker.clock import FrozenClock
+from stoker.errors import StokerError
 from stoker.providers.sim.engine import SimEngine
 from stoker.providers.sim.provider import SimProvider
 from stoker.report import build_report
@@ -121,7 +127,7 @@ def changelog(path: str) -> str:
 PROMPTS = ("Work on it: run 2 steps", "Work on it: run 3 steps", "Work on it: run 1 steps")
 
 
-def _agent(clock: FrozenClock) -> Agent:
+def _agent(clock: FrozenClock, policy: CachePolicy | None = None) -> Agent:
     """A fresh simulator each time: the same calls get the same ids and usage."""
     return Agent(
         "claude-sonnet-4-6",
@@ -129,6 +135,7 @@ def _agent(clock: FrozenClock) -> Agent:
         tools=TOOLS,
         system=SYSTEM,
         clock=clock,
+        cache_policy=policy or CachePolicy(),
     )
 
 
@@ -170,6 +177,36 @@ async def test_a_tools_change_costs_what_the_accountant_gives_without_it(tmp_pat
     assert miss.cost_usd > 0
     assert miss.saving_usd >= miss.cost_usd  # the later calls wrote the new tools again too
     assert info.price is not None
+
+
+async def _gap(db: Path, policy: CachePolicy | None = None) -> list[CacheRecord]:
+    """Two turns ten minutes apart: the 5-minute entries expire in between."""
+    clock = FrozenClock()
+    async with SQLiteStore(db) as store:
+        session = await _agent(clock, policy).open(store, "g")
+        records = list((await session.send(PROMPTS[0])).records)
+        clock.advance(minutes=10)
+        records += (await session.send(PROMPTS[1])).records
+    return records
+
+
+async def test_an_expiry_costs_what_the_accountant_gives_with_1h_entries(tmp_path: Path) -> None:
+    expired = await _gap(tmp_path / "5m.db")
+    kept = await _gap(tmp_path / "1h.db", CachePolicy(system_ttl="1h", message_ttl="1h"))
+    k = next(i for i, r in enumerate(expired) if r.explanation.verdict == "expired")
+    assert [r.breakpoints[-1].ttl for r in kept] == ["1h"] * len(kept)
+    assert kept[k].usage.read > expired[k].usage.read
+    async with SQLiteStore(tmp_path / "5m.db") as store:
+        report = await build_report(store, "g", prices=PriceBook())
+    (lineage,) = report.lineages
+    (miss,) = lineage.misses
+    assert (miss.call, miss.verdict, miss.replayed) == (k + 1, "expired", True)
+    paid = [r.cost_usd or 0.0 for r in expired]
+    fixed = [r.cost_usd or 0.0 for r in kept]
+    assert miss.cost_usd == pytest.approx(paid[k] - fixed[k])
+    assert miss.saving_usd == pytest.approx(sum(paid) - sum(fixed))
+    assert miss.read_with_fix == kept[k].usage.read
+    assert "1-hour TTL" in miss.fix
 
 
 async def _mixed(db: Path) -> list[CacheRecord]:
@@ -238,3 +275,56 @@ def test_report_needs_a_session_or_all(tmp_path: Path) -> None:
     )
     assert result.exit_code == 1
     assert "no session 'nope'" in result.output
+
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3)
+    ),
+    max_leaves=6,
+)
+
+
+@pytest.fixture(scope="module")
+def stored_gap(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A two-call session, closed (so the file holds everything), to copy and damage."""
+    db = tmp_path_factory.mktemp("gap") / "g.db"
+    asyncio.run(_gap(db))
+    return db
+
+
+@settings(max_examples=1000, deadline=None)
+@given(
+    key=st.sampled_from(
+        ["usage", "fingerprints", "breakpoints", "explanation", "started_at", "seq"]
+    ),
+    value=JSON,
+)
+def test_a_damaged_record_is_a_clear_error_or_still_reports(
+    stored_gap: Path, key: str, value: object
+) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        _report_damaged(Path(tmp) / "damaged.db", stored_gap, key, value)
+
+
+def _report_damaged(db: Path, stored: Path, key: str, value: object) -> None:
+    db.write_bytes(stored.read_bytes())
+    with sqlite3.connect(db) as conn:
+        (rowid, body), *_ = conn.execute(
+            "SELECT rowid, body FROM events WHERE type = 'cache_recorded' ORDER BY seq DESC"
+        ).fetchall()
+        data = json.loads(body)
+        data[key] = value
+        conn.execute("UPDATE events SET body = ? WHERE rowid = ?", (json.dumps(data), rowid))
+
+    async def run() -> None:
+        async with SQLiteStore(db) as store:
+            await build_report(store, "g", prices=PriceBook())
+
+    try:
+        asyncio.run(run())
+        error = ""
+    except StokerError as exc:
+        error = str(exc)
+    assert not error or "session 'g'" in error

@@ -269,6 +269,8 @@ def _misses(
         fixed = None
         if as_sent is not None and old is not None:
             fixed = replay(stored, swap={call.record.fingerprints.prefix_key: old})
+        elif as_sent is not None and e.verdict == "expired":
+            fixed = replay(stored, ttl="1h")
         if as_sent is not None and fixed is not None:
             deltas = [
                 _usd(a, infos[j]) - _usd(f, infos[j])

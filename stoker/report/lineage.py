@@ -10,10 +10,11 @@ placeholder, a log edited by hand) gets no request, and is shown but never repla
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from stoker.errors import SessionNotFound
+from stoker.errors import SessionNotFound, WireError
 from stoker.store.base import SqlEventStore
 from stoker.store.codec import decode
 from stoker.wire.events import CacheRecorded, PrefixRebased, SessionCreated
@@ -73,6 +74,40 @@ async def root_ids(store: SqlEventStore, *, limit: int = 10_000) -> list[str]:
     return [s.id for s in await store.list_sessions(limit=limit) if s.parent_id is None]
 
 
+def _is(value: object, kind: type | tuple[type, ...]) -> bool:
+    return isinstance(value, kind) and not isinstance(value, bool)
+
+
+def _check(record: CacheRecord) -> None:
+    """What the report computes with has the type it needs (a store is a file: anyone
+    may have edited it); raises TypeError or ValueError naming the field otherwise."""
+    numbers = {"started_at": record.started_at}
+    if record.cost_usd is not None:
+        numbers["cost_usd"] = record.cost_usd
+    for name, value in numbers.items():
+        if not _is(value, (int, float)) or not math.isfinite(value):
+            raise TypeError(f"{name} is {value!r}, not a number")
+    counts = {"seq": record.seq, **record.usage.to_dict()}
+    counts["message_count"] = record.fingerprints.message_count
+    for name, value in counts.items():
+        if not _is(value, int) or value < 0:
+            raise ValueError(f"{name} is {value!r}, not a count")
+    f, e = record.fingerprints, record.explanation
+    texts = [record.model, record.purpose, record.provider, e.verdict, e.detail, f.params]
+    texts += [f.system, f.history, *f.tools]
+    if not all(isinstance(t, str) for t in texts) or (
+        e.slot is not None and not isinstance(e.slot, str)
+    ):
+        raise TypeError("a text field is not text")
+    for b in record.breakpoints:
+        if (
+            b.ttl not in ("5m", "1h")
+            or not _is(b.block, int)
+            or not (b.message is None or _is(b.message, int))
+        ):
+            raise ValueError(f"breakpoint {b!r} is not one a request can carry")
+
+
 def _history_hash(messages: Sequence[Message]) -> str:
     chain = EMPTY_CHAIN
     for m in messages:
@@ -107,7 +142,15 @@ async def load_lineage(store: SqlEventStore, root_id: str) -> StoredLineage:
         for seq, type_, created, body in await store.events(sid):
             if type_ not in ("session_created", "prefix_rebased", "cache_recorded"):
                 continue
-            event = decode(sid, type_, body)
+            try:
+                event = decode(sid, type_, body)
+                if isinstance(event, CacheRecorded):
+                    _check(event.record)
+            except (KeyError, TypeError, ValueError, AttributeError) as exc:
+                raise WireError(
+                    f"session {sid!r}: stored event {seq} ({type_}) does not parse "
+                    f"({type(exc).__name__}: {exc}); `stoker sessions export {sid}` shows it"
+                ) from exc
             if isinstance(event, SessionCreated | PrefixRebased):
                 prefixes[key_of(event.prefix)] = event.prefix
             elif isinstance(event, CacheRecorded):

@@ -3,8 +3,9 @@
 The calls of a lineage tree are replayed, in the order they were made and at the times
 they started, through a fresh `AnthropicAccountant` (the algorithm the simulator bills
 with): once as sent, which must reproduce every recorded usage or nothing here is
-trusted, and once per prefix change with that change undone, every call that sent the
-new prefix sending the previous one instead. The difference in cost, call by call, is
+trusted, and once per miss with its fix applied: a prefix change undone (every call
+that sent the new prefix sends the previous one instead), or, for an expiry, every
+breakpoint written with the 1-hour TTL. The difference in cost, call by call, is
 what the change cost; the first changed call's share is the miss's own cost.
 
 Replay covers the Anthropic regime: OpenAI's routing by cache key across machines is not
@@ -14,13 +15,14 @@ in a record, so an OpenAI lineage's misses are costed from their own usage only.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 
 from stoker.cache.accounting import AnthropicAccountant, AnthropicSettings
 from stoker.errors import StokerError
 from stoker.report.lineage import StoredCall
 from stoker.wire.dialects.anthropic import render_request
 from stoker.wire.prefix import Prefix
-from stoker.wire.request import Request
+from stoker.wire.request import Request, Ttl
 from stoker.wire.usage import Usage
 
 
@@ -34,11 +36,15 @@ def _input(usage: Usage) -> Usage:
 
 
 def replay(
-    calls: Sequence[StoredCall], *, swap: Mapping[str, Prefix] | None = None
+    calls: Sequence[StoredCall],
+    *,
+    swap: Mapping[str, Prefix] | None = None,
+    ttl: Ttl | None = None,
 ) -> list[Usage] | None:
     """The usage (output as recorded) of every call replayed in order, each call whose
-    prefix key is in `swap` sending that prefix instead; None when a call cannot be
-    replayed (not rebuilt from the store, or rejected by the accountant)."""
+    prefix key is in `swap` sending that prefix instead, and every breakpoint with `ttl`
+    when given; None when a call cannot be replayed (not rebuilt from the store, or
+    rejected by the accountant)."""
     accountant = AnthropicAccountant(AnthropicSettings())
     swap = swap or {}
     out: list[Usage] = []
@@ -46,11 +52,11 @@ def replay(
         request = call.request
         if request is None:
             return None
-        replacement = swap.get(call.record.fingerprints.prefix_key)
-        if replacement is not None:
-            request = Request(
-                prefix=replacement, messages=request.messages, breakpoints=request.breakpoints
-            )
+        prefix = swap.get(call.record.fingerprints.prefix_key, request.prefix)
+        breakpoints = request.breakpoints
+        if ttl is not None:
+            breakpoints = tuple(replace(b, ttl=ttl) for b in breakpoints)
+        request = Request(prefix=prefix, messages=request.messages, breakpoints=breakpoints)
         try:
             outcome = accountant.account(render_request(request), at=call.record.started_at)
         except StokerError:
