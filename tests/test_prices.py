@@ -4,6 +4,7 @@ user's prices.toml adds or overrides models, and a missing price names that file
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 
 import pytest
@@ -172,3 +173,12 @@ def test_an_unknown_price_never_hides_the_known_totals(costs: list[float | None]
 
 def test_a_cost_total_says_how_many_calls_it_could_not_price() -> None:
     assert str(CostTotal(usd=0.5, priced=2, unpriced=1)) == "$0.50000 (+1 call with no price)"
+
+
+def test_the_readme_override_example_loads(tmp_path: Path) -> None:
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    (example,) = re.findall(r"```toml\n(\[models\..*?)```", readme, flags=re.S)
+    book = PriceBook.load(_write(tmp_path / "prices.toml", example))
+    assert book.require("my-private-model", "openai").rates == Rates(
+        input=0.5, output=1.5, cache_read=0.05, cache_write=0.625, cache_write_1h=1.0
+    )
