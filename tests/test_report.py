@@ -112,6 +112,30 @@ async def test_the_demo_html_chart_and_savings_equal_the_records(
     shown = browser.run("return document.getElementById('savings').textContent")
     assert shown == f"${no_cache - cost:,.5f}"
     assert browser.run("return document.querySelector('.js-plotly-plot .bars') !== null")
+    rows = browser.run(
+        "return Array.from(document.querySelectorAll('table.sessions tr[data-session]'))"
+        ".map(r => r.dataset.session)"
+    )
+    assert sorted(rows) == sorted({r.session_id for r in records})
+
+
+async def test_the_demo_json_splits_the_tree_by_session(
+    demo_report: tuple[Path, Path, Path], tmp_path: Path
+) -> None:
+    db, _, _ = demo_report
+    records = await _records(db)
+    session_id = next(r.session_id for r in records if r.role == "main")
+    data = await asyncio.to_thread(
+        _cli, "report", session_id, "--db", str(db), "--json", home=tmp_path
+    )
+    (lineage,) = json.loads(data)["lineages"]
+    by_role = sorted((s["role"], s["usage"]["read"]) for s in lineage["sessions"])
+    expected = sorted(
+        (role, sum(r.usage.read for r in records if r.session_id == sid))
+        for sid, role in {(r.session_id, r.role) for r in records}
+    )
+    assert by_role == expected
+    assert [c["number"] for c in lineage["calls"]] == list(range(1, len(records) + 1))
 
 
 @tool

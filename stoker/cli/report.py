@@ -51,6 +51,13 @@ def _show(written: Written) -> None:
     report = written.report
     for lineage in report.lineages:
         console.print(_summary(lineage))
+        for r in lineage.by_session():
+            console.print(
+                f"  {r.session.role} {r.session.id}: {len(r.calls)} calls · "
+                f"hit ratio {r.usage.hit_ratio:.1%} · cost {r.cost} · "
+                f"saved ${r.savings_usd:.5f}",
+                highlight=False,
+            )
         console.print(_misses_table(lineage) if lineage.misses else "  no misses")
     for unknown in report.unpriced:
         console.print(f"[yellow]warning:[/] {unknown}", markup=False, highlight=False)

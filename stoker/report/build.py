@@ -162,6 +162,18 @@ def totals_dict(t: Totals) -> dict[str, Any]:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class SessionReport(Totals):
+    """One session of a tree (the main one, a fork, a review, a sub-agent) and its calls."""
+
+    session: SessionNode
+    calls: tuple[Call, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        s = self.session
+        return {"id": s.id, "role": s.role, "parent_id": s.parent_id, **totals_dict(self)}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class LineageReport(Totals):
     root_id: str
     title: str
@@ -170,13 +182,18 @@ class LineageReport(Totals):
     misses: tuple[Miss, ...]
     replay_checked: bool  # the as-sent replay reproduced every recorded call
 
+    def by_session(self) -> tuple[SessionReport, ...]:
+        """Each session of the tree with its own calls, parents first."""
+        return tuple(
+            SessionReport(session=s, calls=tuple(c for c in self.calls if c.session_id == s.id))
+            for s in self.sessions
+        )
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "root_id": self.root_id,
             "title": self.title,
-            "sessions": [
-                {"id": s.id, "role": s.role, "parent_id": s.parent_id} for s in self.sessions
-            ],
+            "sessions": [s.to_dict() for s in self.by_session()],
             **totals_dict(self),
             "replay_checked": self.replay_checked,
             "calls": [c.to_dict() for c in self.calls],

@@ -74,6 +74,8 @@ def _figure(lineage: LineageReport, *, div_id: str, with_library: bool) -> str:
         )  # fmt: skip
     fig.update_layout(barmode="stack", height=640, margin={"t": 40, "l": 60, "r": 20, "b": 40})
     fig.update_xaxes(title_text="call, in the order made", row=2, col=1)
+    if len(s.numbers) <= 40:
+        fig.update_xaxes(dtick=1)  # whole calls, not 1.5
     html: str = fig.to_html(
         full_html=False,
         include_plotlyjs=with_library,
@@ -101,6 +103,22 @@ def _misses(lineage: LineageReport) -> str:
     )
 
 
+def _sessions(lineage: LineageReport) -> str:
+    rows = "".join(
+        f"<tr data-session='{escape(r.session.id)}'><td>{escape(r.session.role)}</td>"
+        f"<td>{escape(r.session.id)}</td><td class=n>{len(r.calls)}</td>"
+        f"<td class=n>{r.usage.hit_ratio:.1%}</td><td class=n>{escape(str(r.cost))}</td>"
+        f"<td class=n>{escape(str(r.no_cache_cost))}</td>"
+        f"<td class=n>${r.savings_usd:,.5f}</td></tr>"
+        for r in lineage.by_session()
+    )
+    return (
+        "<table class=sessions><tr><th>role</th><th>session</th><th>calls</th>"
+        "<th>hit ratio</th><th>cost</th><th>with no cache</th><th>saved</th></tr>"
+        f"{rows}</table>"
+    )
+
+
 def _lineage(lineage: LineageReport, index: int) -> str:
     u = lineage.usage
     roles = ", ".join(
@@ -120,6 +138,7 @@ def _lineage(lineage: LineageReport, index: int) -> str:
         f"saved <span class=saved data-usd='{lineage.savings_usd}'>"
         f"${lineage.savings_usd:,.5f}</span>. {checked}</p>"
         f"{_figure(lineage, div_id=f'chart-{index}', with_library=index == 0)}"
+        f"<h3>Sessions</h3>{_sessions(lineage)}"
         f"<h3>Misses</h3>{_misses(lineage)}</section>"
     )
 
