@@ -352,3 +352,16 @@ def _report_damaged(db: Path, stored: Path, key: str, value: object) -> None:
     except StokerError as exc:
         error = str(exc)
     assert not error or "session 'g'" in error
+
+
+def test_an_unwritable_output_is_a_clear_error(tmp_path: Path) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("", encoding="utf-8")
+    for flag, what in (("--html", "HTML report"), ("--png", "PNG chart")):
+        result = runner.invoke(
+            app,
+            ["report", "--all", "--db", str(tmp_path / "x.db"), flag, str(blocker / "out")],
+            env={"STOKER_HOME": str(tmp_path), "COLUMNS": "300"},
+        )
+        assert result.exit_code == 1, result.output
+        assert f"cannot write the {what} to {blocker / 'out'}" in result.output
