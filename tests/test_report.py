@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from stoker.agent.agent import Agent
+from stoker.agent.keepwarm import KeepWarm
 from stoker.bench.cache import SYSTEM, TOOLS
 from stoker.cache.models import model_info
 from stoker.cache.planner import CachePolicy
@@ -365,3 +366,22 @@ def test_an_unwritable_output_is_a_clear_error(tmp_path: Path) -> None:
         )
         assert result.exit_code == 1, result.output
         assert f"cannot write the {what} to {blocker / 'out'}" in result.output
+
+
+async def test_keep_warm_requests_are_replayed_with_their_placeholder(tmp_path: Path) -> None:
+    clock = FrozenClock()
+    async with SQLiteStore(tmp_path / "k.db") as store:
+        session = await _agent(clock).open(store, "k")
+        scheduler = KeepWarm(clock)
+        scheduler.watch(session)
+        await session.send(PROMPTS[0])
+        fired = await scheduler.idle(4 * 60)
+        fired += await scheduler.idle(8 * 60)  # a long gap: sealed under a 1-hour entry
+        await session.send(PROMPTS[1])
+        report = await build_report(store, "k", prices=PriceBook())
+    assert [r.purpose for r in fired] == ["seal"]
+    (lineage,) = report.lineages
+    assert [c.record.purpose for c in lineage.calls] == ["turn", "seal", "turn"]
+    assert lineage.replay_checked  # the seal's placeholder tokens included, as billed
+    assert lineage.misses == ()
+    assert lineage.cost.usd == pytest.approx(sum(c.record.cost_usd or 0 for c in lineage.calls))

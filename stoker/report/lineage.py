@@ -3,9 +3,10 @@ forks, reviews and sub-agents, each with the request it sent rebuilt from the st
 
 A record keeps fingerprints, not payloads, yet the store keeps every message as sent and
 every prefix a session had; so a call's request is the prefix whose key the record names,
-the history's first `message_count` messages and the record's breakpoints. The record's
-history hash checks the rebuild: a call whose messages do not hash to it (a keep-warm
-placeholder, a log edited by hand) gets no request, and is shown but never replayed.
+the history's first `message_count` messages (and, for a keep-warm, its placeholder,
+which the record leaves out) and the record's breakpoints. The record's history hash
+checks the rebuild: a call whose messages do not hash to it (a log edited by hand) gets
+no request, and is shown but never replayed.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from stoker.agent.warmth import PLACEHOLDER
 from stoker.errors import SessionNotFound, WireError
 from stoker.store.base import SqlEventStore
 from stoker.store.codec import decode
@@ -125,6 +127,8 @@ def _rebuilt(
     messages = tuple(history[:count])
     if _history_hash(messages) != record.fingerprints.history:
         return None
+    if record.purpose != "turn":  # a ping or seal also sent its placeholder, not kept
+        messages = (*messages, PLACEHOLDER)
     return Request(prefix=prefix, messages=messages, breakpoints=record.breakpoints)
 
 
