@@ -33,6 +33,9 @@ from stoker.report.png import HEIGHT, WIDTH
 from stoker.store.sqlite import SQLiteStore
 from stoker.tools import tool
 from stoker.wire.record import CacheRecord
+from stoker.wire.usage import Usage
+from tests.test_delegate import DelegatingModel
+from tests.test_delegate import _agent as delegating_agent
 from tests.test_gateway_browser import WebDriver, browser
 
 __all__ = ["browser"]  # the fixture, shared with the dashboard's browser test
@@ -385,3 +388,23 @@ async def test_keep_warm_requests_are_replayed_with_their_placeholder(tmp_path: 
     assert lineage.replay_checked  # the seal's placeholder tokens included, as billed
     assert lineage.misses == ()
     assert lineage.cost.usd == pytest.approx(sum(c.record.cost_usd or 0 for c in lineage.calls))
+
+
+async def test_a_tree_with_parallel_sub_agents_is_one_report(tmp_path: Path) -> None:
+    agent, _ = delegating_agent(DelegatingModel(fan=3), max_depth=1)
+    async with SQLiteStore(tmp_path / "d.db") as store:
+        session = await agent.open(store, "d")
+        await session.send("warm up")
+        await session.send("delegate three ways")
+        # Any session of the tree names the whole tree.
+        child = (await store.children("d"))[0]
+        report = await build_report(store, child, prices=PriceBook())
+    records = await _records(tmp_path / "d.db")
+    (lineage,) = report.lineages
+    assert lineage.root_id == "d"
+    assert sorted(s.role for s in lineage.sessions) == ["main", "subagent", "subagent", "subagent"]
+    assert lineage.replay_checked
+    assert len(lineage.calls) == len(records) == 9
+    for part in lineage.by_session():
+        own = [r for r in records if r.session_id == part.session.id]
+        assert part.usage == Usage.total(r.usage for r in own)
