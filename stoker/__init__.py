@@ -37,6 +37,7 @@ from stoker.errors import (
     StoreError,
     ToolError,
     ToolUnavailable,
+    UnknownPrice,
     WireError,
 )
 from stoker.integrations.errors import (
@@ -186,6 +187,7 @@ __all__ = [
     "Toolset",
     "TurnResult",
     "Unauthorized",
+    "UnknownPrice",
     "UnknownToolkit",
     "UnsupportedMediaType",
     "UpstreamError",

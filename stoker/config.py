@@ -37,6 +37,9 @@ network). See `stoker.providers.select` for the spec syntax."""
 DATABASE_FILE = "stoker.db"
 """The SQLite file under the Stoker home when no database is named."""
 
+PRICES_FILE = "prices.toml"
+"""The user's price overrides under the Stoker home (`stoker.cache.prices`)."""
+
 ENVIRONMENT: Mapping[str, tuple[str, ...]] = MappingProxyType(
     {
         "home": ("STOKER_HOME",),
@@ -96,7 +99,8 @@ DEFAULT_LIMITS = GatewayLimits()
 class Config:
     """What the library needs from outside the program, resolved once.
 
-    `home` holds Stoker's files: the default SQLite database, `memory/` and `skills/`.
+    `home` holds Stoker's files: the default SQLite database, `memory/`, `skills/` and
+    the price overrides (`prices.toml`).
     `database` is a SQLite path, `sqlite:///path` or a `postgresql://` DSN (its password
     is masked in the repr). `provider` is a spec (`stoker.providers.select`), `model` the
     model used when the spec names none. The keys are not part of the repr, so a config
@@ -162,6 +166,12 @@ class Config:
     def memory_dir(self) -> Path:
         """Where `MemoryStore` keeps MEMORY.md and USER.md (created on the first write)."""
         return self.home / "memory"
+
+    @property
+    def prices_file(self) -> Path:
+        """Prices for models the catalogue lacks, or that the user pays otherwise for
+        (read when a provider or a report is built; it need not exist)."""
+        return self.home / PRICES_FILE
 
     @property
     def skills_dir(self) -> Path:

@@ -29,10 +29,11 @@ from stoker.memory import (
 from stoker.providers.sim.engine import SimEngine
 from stoker.providers.sim.model import RuleModel, tool_call
 from stoker.providers.sim.provider import SimProvider
+from stoker.store import open_store
 from stoker.tools import ToolRegistry
 from stoker.toolsets.workspace import WORKSPACE_SYSTEM, workspace_toolset
 from stoker.wire.blocks import Block
-from stoker.wire.events import CacheRecorded, MemorySink
+from stoker.wire.events import CacheRecorded, Event, EventSink, MemorySink
 from stoker.wire.messages import UserMessage
 from stoker.wire.record import CacheRecord
 from stoker.wire.request import Request
@@ -92,6 +93,7 @@ class DemoReport:
     rows: tuple[DemoRow, ...]
     reviews: tuple[ReviewCheck, ...]
     answers: tuple[str, ...]
+    session_id: str = ""
 
     @property
     def cost_usd(self) -> float | None:
@@ -155,17 +157,39 @@ def demo_agent(workdir: Path, config: Config, *, clock: Clock | None = None) -> 
     )
 
 
-async def run_demo(workdir: Path | None = None, *, clock: Clock | None = None) -> DemoReport:
-    """Run the demo in `workdir` (a fresh temporary folder when None)."""
+class _Both:
+    """Events to the demo's own list and to a store, so `stoker report` can read it back."""
+
+    def __init__(self, *sinks: EventSink) -> None:
+        self.sinks = sinks
+
+    async def emit(self, event: Event) -> None:
+        for sink in self.sinks:
+            await sink.emit(event)
+
+
+async def run_demo(
+    workdir: Path | None = None,
+    *,
+    clock: Clock | None = None,
+    store: EventSink | None = None,
+    database: str | Path | None = None,
+) -> DemoReport:
+    """Run the demo in `workdir` (a fresh temporary folder when None); its session and its
+    reviews are also kept in `store`, or in the database at `database`, when given."""
+    if database is not None:
+        async with open_store(database) as opened:
+            return await run_demo(workdir, clock=clock, store=opened)
     if workdir is None:
         with tempfile.TemporaryDirectory(prefix="stoker-demo-") as tmp:
-            return await run_demo(Path(tmp), clock=clock)
+            return await run_demo(Path(tmp), clock=clock, store=store)
     for name, text in SEED_FILES.items():
         (workdir / name).write_text(text, encoding="utf-8")
     sink = MemorySink()
     # The demo's own home, not the user's: it must not read or write their memory.
     config = Config.from_env({}, home=workdir / ".stoker")
-    session = demo_agent(workdir, config, clock=clock).session(store=sink)
+    both = sink if store is None else _Both(sink, store)
+    session = demo_agent(workdir, config, clock=clock).session(store=both)
     rows: list[DemoRow] = []
     reviews: list[ReviewCheck] = []
     answers: list[str] = []
@@ -191,4 +215,6 @@ async def run_demo(workdir: Path | None = None, *, clock: Clock | None = None) -
                     read_tokens=records[0].usage.read,
                 )
             )
-    return DemoReport(rows=tuple(rows), reviews=tuple(reviews), answers=tuple(answers))
+    return DemoReport(
+        rows=tuple(rows), reviews=tuple(reviews), answers=tuple(answers), session_id=session.id
+    )

@@ -5,6 +5,7 @@ what went wrong and what to do about it.
 
     StokerError
     ├── ConfigError              bad settings or arguments
+    │   └── UnknownPrice         no price for a model: says which file to add it to
     ├── WireError                a payload or stored value that does not parse
     ├── ProviderError            a provider call failed
     │   ├── InvalidRequest       the provider (or the sim) rejected the request (HTTP 400)
@@ -36,6 +37,25 @@ class StokerError(Exception):
 
 class ConfigError(StokerError):
     """Settings or arguments that cannot be used as given."""
+
+
+class UnknownPrice(ConfigError):
+    """Neither the price catalogue nor the user's overrides price this model."""
+
+    def __init__(self, model: str, path: object = None) -> None:
+        where = (
+            str(path)
+            if path is not None
+            else "prices.toml in the Stoker home ($STOKER_HOME, else the user data dir)"
+        )
+        super().__init__(
+            f"no price for model {model!r}: the installed genai-prices catalogue does not "
+            f"list it (a newer genai-prices may). Add its prices (USD per million tokens) "
+            f'to {where}:\n\n[models."{model}"]\ninput = 1.0\noutput = 5.0\n'
+            "cache_read = 0.1\ncache_write = 1.25\ncache_write_1h = 2.0\n"
+        )
+        self.model = model
+        self.path = path
 
 
 class WireError(StokerError):

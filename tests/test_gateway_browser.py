@@ -182,7 +182,7 @@ def _stored_conversation(db: Path) -> tuple[str, str]:
                 await gw.send("alice", sid, "and then?")
                 rig.clock.advance(minutes=7)
                 await gw.send("alice", sid, "still there?")
-                await gw.send("alice", sid, "/model claude-sonnet-5")
+                await gw.send("alice", sid, "/model claude-mythos-5-1")
                 rig.clock.advance(seconds=20)
                 await gw.send("alice", sid, "with the other model")
                 rig.clock.advance(minutes=180)

@@ -33,6 +33,7 @@ LAYERS = {
     "run": 7,
     "session_views": 7,
     "session_ids": 7,
+    "report": 7,
     "bench": 8,
     "gateway": 8,
     "proxy": 8,

@@ -16,6 +16,7 @@ from stoker.cli.chat import chat
 from stoker.cli.errors import Commands, fail
 from stoker.cli.options import Db, Model, Provider, Workdir
 from stoker.cli.render import console, cost_text, records_table
+from stoker.cli.report import report
 from stoker.cli.serve import bench_gateway, serve
 from stoker.cli.sessions import sessions_app
 from stoker.cli.settings import settings
@@ -35,14 +36,20 @@ app.add_typer(bench_app, name="bench")
 app.add_typer(sessions_app, name="sessions")
 app.add_typer(sim_app, name="sim")
 app.command()(chat)
+app.command()(report)
 app.command()(serve)
 bench_app.command("gateway")(bench_gateway)
 
 
 @app.command()
-def demo() -> None:
+def demo(
+    save: bool = typer.Option(
+        False, "--save", help="Keep the session in the database, for `stoker report`."
+    ),
+    db: Db = None,
+) -> None:
     """Run a six-turn tool-using session with background reviews on the simulator."""
-    report = asyncio.run(run_demo())
+    report = asyncio.run(run_demo(database=settings(db=db).database if save else None))
     rows = [(r.label, str(r.turn) if r.turn else "-", r.record) for r in report.rows]
     console.print(
         records_table(rows, title="Stoker demo: every provider call and its cache effect")
@@ -58,6 +65,11 @@ def demo() -> None:
         f"total cost {cost_text(report.cost_usd)} for {len(report.rows)} calls; "
         f"the same tokens without a cache: {cost_text(report.uncached_cost_usd)}"
     )
+    if save:
+        console.print(
+            f"stored as session {report.session_id}; chart it with: stoker report "
+            f"{report.session_id} --html report.html --png report.png"
+        )
 
 
 @app.command()

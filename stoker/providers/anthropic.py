@@ -14,7 +14,8 @@ from dataclasses import replace
 
 import anthropic
 
-from stoker.cache.models import ModelInfo, fallback_info
+from stoker.cache.models import ModelInfo, fallback_info, with_prices
+from stoker.cache.prices import PriceBook
 from stoker.clock import Clock, SystemClock
 from stoker.errors import ConfigError
 from stoker.providers._sdk import Answer, ClosesClient, LoopBoundClient, Target, send
@@ -40,9 +41,11 @@ class AnthropicProvider(ClosesClient):
         retry: RetryPolicy | None = None,
         clock: Clock | None = None,
         key_env: str = KEY_ENV,
+        prices: PriceBook | None = None,
     ) -> None:
         if not api_key:
             raise ConfigError(f"the anthropic provider needs an API key: set {key_env}")
+        self.prices = prices
         self._api_key = api_key
         self.base_url = base_url
         self.retry = retry or RetryPolicy()
@@ -58,8 +61,9 @@ class AnthropicProvider(ClosesClient):
         return NAME
 
     def model_info(self, model: str) -> ModelInfo:
-        """Known models from the table; a new one gets Anthropic's usual facts, no price."""
-        return fallback_info(model, "anthropic")
+        """Known models from the table; a new one gets Anthropic's usual facts. Priced by
+        the user's overrides, else the catalogue (a model neither prices costs "unknown")."""
+        return with_prices(fallback_info(model, "anthropic"), self.prices, model)
 
     def _new_client(self) -> anthropic.AsyncAnthropic:
         return anthropic.AsyncAnthropic(

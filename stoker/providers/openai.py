@@ -17,7 +17,8 @@ from typing import Any, Literal
 
 import openai
 
-from stoker.cache.models import ModelInfo, fallback_info
+from stoker.cache.models import ModelInfo, fallback_info, with_prices
+from stoker.cache.prices import PriceBook
 from stoker.clock import Clock, SystemClock
 from stoker.errors import ConfigError
 from stoker.providers._sdk import Answer, ClosesClient, LoopBoundClient, Target, send
@@ -116,9 +117,11 @@ class OpenAIProvider(ClosesClient):
         retry: RetryPolicy | None = None,
         clock: Clock | None = None,
         key_env: str = KEY_ENV,
+        prices: PriceBook | None = None,
     ) -> None:
         if not api_key:
             raise ConfigError(f"the {name} provider needs an API key: set {key_env}")
+        self.prices = prices
         if api not in ("chat", "responses"):
             raise ConfigError(f"api must be 'chat' or 'responses', not {api!r}")
         if cache_retention is not None and cache_retention not in RETENTIONS:
@@ -144,11 +147,12 @@ class OpenAIProvider(ClosesClient):
         return self._name
 
     def model_info(self, model: str) -> ModelInfo:
-        """Known models from the table; others (self-hosted ones) get OpenAI's usual facts."""
+        """Known models from the table; others (self-hosted ones) get OpenAI's usual facts.
+        Priced by the user's overrides, else the catalogue."""
         info = fallback_info(model, "openai")
         if info.provider != "openai":  # a Claude name served by a compatible server
             info = replace(fallback_info("", "openai"), name=model)
-        return info
+        return with_prices(info, self.prices, model)
 
     def _new_client(self) -> openai.AsyncOpenAI:
         options: dict[str, Any] = {} if self.base_url is None else {"base_url": self.base_url}

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from stoker.cache.prices import PriceBook
 from stoker.clock import Clock
 from stoker.config import DEFAULT_PROVIDER, Config, env_var
 from stoker.errors import ConfigError
@@ -50,11 +51,15 @@ def select_provider(
     retry: RetryPolicy | None = None,
 ) -> ProviderChoice:
     """The provider `spec` names (see the module docstring), with keys and base URLs from
-    `config`; without one, only providers that need no key can be chosen."""
+    `config`; without one, only providers that need no key can be chosen. The providers
+    price models by `config`'s prices file over the catalogue."""
     kind, _, rest = spec.strip().partition(":")
     model = rest.strip() or None
+    prices = PriceBook.load(config.prices_file) if config is not None else None
     if kind in ("", "sim"):
-        sim = SimProvider(clock=clock) if clock is not None else SimProvider()
+        sim = (
+            SimProvider(prices=prices) if clock is None else SimProvider(clock=clock, prices=prices)
+        )
         return ProviderChoice(provider=sim, model=model)
     # No settings, no keys: only the simulator and keyless servers can be chosen.
     anthropic_key, anthropic_url, openai_key, openai_url = (
@@ -76,6 +81,7 @@ def select_provider(
             base_url=anthropic_url,
             clock=clock,
             retry=retry,
+            prices=prices,
         )
         return ProviderChoice(provider=provider, model=model)
     from stoker.providers.openai import OpenAIProvider
@@ -87,6 +93,7 @@ def select_provider(
             base_url=openai_url,
             clock=clock,
             retry=retry,
+            prices=prices,
         )
         return ProviderChoice(provider=provider, model=model)
     if kind == "openai-compatible":
@@ -104,6 +111,7 @@ def select_provider(
             name="openai-compatible",
             clock=clock,
             retry=retry,
+            prices=prices,
         )
         return ProviderChoice(provider=provider, model=name.strip())
     raise ConfigError(f"unknown provider {kind!r} in {spec!r}; expected one of: {', '.join(KINDS)}")

@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from stoker.cache.accounting import CacheOutcome
-from stoker.cache.models import ModelInfo, model_info
+from stoker.cache.models import ModelInfo, model_info, with_prices
+from stoker.cache.prices import PriceBook
 from stoker.clock import Clock, SystemClock
 from stoker.providers.base import CallContext, Completion
 from stoker.providers.sim.engine import SimEngine
@@ -47,6 +48,7 @@ class SimProvider:
     keep_requests: bool = True
     requests: list[dict[str, Any]] = field(default_factory=list)
     outcomes: list[CacheOutcome] = field(default_factory=list)
+    prices: PriceBook | None = None  # the user's overrides over the catalogue
 
     @property
     def name(self) -> str:
@@ -54,7 +56,7 @@ class SimProvider:
 
     def model_info(self, model: str) -> ModelInfo:
         """The simulator serves only models it has facts for; others fail clearly."""
-        return model_info(model)
+        return with_prices(model_info(model), self.prices, model)
 
     async def aclose(self) -> None:
         """Nothing to close (no connections); here so every provider closes the same way."""
