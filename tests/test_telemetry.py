@@ -1,0 +1,274 @@
+"""OpenTelemetry: a span per turn and per provider call, saying what the records say.
+
+The spans go to the SDK's in-memory exporter and the metrics to its in-memory reader; the
+expected attributes are written out from the `CacheRecord`s the suite-wide observer saw,
+field by field, so a span that drifted from its record fails here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import SpanKind, StatusCode
+
+from stoker.agent.delegate import delegate_tool
+from stoker.agent.otel import OtelTelemetry
+from stoker.agent.review import ReviewConfig
+from stoker.providers.sim.model import tool_call
+from stoker.wire.blocks import Block, TextBlock
+from stoker.wire.messages import UserMessage
+from stoker.wire.record import CacheRecord
+from stoker.wire.request import Request
+from tests.helpers import make_registry, sim_agent
+
+
+class Observed:
+    """An `OtelTelemetry` whose spans and metrics stay in memory."""
+
+    def __init__(self) -> None:
+        self.spans = InMemorySpanExporter()
+        tracer_provider = TracerProvider()
+        tracer_provider.add_span_processor(SimpleSpanProcessor(self.spans))
+        self.metrics = InMemoryMetricReader()
+        self.telemetry = OtelTelemetry(
+            tracer_provider, MeterProvider(metric_readers=[self.metrics])
+        )
+
+    def finished(self) -> tuple[ReadableSpan, ...]:
+        return tuple(self.spans.get_finished_spans())
+
+    def metric_points(self, name: str) -> list[tuple[dict[str, Any], Any]]:
+        """(attributes, point) of every data point of the metric `name`."""
+        data = self.metrics.get_metrics_data()
+        assert data is not None
+        return [
+            (dict(point.attributes or {}), point)
+            for resource in data.resource_metrics
+            for scope in resource.scope_metrics
+            for metric in scope.metrics
+            if metric.name == name
+            for point in metric.data.data_points
+        ]
+
+
+@pytest.fixture
+def observed() -> Iterator[Observed]:
+    o = Observed()
+    yield o
+    o.telemetry.shutdown()
+
+
+class TeamModel:
+    """Delegates when asked to, answers a sub-agent's task, says nothing to save in a
+    review, and sums up tool results."""
+
+    def respond(self, request: Request) -> tuple[Block, ...]:
+        last = request.messages[-1]
+        assert isinstance(last, UserMessage)
+        if not last.text:
+            return (TextBlock(text="done: " + " | ".join(r.content for r in last.tool_results)),)
+        if "Background review" in last.text:
+            return (TextBlock(text="nothing to save"),)
+        if "sub-agent" in last.text:
+            return (TextBlock(text="child answer"),)
+        if "delegate" in last.text:
+            return (tool_call(request, "delegate", {"goal": "count the files"}),)
+        return (TextBlock(text="fork answer"),)
+
+
+def _tree(spans: tuple[ReadableSpan, ...]) -> list[Any]:
+    """The spans as nested (name, role, children) tuples, children in start order."""
+    by_parent: dict[int | None, list[ReadableSpan]] = {}
+    ids = {s.context.span_id for s in spans if s.context is not None}
+    for s in spans:
+        parent = s.parent.span_id if s.parent is not None else None
+        by_parent.setdefault(parent if parent in ids else None, []).append(s)
+
+    def build(parent: int | None) -> list[Any]:
+        children = sorted(by_parent.get(parent, []), key=lambda s: s.start_time or 0)
+        return [
+            (
+                s.name,
+                (s.attributes or {})["stoker.session.role"],
+                build(s.context.span_id if s.context is not None else None),
+            )
+            for s in children
+        ]
+
+    return build(None)
+
+
+def _expected_call(record: CacheRecord) -> dict[str, Any]:
+    """A call span's attributes, written out from its record."""
+    why = record.explanation
+    expected: dict[str, Any] = {
+        "gen_ai.operation.name": "chat",
+        "gen_ai.provider.name": record.provider,
+        "gen_ai.system": record.provider,
+        "gen_ai.request.model": record.model,
+        "gen_ai.response.model": record.model,
+        "gen_ai.request.max_tokens": 4096,
+        "gen_ai.conversation.id": record.session_id,
+        "gen_ai.usage.input_tokens": record.usage.uncached
+        + record.usage.written_5m
+        + record.usage.written_1h
+        + record.usage.read,
+        "gen_ai.usage.output_tokens": record.usage.output,
+        "gen_ai.usage.cache_read.input_tokens": record.usage.read,
+        "gen_ai.usage.cache_creation.input_tokens": record.usage.written_5m
+        + record.usage.written_1h,
+        "stoker.usage.uncached_tokens": record.usage.uncached,
+        "stoker.usage.written_5m_tokens": record.usage.written_5m,
+        "stoker.usage.written_1h_tokens": record.usage.written_1h,
+        "stoker.session.id": record.session_id,
+        "stoker.session.role": record.role,
+        "stoker.call.purpose": record.purpose,
+        "stoker.call.seq": record.seq,
+        "stoker.call.retries": record.retries,
+        "stoker.cache.verdict": why.verdict,
+        "stoker.cache.cause": why.detail,
+        "stoker.cache.explanation": str(why),
+        "stoker.cache.breakpoints": len(record.breakpoints),
+        "stoker.cost_usd": record.cost_usd,
+        "stoker.cache.slot": why.slot,
+        "stoker.cache.offset": why.offset,
+        "stoker.cache.classification": why.classification,
+        "stoker.cache.declared_break": record.declared_break,
+    }
+    return {k: v for k, v in expected.items() if v is not None}
+
+
+async def test_a_turn_with_a_sub_agent_a_review_and_a_fork_is_one_span_tree(
+    observed: Observed, recorded_calls: list[CacheRecord]
+) -> None:
+    agent, _ = sim_agent(
+        model=TeamModel(),
+        registry=make_registry(),
+        tools=[delegate_tool()],
+        review=ReviewConfig(memory_every=1),
+        telemetry=observed.telemetry,
+    )
+    session = agent.session()
+    result = await session.send("please delegate the count")
+    await session.drain()
+    fork = session.fork()
+    await fork.send("and what else?")
+
+    chat, turn = "chat claude-sonnet-4-6", "invoke_agent agent"
+    assert _tree(observed.finished()) == [
+        (
+            turn,
+            "main",
+            [
+                (chat, "main", []),
+                (turn, "subagent", [(chat, "subagent", [])]),
+                (chat, "main", []),
+                (turn, "review", [(chat, "review", [])]),
+                (turn, "fork", [(chat, "fork", [])]),
+            ],
+        )
+    ]
+    spans = observed.finished()
+    assert len({s.context.trace_id for s in spans if s.context is not None}) == 1
+
+    calls = {
+        (s.attributes or {})["stoker.session.id"]: s for s in spans if s.kind == SpanKind.CLIENT
+    }
+    assert len(recorded_calls) == 5  # two main calls, one each for sub-agent, review, fork
+    found = {
+        (a["stoker.session.id"], a["stoker.call.seq"]): a
+        for a in (dict(s.attributes or {}) for s in spans if s.kind == SpanKind.CLIENT)
+    }
+    assert found == {(r.session_id, r.seq): _expected_call(r) for r in recorded_calls}
+    assert set(calls) == {r.session_id for r in recorded_calls}
+    # the children read the parent's cache, and the spans say so
+    assert all(
+        found[(r.session_id, 0)]["gen_ai.usage.cache_read.input_tokens"] > 0
+        for r in recorded_calls
+        if r.role != "main"
+    )
+
+    main_turn = next(
+        s
+        for s in spans
+        if s.kind == SpanKind.INTERNAL and (s.attributes or {})["stoker.session.role"] == "main"
+    )
+    attributes = dict(main_turn.attributes or {})
+    main_records = [r for r in recorded_calls if r.session_id == session.id]
+    assert attributes["gen_ai.operation.name"] == "invoke_agent"
+    assert attributes["gen_ai.agent.name"] == "agent"
+    assert attributes["gen_ai.conversation.id"] == session.id
+    assert attributes["stoker.turn.exit"] == "answered"
+    assert attributes["stoker.turn.iterations"] == result.iterations == 2
+    assert attributes["gen_ai.usage.cache_read.input_tokens"] == sum(
+        r.usage.read for r in main_records
+    )
+    assert attributes["stoker.cost_usd"] == pytest.approx(
+        sum(r.cost_usd or 0 for r in main_records)
+    )
+    sub_turn = next(
+        s
+        for s in spans
+        if s.kind == SpanKind.INTERNAL and (s.attributes or {})["stoker.session.role"] == "subagent"
+    )
+    assert (sub_turn.attributes or {})["stoker.session.parent_id"] == session.id
+
+
+async def test_metrics_count_tokens_and_cost_per_call(
+    observed: Observed, recorded_calls: list[CacheRecord]
+) -> None:
+    agent, _ = sim_agent(telemetry=observed.telemetry)
+    session = agent.session()
+    await session.send("hello")
+    await session.send("hello again")
+
+    tokens = observed.metric_points("gen_ai.client.token.usage")
+    by_type = {a["gen_ai.token.type"]: p for a, p in tokens}
+    assert by_type["input"].count == len(recorded_calls) == 2
+    assert by_type["input"].sum == sum(r.usage.input_total for r in recorded_calls)
+    assert by_type["output"].sum == sum(r.usage.output for r in recorded_calls)
+    assert {a["gen_ai.operation.name"] for a, _ in tokens} == {"chat"}
+    assert {a["gen_ai.response.model"] for a, _ in tokens} == {"claude-sonnet-4-6"}
+
+    buckets = {
+        a["stoker.cache.bucket"]: p.value for a, p in observed.metric_points("stoker.cache.tokens")
+    }
+    assert buckets.get("read", 0) == sum(r.usage.read for r in recorded_calls) > 0
+    assert buckets.get("written_5m", 0) + buckets.get("written_1h", 0) == sum(
+        r.usage.written for r in recorded_calls
+    )
+    (cost,) = observed.metric_points("stoker.cost")
+    assert cost[1].value == pytest.approx(sum(r.cost_usd or 0 for r in recorded_calls))
+    verdicts = {
+        a["stoker.cache.verdict"]: p.value for a, p in observed.metric_points("stoker.calls")
+    }
+    assert verdicts == {"first": 1, "hit": 1}
+    (duration,) = observed.metric_points("gen_ai.client.operation.duration")
+    assert duration[1].count == 2
+
+
+class BrokenModel:
+    def respond(self, request: Request) -> tuple[Block, ...]:
+        raise RuntimeError("the model broke")
+
+
+async def test_a_failed_call_ends_its_spans_as_errors(observed: Observed) -> None:
+    agent, _ = sim_agent(model=BrokenModel(), telemetry=observed.telemetry)
+    with pytest.raises(Exception, match="the model broke"):
+        await agent.session().send("hello")
+
+    spans = {s.kind: s for s in observed.finished()}
+    for kind in (SpanKind.CLIENT, SpanKind.INTERNAL):
+        assert spans[kind].status.status_code == StatusCode.ERROR
+        assert (spans[kind].attributes or {})["error.type"]
+    assert "gen_ai.usage.input_tokens" not in (spans[SpanKind.CLIENT].attributes or {})
+    errors = observed.metric_points("gen_ai.client.operation.duration")
+    assert [a["error.type"] for a, _ in errors] == [spans[SpanKind.CLIENT].attributes["error.type"]]  # type: ignore[index]
+    assert observed.metric_points("gen_ai.client.token.usage") == []
