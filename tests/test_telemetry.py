@@ -7,10 +7,21 @@ field by field, so a span that drifted from its record fails here.
 
 from __future__ import annotations
 
+import gzip
+import threading
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
+from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
+    ExportMetricsServiceRequest,
+    ExportMetricsServiceResponse,
+)
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceRequest,
+    ExportTraceServiceResponse,
+)
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
@@ -21,6 +32,8 @@ from opentelemetry.trace import SpanKind, StatusCode
 from stoker.agent.delegate import delegate_tool
 from stoker.agent.otel import OtelTelemetry
 from stoker.agent.review import ReviewConfig
+from stoker.agent.telemetry import telemetry_from
+from stoker.config import Config
 from stoker.providers.sim.model import tool_call
 from stoker.wire.blocks import Block, TextBlock
 from stoker.wire.messages import UserMessage
@@ -272,3 +285,131 @@ async def test_a_failed_call_ends_its_spans_as_errors(observed: Observed) -> Non
     errors = observed.metric_points("gen_ai.client.operation.duration")
     assert [a["error.type"] for a, _ in errors] == [spans[SpanKind.CLIENT].attributes["error.type"]]  # type: ignore[index]
     assert observed.metric_points("gen_ai.client.token.usage") == []
+
+
+class Receiver:
+    """A tiny OTLP/HTTP receiver on loopback: decodes each export request with the
+    protobuf messages of opentelemetry-proto and keeps it, with its headers."""
+
+    def __init__(self) -> None:
+        self.traces: list[ExportTraceServiceRequest] = []
+        self.metrics: list[ExportMetricsServiceRequest] = []
+        self.headers: list[dict[str, str]] = []
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+                if self.headers.get("Content-Encoding") == "gzip":
+                    body = gzip.decompress(body)
+                receiver.headers.append({k.lower(): v for k, v in self.headers.items()})
+                if self.path == "/v1/traces":
+                    receiver.traces.append(ExportTraceServiceRequest.FromString(body))
+                    reply = ExportTraceServiceResponse().SerializeToString()
+                elif self.path == "/v1/metrics":
+                    receiver.metrics.append(ExportMetricsServiceRequest.FromString(body))
+                    reply = ExportMetricsServiceResponse().SerializeToString()
+                else:
+                    self.send_error(404)
+                    return
+                self.send_response(200)
+                self.send_header("Content-Type", "application/x-protobuf")
+                self.send_header("Content-Length", str(len(reply)))
+                self.end_headers()
+                self.wfile.write(reply)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        host, port = self.server.server_address[:2]
+        return f"http://{host!s}:{port}"
+
+    def spans(self) -> list[tuple[dict[str, Any], Any]]:
+        """(resource attributes, span) of every span received."""
+        return [
+            (_attributes(rs.resource.attributes), span)
+            for request in self.traces
+            for rs in request.resource_spans
+            for scope in rs.scope_spans
+            for span in scope.spans
+        ]
+
+    def metric(self, name: str) -> list[Any]:
+        return [
+            m
+            for request in self.metrics
+            for rm in request.resource_metrics
+            for scope in rm.scope_metrics
+            for m in scope.metrics
+            if m.name == name
+        ]
+
+
+def _attributes(pairs: Any) -> dict[str, Any]:
+    return {kv.key: getattr(kv.value, kv.value.WhichOneof("value")) for kv in pairs}
+
+
+@pytest.fixture
+def receiver() -> Iterator[Receiver]:
+    r = Receiver()
+    r.thread.start()
+    yield r
+    r.server.shutdown()
+    r.server.server_close()
+    r.thread.join(5)
+
+
+async def test_spans_and_metrics_reach_an_otlp_receiver_over_http(
+    receiver: Receiver, recorded_calls: list[CacheRecord]
+) -> None:
+    config = Config.from_env(
+        {
+            "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.url,
+            "OTEL_EXPORTER_OTLP_HEADERS": "authorization=Bearer%20t0ken",
+            "OTEL_SERVICE_NAME": "stoker-under-test",
+        }
+    )
+    telemetry = telemetry_from(config.telemetry)
+    agent, _ = sim_agent(telemetry=telemetry)
+    session = agent.session()
+    await session.send("hello")
+    await session.send("hello again")
+    telemetry.shutdown()  # flushes the batched spans and the last metrics
+
+    received = receiver.spans()
+    assert {resource["service.name"] for resource, _ in received} == {"stoker-under-test"}
+    calls = [span for _, span in received if span.name.startswith("chat ")]
+    turns = [span for _, span in received if span.name.startswith("invoke_agent ")]
+    assert len(turns) == 2
+    assert sorted(span.parent_span_id for span in calls) == sorted(t.span_id for t in turns)
+    found = {
+        (a["stoker.session.id"], a["stoker.call.seq"]): a
+        for a in (_attributes(span.attributes) for span in calls)
+    }
+    assert found == {(r.session_id, r.seq): _expected_call(r) for r in recorded_calls}
+    assert {h.get("authorization") for h in receiver.headers} == {"Bearer t0ken"}
+    assert {h["content-type"] for h in receiver.headers} == {"application/x-protobuf"}
+
+    (usage,) = receiver.metric("gen_ai.client.token.usage")
+    by_type = {
+        _attributes(p.attributes)["gen_ai.token.type"]: p for p in usage.histogram.data_points
+    }
+    assert by_type["input"].sum == sum(r.usage.input_total for r in recorded_calls)
+    assert by_type["input"].count == 2
+    (cache,) = receiver.metric("stoker.cache.tokens")
+    read = [
+        p
+        for p in cache.sum.data_points
+        if _attributes(p.attributes)["stoker.cache.bucket"] == "read"
+    ]
+    assert [p.as_int for p in read] == [sum(r.usage.read for r in recorded_calls)]
+    (cost,) = receiver.metric("stoker.cost")
+    assert cost.unit == "USD"
+    assert cost.sum.data_points[0].as_double == pytest.approx(
+        sum(r.cost_usd or 0 for r in recorded_calls)
+    )
