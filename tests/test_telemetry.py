@@ -10,6 +10,7 @@ from __future__ import annotations
 import gzip
 import threading
 from collections.abc import Iterator
+from dataclasses import replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -30,9 +31,11 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind, StatusCode
 
 from stoker.agent.delegate import delegate_tool
+from stoker.agent.keepwarm import KeepWarm
 from stoker.agent.otel import OtelTelemetry
 from stoker.agent.review import ReviewConfig
 from stoker.agent.telemetry import telemetry_from
+from stoker.clock import FrozenClock
 from stoker.config import Config
 from stoker.providers.sim.model import tool_call
 from stoker.wire.blocks import Block, TextBlock
@@ -40,6 +43,7 @@ from stoker.wire.messages import UserMessage
 from stoker.wire.record import CacheRecord
 from stoker.wire.request import Request
 from tests.helpers import make_registry, sim_agent
+from tests.test_keep_warm import FailingKeepWarm
 
 
 class Observed:
@@ -118,7 +122,7 @@ def _tree(spans: tuple[ReadableSpan, ...]) -> list[Any]:
     return build(None)
 
 
-def _expected_call(record: CacheRecord) -> dict[str, Any]:
+def _expected_call(record: CacheRecord, max_tokens: int = 4096) -> dict[str, Any]:
     """A call span's attributes, written out from its record."""
     why = record.explanation
     expected: dict[str, Any] = {
@@ -127,7 +131,7 @@ def _expected_call(record: CacheRecord) -> dict[str, Any]:
         "gen_ai.system": record.provider,
         "gen_ai.request.model": record.model,
         "gen_ai.response.model": record.model,
-        "gen_ai.request.max_tokens": 4096,
+        "gen_ai.request.max_tokens": max_tokens,
         "gen_ai.conversation.id": record.session_id,
         "gen_ai.usage.input_tokens": record.usage.uncached
         + record.usage.written_5m
@@ -413,3 +417,41 @@ async def test_spans_and_metrics_reach_an_otlp_receiver_over_http(
     assert cost.sum.data_points[0].as_double == pytest.approx(
         sum(r.cost_usd or 0 for r in recorded_calls)
     )
+
+
+async def test_keep_warm_requests_are_call_spans_of_their_own(observed: Observed) -> None:
+    clock = FrozenClock()
+    agent, _ = sim_agent(registry=make_registry(), clock=clock, telemetry=observed.telemetry)
+    session = agent.session()
+    scheduler = KeepWarm(clock)
+    scheduler.watch(session)
+    await session.send("read_file 'plan.md'")
+    (seal,) = await scheduler.idle(6 * 60)
+    assert (seal.purpose, seal.explanation.verdict) == ("seal", "kept_warm")
+
+    (span,) = [
+        s for s in observed.finished() if (s.attributes or {}).get("stoker.call.purpose") == "seal"
+    ]
+    assert span.parent is None  # not part of any turn
+    assert dict(span.attributes or {}) == _expected_call(seal, max_tokens=0)
+    calls = {a["stoker.cache.verdict"]: p.value for a, p in observed.metric_points("stoker.calls")}
+    assert calls["kept_warm"] == 1
+
+
+async def test_a_failed_keep_warm_is_an_error_span_and_nothing_else(observed: Observed) -> None:
+    clock = FrozenClock()
+    agent, provider = sim_agent(registry=make_registry(), clock=clock, telemetry=observed.telemetry)
+    agent = replace(agent, provider=FailingKeepWarm(provider))
+    session = agent.session()
+    scheduler = KeepWarm(clock)
+    scheduler.watch(session)
+    await session.send("read_file 'plan.md'")
+    assert await scheduler.idle(6 * 60) == []
+
+    (span,) = [
+        s for s in observed.finished() if (s.attributes or {}).get("stoker.call.purpose") == "seal"
+    ]
+    assert span.status.status_code == StatusCode.ERROR
+    assert (span.attributes or {})["error.type"] == "ProviderError"
+    assert "stoker.cache.verdict" not in (span.attributes or {})
+    assert [e.name for e in span.events] == ["exception"]

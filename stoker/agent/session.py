@@ -383,7 +383,7 @@ class Session:
             history = () if shared else self._history
             request = warmth.request(plan, history, self._prefix, info, cache_key=key)
             provider = self._agent.provider
-            with self._agent.telemetry.call(self._call_facts(plan.action)) as span:
+            with self._agent.telemetry.call(self._call_facts(plan.action, request)) as span:
                 try:
                     completion = await provider.complete(request, CallContext(session_id=self._id))
                 except Exception as exc:  # a keep-warm must never hurt the session
@@ -628,7 +628,7 @@ class Session:
     async def _call_model(self, hooks: Callbacks) -> tuple[Completion, CacheRecord]:
         """One provider call on the current history, recorded and explained."""
         request = self._request(stream=hooks.on_text is not None)
-        with self._agent.telemetry.call(self._call_facts("turn")) as span:
+        with self._agent.telemetry.call(self._call_facts("turn", request)) as span:
             completion = await self._agent.provider.complete(
                 request, CallContext(session_id=self._id, on_text=hooks.on_text)
             )
@@ -687,14 +687,14 @@ class Session:
             model=self._prefix.params.model,
         )
 
-    def _call_facts(self, purpose: str) -> CallFacts:
+    def _call_facts(self, purpose: str, request: Request) -> CallFacts:
         return CallFacts(
             session_id=self._id,
             role=self._role,
             provider=self._agent.provider.name,
             model=self._prefix.params.model,
             purpose=purpose,
-            max_tokens=self._agent.max_tokens,
+            max_tokens=request.max_tokens,
         )
 
     async def _run_tools(
