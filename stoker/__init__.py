@@ -16,10 +16,11 @@ from stoker.agent.review import ReviewConfig
 from stoker.agent.seams import Callbacks
 from stoker.agent.session import Session
 from stoker.agent.starts import INHERIT, Rebase
+from stoker.agent.telemetry import telemetry_from
 from stoker.cache.explain import explain
 from stoker.cache.planner import CachePolicy
 from stoker.clock import Clock, FrozenClock, SystemClock
-from stoker.config import Config
+from stoker.config import Config, TelemetrySettings
 from stoker.errors import (
     AmbiguousSessionId,
     AuthenticationError,
@@ -85,6 +86,7 @@ from stoker.wire.usage import Usage
 # second to import.
 _LAZY = {
     "AnthropicProvider": "stoker.providers.anthropic",
+    "OtelTelemetry": "stoker.agent.otel",  # needs the `otel` extra
     "OpenAIProvider": "stoker.providers.openai",
     "select_provider": "stoker.providers.select",
     "BadRequest": "stoker.gateway.errors",
@@ -148,6 +150,7 @@ __all__ = [
     "MissingTools",
     "NotFound",
     "OpenAIProvider",
+    "OtelTelemetry",
     "PayloadTooLarge",
     "Prefix",
     "PrefixError",
@@ -172,6 +175,7 @@ __all__ = [
     "StokerError",
     "StoreError",
     "SystemClock",
+    "TelemetrySettings",
     "TextBlock",
     "ThinkingBlock",
     "Tool",
@@ -201,6 +205,7 @@ __all__ = [
     "explain",
     "open_store",
     "select_provider",
+    "telemetry_from",
     "tool",
     "valid_text",
 ]

@@ -14,6 +14,8 @@ variables' names (the gateway's own STOKER_GATEWAY_* live with its file format, 
     ANTHROPIC_BASE_URL     repr, in logs or in error messages, and never stored)
     OPENAI_API_KEY
     OPENAI_BASE_URL
+    OTEL_*                 OpenTelemetry export (see `TelemetrySettings.from_env`): off
+                           unless an OTLP endpoint or exporter is named
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
+from urllib.parse import unquote
 
 import platformdirs
 
@@ -77,6 +80,91 @@ def repr_without_secrets(settings: Any) -> str:
     return f"{type(settings).__name__}({', '.join(shown)})"
 
 
+OTLP_HTTP_ENDPOINT = "http://localhost:4318"
+"""Where an OTLP/HTTP collector listens unless OTEL_EXPORTER_OTLP_ENDPOINT says otherwise."""
+
+
+def _otlp_headers(value: str) -> dict[str, str]:
+    """`k1=v1,k2=v2` with URL-encoded values, as OTEL_EXPORTER_OTLP_HEADERS writes them."""
+    found = {}
+    for item in value.split(","):
+        name, sep, text = item.partition("=")
+        if sep and name.strip():
+            found[unquote(name.strip())] = unquote(text.strip())
+    return found
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TelemetrySettings:
+    """Where Stoker's OpenTelemetry spans and metrics go; a `Config` without these sends
+    none (nothing from OpenTelemetry is even imported).
+
+    `traces` and `metrics` name each signal's exporter: "otlp" (OTLP over HTTP, protobuf,
+    to the endpoint), "console", or "none"; a comma list names several. `headers` go
+    with every export (collectors take API keys there), so the repr leaves them out.
+    """
+
+    traces: str = "otlp"
+    metrics: str = "otlp"
+    traces_endpoint: str = OTLP_HTTP_ENDPOINT + "/v1/traces"
+    metrics_endpoint: str = OTLP_HTTP_ENDPOINT + "/v1/metrics"
+    headers: Mapping[str, str] = field(default_factory=dict, repr=False)
+    protocol: str = "http/protobuf"
+    service_name: str = "stoker"
+
+    @classmethod
+    def to(cls, endpoint: str, **settings: Any) -> TelemetrySettings:
+        """Export both signals over OTLP/HTTP to the collector at `endpoint` (its base URL,
+        e.g. http://127.0.0.1:4318)."""
+        base = endpoint.rstrip("/")
+        return cls(
+            traces_endpoint=base + "/v1/traces", metrics_endpoint=base + "/v1/metrics", **settings
+        )
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> TelemetrySettings | None:
+        """The standard OTEL_* exporter variables, or None (off) when none names an
+        exporter or endpoint, both exporters are "none", or OTEL_SDK_DISABLED=true.
+
+        Read: OTEL_TRACES_EXPORTER, OTEL_METRICS_EXPORTER, OTEL_EXPORTER_OTLP_ENDPOINT
+        (the base URL; /v1/traces and /v1/metrics are added),
+        OTEL_EXPORTER_OTLP_TRACES_ENDPOINT and ..._METRICS_ENDPOINT (full URLs, used as
+        given), OTEL_EXPORTER_OTLP_HEADERS, OTEL_EXPORTER_OTLP_PROTOCOL, OTEL_SERVICE_NAME.
+        """
+
+        def get(name: str) -> str:
+            return env.get(name, "").strip()
+
+        if get("OTEL_SDK_DISABLED").lower() == "true":
+            return None
+        named = [
+            get(n)
+            for n in (
+                "OTEL_TRACES_EXPORTER",
+                "OTEL_METRICS_EXPORTER",
+                "OTEL_EXPORTER_OTLP_ENDPOINT",
+                "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+                "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT",
+            )
+        ]
+        if not any(named):
+            return None
+        traces = get("OTEL_TRACES_EXPORTER").lower() or "otlp"
+        metrics = get("OTEL_METRICS_EXPORTER").lower() or "otlp"
+        if traces == metrics == "none":
+            return None
+        base = (get("OTEL_EXPORTER_OTLP_ENDPOINT") or OTLP_HTTP_ENDPOINT).rstrip("/")
+        return cls(
+            traces=traces,
+            metrics=metrics,
+            traces_endpoint=get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or base + "/v1/traces",
+            metrics_endpoint=get("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT") or base + "/v1/metrics",
+            headers=_otlp_headers(get("OTEL_EXPORTER_OTLP_HEADERS")),
+            protocol=get("OTEL_EXPORTER_OTLP_PROTOCOL").lower() or "http/protobuf",
+            service_name=get("OTEL_SERVICE_NAME") or "stoker",
+        )
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class GatewayLimits:
     """How much one gateway process accepts and keeps alive.
@@ -115,6 +203,7 @@ class Config:
     anthropic_base_url: str | None = None
     openai_api_key: str | None = field(default=None, repr=False)
     openai_base_url: str | None = None
+    telemetry: TelemetrySettings | None = None  # OpenTelemetry export; None: off
 
     def __repr__(self) -> str:
         return repr_without_secrets(self)
@@ -132,12 +221,15 @@ class Config:
         anthropic_base_url: str | None = None,
         openai_api_key: str | None = None,
         openai_base_url: str | None = None,
+        telemetry: TelemetrySettings | None = None,
     ) -> Config:
         """Settings from `env` (the caller's environment, e.g. `os.environ`, or `{}` for
         none), with the arguments on top; an argument left as None was not given.
 
         A variable set to an empty string counts as unset. The database follows the home:
         with neither STOKER_DATABASE_URL nor STOKER_DB, it is `stoker.db` in the home.
+        OpenTelemetry is on when the OTEL_* variables name an exporter or endpoint
+        (`TelemetrySettings.from_env`), or when `telemetry` is given.
         """
 
         def pick(name: str, given: str | Path | None) -> str | None:
@@ -160,6 +252,7 @@ class Config:
             anthropic_base_url=pick("anthropic_base_url", anthropic_base_url),
             openai_api_key=pick("openai_api_key", openai_api_key),
             openai_base_url=pick("openai_base_url", openai_base_url),
+            telemetry=telemetry if telemetry is not None else TelemetrySettings.from_env(env),
         )
 
     @property

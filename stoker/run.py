@@ -7,6 +7,7 @@ from pathlib import Path
 
 from stoker.agent.agent import Agent
 from stoker.agent.loop import TurnResult
+from stoker.agent.telemetry import telemetry_from
 from stoker.config import Config
 from stoker.providers.select import select_provider
 from stoker.store import open_store
@@ -17,7 +18,8 @@ from stoker.wire.messages import Message, UserMessage
 
 def default_agent(*, config: Config, workdir: Path) -> Agent:
     """The agent of `stoker run` and `stoker chat`: read-only workspace tools, on the
-    provider `config` names (a model named in its spec wins over `config.model`)."""
+    provider `config` names (a model named in its spec wins over `config.model`), with
+    the OpenTelemetry export `config.telemetry` asks for (flushed at process exit)."""
     choice = select_provider(config.provider, config=config)
     registry = ToolRegistry()
     registry.register(workspace_toolset(workdir, writable=False))
@@ -27,6 +29,7 @@ def default_agent(*, config: Config, workdir: Path) -> Agent:
         registry=registry,
         system=WORKSPACE_SYSTEM,
         name="stoker-cli",
+        telemetry=telemetry_from(config.telemetry),
     )
 
 

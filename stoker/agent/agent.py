@@ -23,6 +23,7 @@ from stoker.agent.review import ReviewConfig
 from stoker.agent.session import Session, open_session
 from stoker.agent.starts import new_start
 from stoker.agent.system_prompt import DEFAULT_SYSTEM, build_system_prompt
+from stoker.agent.telemetry import NO_TELEMETRY, Telemetry
 from stoker.cache.fleet import FleetWatch, process_fleet
 from stoker.cache.keys import KeyShards, process_key_shards
 from stoker.cache.models import ModelInfo
@@ -86,6 +87,9 @@ class Agent:
     # When new sessions of this agent arrive, for keeping their shared part warm.
     fleet: FleetWatch = field(default_factory=process_fleet, compare=False, repr=False)
     cache_scope: str = field(default="", compare=False)
+    # Spans and metrics per turn and provider call (`stoker.agent.telemetry`); none unless
+    # given, e.g. `telemetry_from(config.telemetry)`.
+    telemetry: Telemetry = field(default=NO_TELEMETRY, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.provider is not None:

@@ -44,6 +44,7 @@ from stoker.agent.starts import (
     resume_start,
 )
 from stoker.agent.state import CacheState
+from stoker.agent.telemetry import CallFacts, TurnFacts
 from stoker.cache.fleet import shared_tokens
 from stoker.cache.keys import cache_key
 from stoker.cache.models import ModelInfo
@@ -235,19 +236,21 @@ class Session:
                 status=lambda line: hooks.on_status(line) if hooks.on_status else None,
                 max_iterations=self._max_iterations or self._agent.max_iterations,
             )
-            result = await run_turn(steps, message)
-            if notice:
-                result = replace(result, notice=notice)
-            self._state.turn_ended()
-            review = self._agent.review
-            if review is not None and self._role == "main":
-                self._reviews.after_turn(
-                    self,
-                    result,
-                    review,
-                    on_summary=hooks.on_review,
-                    on_error=hooks.on_review_error,
-                )
+            with self._agent.telemetry.turn(self._turn_facts()) as span:
+                result = await run_turn(steps, message)
+                if notice:
+                    result = replace(result, notice=notice)
+                self._state.turn_ended()
+                span.ended(result)
+                review = self._agent.review
+                if review is not None and self._role == "main":  # under this turn's span
+                    self._reviews.after_turn(
+                        self,
+                        result,
+                        review,
+                        on_summary=hooks.on_review,
+                        on_error=hooks.on_review_error,
+                    )
             return result
 
     def _cut_off(self) -> str | None:
@@ -351,40 +354,52 @@ class Session:
             history = () if shared else self._history
             request = warmth.request(plan, history, self._prefix, info, cache_key=key)
             provider = self._agent.provider
-            try:
-                completion = await provider.complete(request, CallContext(session_id=self._id))
-            except Exception as exc:  # a keep-warm must never hurt the session
-                log.warning("keep-warm %s of session %s failed: %r", plan.action, self._id, exc)
-                state.warm_failed_at = now
-                return None
-            record = build_record(
-                session_id=self._id,
-                seq=len(self._records),
-                role=self._role,
-                provider=provider.name,
-                info=info,
-                request=request if shared else replace(request, messages=tuple(self._history)),
-                previous=None,
-                previous_started_at=None,
-                started_at=completion.started_at,
-                usage=completion.usage,
-                history=EMPTY_CHAIN if shared or not state.chain else state.chain[-1],
-                new_from=0 if shared else len(self._history),
-                retries=completion.retries,
-            )
-            record = warmth.explained(record, plan)
-            spent = warmth.units(completion.usage, info)
-            if shared:  # the session's own entry is untouched: only the fleet's moved on
-                self._agent.fleet.spend(self._prefix, spent)
-            else:
-                state.after_refresh(request, record)
-                state.warm_spent += spent
-            self._fleet_used(request, record.started_at)
-            state.warm_spent_usd += record.cost_usd or 0.0
+            with self._agent.telemetry.call(self._call_facts(plan.action, request)) as span:
+                try:
+                    completion = await provider.complete(request, CallContext(session_id=self._id))
+                except Exception as exc:  # a keep-warm must never hurt the session
+                    log.warning("keep-warm %s of session %s failed: %r", plan.action, self._id, exc)
+                    span.failed(exc)
+                    state.warm_failed_at = now
+                    return None
+                record = self._warm_record(plan, request, completion)
+                span.recorded(record)
             self._records.append(record)
             notify(record)
             await self._emit(CacheRecorded(session_id=self._id, record=record))
             return record
+
+    def _warm_record(self, plan: WarmPlan, request: Request, completion: Completion) -> CacheRecord:
+        """The record of a keep-warm request, remembered as what the cache now holds."""
+        info = self._info()
+        state = self._state
+        shared = plan.scope == "shared"
+        provider = self._agent.provider
+        record = build_record(
+            session_id=self._id,
+            seq=len(self._records),
+            role=self._role,
+            provider=provider.name,
+            info=info,
+            request=request if shared else replace(request, messages=tuple(self._history)),
+            previous=None,
+            previous_started_at=None,
+            started_at=completion.started_at,
+            usage=completion.usage,
+            history=EMPTY_CHAIN if shared or not state.chain else state.chain[-1],
+            new_from=0 if shared else len(self._history),
+            retries=completion.retries,
+        )
+        record = warmth.explained(record, plan)
+        spent = warmth.units(completion.usage, info)
+        if shared:  # the session's own entry is untouched: only the fleet's moved on
+            self._agent.fleet.spend(self._prefix, spent)
+        else:
+            state.after_refresh(request, record)
+            state.warm_spent += spent
+        self._fleet_used(request, record.started_at)
+        state.warm_spent_usd += record.cost_usd or 0.0
+        return record
 
     # -- new sessions from this one ----------------------------------------------------------
 
@@ -711,11 +726,23 @@ class Session:
     async def _call_model(self, hooks: Callbacks) -> tuple[Completion, CacheRecord]:
         """One provider call on the current history, recorded and explained."""
         await self._compact_if_due(hooks)
-        provider = self._agent.provider
         request = self._request(stream=hooks.on_text is not None)
-        completion = await provider.complete(
-            request, CallContext(session_id=self._id, on_text=hooks.on_text)
-        )
+        with self._agent.telemetry.call(self._call_facts("turn", request)) as span:
+            completion = await self._agent.provider.complete(
+                request, CallContext(session_id=self._id, on_text=hooks.on_text)
+            )
+            record = self._measured(request, completion)
+            span.recorded(record)
+        self._records.append(record)
+        notify(record)
+        if hooks.on_record is not None:
+            hooks.on_record(record)
+        await self._emit(CacheRecorded(session_id=self._id, record=record))
+        return completion, record
+
+    def _measured(self, request: Request, completion: Completion) -> CacheRecord:
+        """The record of a finished call, remembered for planning and explaining the next."""
+        provider = self._agent.provider
         state = self._state
         info = self._info()
         if state.last_started is None and self._role == "main" and self._parent_id is None:
@@ -747,12 +774,27 @@ class Session:
         self._declared_break = None
         self._anchor = None
         state.after_call(request, record)
-        self._records.append(record)
-        notify(record)
-        if hooks.on_record is not None:
-            hooks.on_record(record)
-        await self._emit(CacheRecorded(session_id=self._id, record=record))
-        return completion, record
+        return record
+
+    def _turn_facts(self) -> TurnFacts:
+        return TurnFacts(
+            agent=self._agent.name,
+            session_id=self._id,
+            parent_id=self._parent_id,
+            role=self._role,
+            provider=self._agent.provider.name,
+            model=self._prefix.params.model,
+        )
+
+    def _call_facts(self, purpose: str, request: Request) -> CallFacts:
+        return CallFacts(
+            session_id=self._id,
+            role=self._role,
+            provider=self._agent.provider.name,
+            model=self._prefix.params.model,
+            purpose=purpose,
+            max_tokens=request.max_tokens,
+        )
 
     async def _run_tools(
         self, calls: Sequence[ToolUseBlock], hooks: Callbacks

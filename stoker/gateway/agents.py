@@ -17,6 +17,7 @@ from stoker.agent.agent import Agent
 from stoker.agent.session import Session
 from stoker.agent.starts import INHERIT
 from stoker.agent.system_prompt import build_system_prompt
+from stoker.agent.telemetry import NO_TELEMETRY, Telemetry
 from stoker.clock import Clock
 from stoker.errors import ConfigError
 from stoker.gateway.session_settings import SessionSettings
@@ -30,7 +31,12 @@ AGENT_NAME = "gateway"
 
 
 def build_agent(
-    settings: SessionSettings, *, provider: Provider, registry: ToolRegistry | None, clock: Clock
+    settings: SessionSettings,
+    *,
+    provider: Provider,
+    registry: ToolRegistry | None,
+    clock: Clock,
+    telemetry: Telemetry = NO_TELEMETRY,
 ) -> Agent:
     if registry is None and settings.toolsets:
         raise ConfigError(
@@ -49,6 +55,7 @@ def build_agent(
         max_tokens=settings.max_tokens,
         clock=clock,
         name=AGENT_NAME,
+        telemetry=telemetry,
     )
 
 

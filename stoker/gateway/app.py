@@ -43,6 +43,7 @@ from stoker.gateway.session_settings import parse_reasoning
 from stoker.gateway.sse import HEADERS as SSE_HEADERS
 from stoker.gateway.sse import encode, turn_events
 from stoker.gateway.timing import timed
+from stoker.gateway.tracing import TraceContext
 from stoker.gateway.views import Reply, history_view, summary_view, totals_view, usage_view
 
 
@@ -202,7 +203,10 @@ def create_app(
         routes=routes,
         lifespan=lifespan,
         exception_handlers={StokerError: on_stoker_error, HTTPException: on_http_error},
-        middleware=[Middleware(InternalErrors)],
+        middleware=[
+            Middleware(TraceContext, telemetry=gateway.telemetry),
+            Middleware(InternalErrors),
+        ],
     )
     app.state.stoker = AppState(gateway=gateway, tokens=tokens, max_body_bytes=max_body_bytes)
     return app

@@ -55,7 +55,13 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from stoker.agent.keepwarm import SpendLimits
 from stoker.agent.system_prompt import DEFAULT_SYSTEM
-from stoker.config import DEFAULT_LIMITS, Config, GatewayLimits, repr_without_secrets
+from stoker.config import (
+    DEFAULT_LIMITS,
+    Config,
+    GatewayLimits,
+    TelemetrySettings,
+    repr_without_secrets,
+)
 from stoker.errors import ConfigError
 from stoker.gateway.auth import TokenTable, token_digest
 from stoker.gateway.session_settings import SessionSettings, parse_reasoning
@@ -151,6 +157,7 @@ class GatewayConfig:
     keep_warm_limits: SpendLimits = field(default_factory=SpendLimits)
     cache_key_scope: Literal["agent", "user"] = "agent"
     timeouts: Timeouts = field(default_factory=Timeouts)
+    telemetry: TelemetrySettings | None = None  # OpenTelemetry export (the OTEL_* variables)
 
     def __repr__(self) -> str:
         return repr_without_secrets(self)
@@ -252,4 +259,5 @@ def load_config(path: str | Path | None, *, env: Mapping[str, str]) -> GatewayCo
             first_byte=f.timeouts.first_byte_seconds,
             total=f.timeouts.total_seconds,
         ),
+        telemetry=settings.telemetry,
     )

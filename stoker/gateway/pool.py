@@ -18,6 +18,7 @@ from dataclasses import replace
 from typing import Any, Literal
 
 from stoker.agent.agent import Agent
+from stoker.agent.telemetry import NO_TELEMETRY, Telemetry
 from stoker.cache.keys import user_scope
 from stoker.cache.models import same_model
 from stoker.clock import Clock, SystemClock
@@ -76,8 +77,10 @@ class AgentPool:
         monotonic: Callable[[], float] = time.monotonic,
         on_evict: Callable[[str], object] | None = None,
         cache_key_scope: Literal["agent", "user"] = "agent",
+        telemetry: Telemetry = NO_TELEMETRY,
     ) -> None:
         self.store = store
+        self.telemetry = telemetry
         self.cache_key_scope = cache_key_scope
         self.defaults = defaults or SessionSettings()
         self.registry = registry
@@ -125,7 +128,13 @@ class AgentPool:
 
     def agent_for(self, settings: SessionSettings) -> Agent:
         provider = self.provider_for(settings)
-        return build_agent(settings, provider=provider, registry=self.registry, clock=self._clock)
+        return build_agent(
+            settings,
+            provider=provider,
+            registry=self.registry,
+            clock=self._clock,
+            telemetry=self.telemetry,
+        )
 
     def signature_of(self, settings: SessionSettings, user: str) -> str:
         generation = self.registry.generation if self.registry is not None else 0

@@ -15,6 +15,7 @@ from contextlib import contextmanager
 import uvicorn
 from starlette.applications import Starlette
 
+from stoker.agent.telemetry import telemetry_from
 from stoker.errors import ConfigError
 from stoker.gateway.app import create_app
 from stoker.gateway.config import GatewayConfig
@@ -56,6 +57,7 @@ def build_gateway(
         keep_warm=config.keep_warm,
         keep_warm_limits=config.keep_warm_limits,
         cache_key_scope=config.cache_key_scope,
+        telemetry=telemetry_from(config.telemetry),
     )
 
 

@@ -18,6 +18,7 @@ from typing import Any, Literal, TypeVar
 
 from stoker.agent.keepwarm import SpendLimits
 from stoker.agent.seams import Callbacks
+from stoker.agent.telemetry import NO_TELEMETRY, Telemetry
 from stoker.clock import Clock, SystemClock
 from stoker.config import DEFAULT_LIMITS
 from stoker.errors import SessionNotFound
@@ -64,8 +65,10 @@ class Gateway:
         keep_warm: bool = True,
         keep_warm_limits: SpendLimits | None = None,
         cache_key_scope: Literal["agent", "user"] = "agent",
+        telemetry: Telemetry = NO_TELEMETRY,
     ) -> None:
         self.store = store
+        self.telemetry = telemetry  # spans of its agents' turns; the app adds trace context
         clock = clock or SystemClock()
         self.pool = AgentPool(
             store=store,
@@ -79,6 +82,7 @@ class Gateway:
             monotonic=monotonic,
             on_evict=lambda session_id: self.keep_warm.forget(session_id),
             cache_key_scope=cache_key_scope,
+            telemetry=telemetry,
         )
         self.keep_warm = GatewayKeepWarm(self.pool, clock, keep_warm_limits)
         self._keep_warm_on = keep_warm
