@@ -17,7 +17,8 @@ what went wrong and what to do about it.
     │   ├── ToolUnavailable      the session advertises a tool this runtime cannot run now
     │   └── SpawnDepthExceeded   a sub-agent would nest deeper than the configured limit
     ├── StoreError               the session database cannot be used as it is
-    │   └── SessionNotFound      no session with that id in the store
+    │   ├── SessionNotFound      no session with that id in the store
+    │   └── StoreUnavailable     the database cannot be reached now; retry later
     ├── MemoryStoreError         (stoker.memory) a refused memory or skill write, for the model
     └── IntegrationError         (stoker.integrations) a toolkit failed, timed out or is unknown
 
@@ -147,3 +148,18 @@ class SessionNotFound(StoreError):
             "there are (check STOKER_DB / STOKER_DATABASE_URL if you expected another store)"
         )
         self.session_id = session_id
+
+
+class StoreUnavailable(StoreError):
+    """The database did not answer in time (down, restarting, unreachable). The call may
+    be retried once it is back; a write cut off mid-commit may or may not be stored, which
+    is what idempotency keys settle. `where` is the location without its password."""
+
+    retry_after = 2  # seconds a client is told to wait before retrying
+
+    def __init__(self, where: str, reason: str) -> None:
+        super().__init__(
+            f"the session database at {where} is unreachable right now ({reason}); "
+            f"retry in a few seconds"
+        )
+        self.where = where

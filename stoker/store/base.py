@@ -435,6 +435,36 @@ class SqlEventStore:
             ]
         )
 
+    # -- leases ------------------------------------------------------------------------------
+
+    async def take_lease(self, name: str, holder: str, *, seconds: float) -> bool:
+        """Whether `holder` now holds the lease `name` for `seconds` (taken, renewed, or
+        taken over after it expired). Background work (keep-warm, reviews) that several
+        replicas may start for one session takes one first, so it runs once. Expiry uses
+        the replicas' wall clocks, which deployments keep in sync."""
+        now = time.time()
+        await self._write(
+            [
+                (
+                    "INSERT INTO leases (name, holder, expires_at) VALUES (?, ?, ?) "
+                    "ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, "
+                    "expires_at = excluded.expires_at "
+                    "WHERE leases.holder = excluded.holder OR leases.expires_at < ?",
+                    (name, holder, now + seconds, now),
+                )
+            ]
+        )
+        rows = await self._read("SELECT holder FROM leases WHERE name = ?", (name,))
+        return bool(rows) and rows[0][0] == holder
+
+    async def drop_lease(self, name: str, holder: str) -> None:
+        """Give the lease back (only if `holder` still holds it)."""
+        await self._write([("DELETE FROM leases WHERE name = ? AND holder = ?", (name, holder))])
+
+    async def drop_leases(self, holder: str) -> None:
+        """Give back every lease of `holder` (a replica shutting down)."""
+        await self._write([("DELETE FROM leases WHERE holder = ?", (holder,))])
+
     def session_lock(self, session_id: str) -> AbstractAsyncContextManager[None]:
         """Serializes turns of one session. In-process here; PostgreSQL adds an advisory
         lock so two replicas never run the same session at once."""
