@@ -142,7 +142,16 @@ async def openapi(request: Request) -> Response:
 
 
 async def health(request: Request) -> Response:
+    """The process is up (for an orchestrator's liveness probe): never touches the store."""
     return JSONResponse({"status": "ok", "cached_agents": len(app_state(request).gateway.agents)})
+
+
+async def ready(request: Request) -> Response:
+    """Whether to send this replica traffic (a load balancer's readiness probe): the store
+    answers, its schema is current, and the replica is not draining. 503 otherwise."""
+    gateway = app_state(request).gateway
+    await gateway.ready()
+    return JSONResponse({"status": "ready", "replica": gateway.replica})
 
 
 def _by_method(path: str, **endpoints: Callable[[Request], Awaitable[Response]]) -> Route:
@@ -162,8 +171,10 @@ def create_app(
     tokens: TokenTable,
     max_body_bytes: int = DEFAULT_LIMITS.max_body_bytes,
     close_store: bool = False,
+    grace: float | None = None,
 ) -> Starlette:
-    """The gateway's ASGI app. `close_store`: close the store when the app shuts down."""
+    """The gateway's ASGI app. `close_store`: close the store when the app shuts down;
+    `grace`: how long streamed turns still running then may take (None: no bound)."""
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -171,7 +182,7 @@ def create_app(
         try:
             yield
         finally:
-            await gateway.close()
+            await gateway.close(grace=grace)
             if close_store:
                 await gateway.store.close()
 
@@ -186,6 +197,7 @@ def create_app(
         Route("/v1/models", models, methods=["GET"]),
         Route("/openapi.json", openapi, methods=["GET"]),
         Route("/healthz", health, methods=["GET"]),
+        Route("/readyz", ready, methods=["GET"]),
         Route("/ui", dashboard_page, methods=["GET"]),
     ]
     app = Starlette(

@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import re
+import secrets
+import socket
 import time
 from collections import Counter
 from collections.abc import Callable, Coroutine, Mapping
@@ -20,12 +23,12 @@ from stoker.agent.keepwarm import SpendLimits
 from stoker.agent.seams import Callbacks
 from stoker.clock import Clock, SystemClock
 from stoker.config import DEFAULT_LIMITS
-from stoker.errors import SessionNotFound
+from stoker.errors import SessionNotFound, StoreError, StoreUnavailable
 from stoker.gateway.cache import AgentCache
 from stoker.gateway.commands import Command
 from stoker.gateway.commands import parse as parse_command
 from stoker.gateway.commands import run as run_command
-from stoker.gateway.errors import BadRequest, NotFound, PayloadTooLarge
+from stoker.gateway.errors import BadRequest, NotFound, PayloadTooLarge, Unavailable
 from stoker.gateway.keepwarm import GatewayKeepWarm
 from stoker.gateway.pool import KEEP, AgentPool
 from stoker.gateway.providers import (
@@ -37,6 +40,7 @@ from stoker.gateway.sink import Head, read_head
 from stoker.gateway.views import Reply
 from stoker.session_views import SessionView, answered, show_session
 from stoker.store.base import STARTED, SqlEventStore
+from stoker.store.schema import LATEST
 from stoker.tools import ToolRegistry
 from stoker.wire.stored import SessionSummary
 
@@ -64,8 +68,11 @@ class Gateway:
         keep_warm: bool = True,
         keep_warm_limits: SpendLimits | None = None,
         cache_key_scope: Literal["agent", "user"] = "agent",
+        replica: str | None = None,
     ) -> None:
         self.store = store
+        self.replica = replica or f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
+        self.draining = False
         clock = clock or SystemClock()
         self.pool = AgentPool(
             store=store,
@@ -80,7 +87,7 @@ class Gateway:
             on_evict=lambda session_id: self.keep_warm.forget(session_id),
             cache_key_scope=cache_key_scope,
         )
-        self.keep_warm = GatewayKeepWarm(self.pool, clock, keep_warm_limits)
+        self.keep_warm = GatewayKeepWarm(self.pool, clock, keep_warm_limits, holder=self.replica)
         self._keep_warm_on = keep_warm
         self.max_message_chars = max_message_chars
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -251,6 +258,11 @@ class Gateway:
                 entry.sink.expect(key)
             self.keep_warm.turn_starting(user, session_id)
             result = await session.send(text, note=note, callbacks=callbacks, retry=retry)
+        except StoreError:
+            # A write the database did not acknowledge may still be in the live session:
+            # the next message rebuilds it from what the store holds.
+            self.pool.agents.evict(session_id, "a store write failed")
+            raise
         finally:
             self.pool.agents.release(entry)
         if self._keep_warm_on:
@@ -267,9 +279,15 @@ class Gateway:
         self.pool.agent_for(defaults).info  # noqa: B018 - raises ConfigError when unusable
         if self.pool.registry is not None:
             self.pool.agent_for(defaults).resolved_tools()
-        await self.store.list_sessions(limit=1)
+        try:
+            await self.store.list_sessions(limit=1)
+            if self._keep_warm_on:
+                await self.keep_warm.reschedule(limit=self.agents.max_size)
+        except StoreUnavailable as exc:
+            # Serve anyway: /readyz says not ready, requests get 503 until it is back,
+            # and the migration runs on the first request that reaches it.
+            log.warning("starting without the store: %s", exc)
         if self._keep_warm_on:
-            await self.keep_warm.reschedule(limit=self.agents.max_size)
             self.keep_warm.start()
 
     def spawn(self, coro: Coroutine[Any, Any, T]) -> asyncio.Task[T]:
@@ -284,9 +302,30 @@ class Gateway:
         if not task.cancelled() and task.exception() is not None:
             log.info("a streamed message ended with an error: %s", task.exception())
 
-    async def close(self) -> None:
-        """Wait for messages still running, then close the providers' connections."""
+    async def ready(self) -> None:
+        """Unavailable unless this replica takes traffic: not draining, the store answers,
+        and its schema is the one this code writes (another replica may be migrating)."""
+        if self.draining:
+            raise Unavailable("this gateway replica is shutting down", retry_after=1)
+        version = await self.store.schema_version()
+        if version != LATEST:
+            raise Unavailable(f"the store's schema is at version {version}, not {LATEST}")
+
+    async def close(self, *, grace: float | None = None) -> None:
+        """Stop: no new keep-warm, messages still running get `grace` seconds (None: as
+        long as they take) and are then cancelled (their writes are shielded, their locks
+        released), this replica's leases are given back, providers are closed."""
+        self.draining = True
         await self.keep_warm.stop()
         if self._tasks:
-            await asyncio.gather(*self._tasks, return_exceptions=True)
+            _, running = await asyncio.wait(set(self._tasks), timeout=grace)
+            for task in running:
+                task.cancel()
+            if running:
+                log.warning("cancelled %d message(s) still running after the grace", len(running))
+                await asyncio.gather(*running, return_exceptions=True)
+        try:
+            await self.store.drop_leases(self.replica)
+        except StoreError as exc:  # the database is gone: the leases expire on their own
+            log.warning("could not give back this replica's leases: %s", exc)
         await self.pool.close()
