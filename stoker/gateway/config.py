@@ -258,7 +258,7 @@ def load_config(path: str | Path | None, *, env: Mapping[str, str]) -> GatewayCo
     port = env.get("STOKER_GATEWAY_PORT", "")
     if port and not port.isdigit():
         raise ConfigError(f"STOKER_GATEWAY_PORT must be a port number, not {port!r}")
-    pool_size = _number(env, "STOKER_GATEWAY_POOL_SIZE", f.store.pool_size, low=1)
+    pool_size = _number(env, "STOKER_GATEWAY_POOL_SIZE", f.store.pool_size, low=1, whole=True)
     grace = _number(env, "STOKER_GATEWAY_GRACE_SECONDS", f.lifecycle.grace_seconds, low=0)
     return GatewayConfig(
         host=env.get("STOKER_GATEWAY_HOST") or f.host,
@@ -289,14 +289,19 @@ def load_config(path: str | Path | None, *, env: Mapping[str, str]) -> GatewayCo
     )
 
 
-def _number(env: Mapping[str, str], name: str, default: float, *, low: float) -> float:
+def _number(
+    env: Mapping[str, str], name: str, default: float, *, low: float, whole: bool = False
+) -> float:
     raw = env.get(name, "").strip()
     if not raw:
         return default
+    kind = "a whole number" if whole else "a number"
     try:
+        if whole and not (raw.isascii() and raw.isdigit()):
+            raise ValueError(raw)  # int() would take "+5", "1_0" and other scripts' digits
         value = float(raw)
     except ValueError:
-        raise ConfigError(f"{name} must be a number, not {raw[:40]!r}") from None
+        raise ConfigError(f"{name} must be {kind}, not {raw[:40]!r}") from None
     if not low <= value <= 3600:
         raise ConfigError(f"{name} must be from {low:g} to 3600, not {raw[:40]!r}")
     return value
