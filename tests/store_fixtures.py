@@ -46,6 +46,15 @@ def postgres_dsn() -> str:
     return dsn
 
 
+def require_server_binaries() -> None:
+    """Skip (fail in CI) unless `scripts/pg-test-server` can start servers of its own."""
+    env = {**os.environ, "PYTHON": sys.executable}
+    if subprocess.run([SCRIPT, "bin"], env=env, capture_output=True).returncode:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"CI=true and {NO_SERVER}")
+        pytest.skip(NO_SERVER)
+
+
 @functools.cache
 def _throwaway_server() -> str | None:
     """A server started for this run (stopped when it ends), or None without binaries.

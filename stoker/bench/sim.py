@@ -134,7 +134,7 @@ def _free_port() -> int:
 
 
 @contextmanager
-def _sim_serve() -> Iterator[str]:
+def sim_serve() -> Iterator[str]:
     """A child `stoker sim serve` on a free loopback port, for as long as the block runs.
 
     A child, not a thread: a server in this process shares its interpreter lock with the
@@ -158,6 +158,8 @@ def _sim_serve() -> Iterator[str]:
             child.wait(10)
         child.kill()  # nothing happens when it has already exited
         child.wait()
+        if child.stderr is not None:
+            child.stderr.close()
 
 
 def _answers(url: str) -> bool:
@@ -174,7 +176,7 @@ def run_sim_bench(
     rows = [asyncio.run(_in_process(dialect, size, calls)) for dialect in MODELS for size in sizes]
     if http:
         with (
-            _sim_serve() as url,
+            sim_serve() as url,
             httpx.Client(
                 base_url=url, headers={"x-api-key": "bench", "authorization": "Bearer bench"}
             ) as client,
