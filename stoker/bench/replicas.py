@@ -57,6 +57,7 @@ class ReplicaRun:
     switches: int  # acknowledged turns answered by another replica than the one before
     switches_full_read: int
     recovery_seconds: float | None  # database back -> first message acknowledged
+    slowest_seconds: float  # the longest any one request took to be answered (no hang)
 
     @property
     def throughput(self) -> float:
@@ -72,6 +73,7 @@ class _Tally:
     full: int = 0
     acked: dict[str, list[str]] = field(default_factory=dict)
     ack_times: list[float] = field(default_factory=list)
+    slowest: float = 0.0
 
 
 @dataclass
@@ -149,6 +151,7 @@ class _Client:
         while time.monotonic() < deadline:
             r = self.rng.randrange(len(self.urls))
             conn = self.conns[i].setdefault(r, Connection(self.urls[r], self.token))
+            sent = time.monotonic()
             try:
                 status, headers, body = await conn.request(
                     "POST",
@@ -156,6 +159,7 @@ class _Client:
                     {"text": text},
                     {"Idempotency-Key": key},
                 )
+                tally.slowest = max(tally.slowest, time.monotonic() - sent)
             except (OSError, IndexError, ValueError, asyncio.IncompleteReadError):
                 conn.drop()
                 tally.transport_errors += 1
@@ -253,6 +257,7 @@ async def _load(
         switches=tally.switches,
         switches_full_read=tally.full,
         recovery_seconds=recovery,
+        slowest_seconds=tally.slowest,
     )
 
 
@@ -304,7 +309,7 @@ def replica_table(runs: list[ReplicaRun]) -> Table:
     )
     for col in ("replicas", "faults", "acked", "turns/s", "lost/dup/reord", "503s", "cut"):
         table.add_column(col, justify="right")
-    for col in ("failed", "switches full/all", "recovery s"):
+    for col in ("failed", "switches full/all", "recovery s", "slowest s"):
         table.add_column(col, justify="right")
     for r in runs:
         table.add_row(
@@ -318,5 +323,6 @@ def replica_table(runs: list[ReplicaRun]) -> Table:
             str(r.failed),
             f"{r.switches_full_read}/{r.switches}",
             f"{r.recovery_seconds:.2f}" if r.recovery_seconds is not None else "-",
+            f"{r.slowest_seconds:.2f}",
         )
     return table
