@@ -3,23 +3,22 @@ database restarted mid-run, and nothing lost, duplicated or reordered."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
-import pytest
 from rich.console import Console
 
 from stoker.bench.replicas import replica_table, run_replica_bench
+from stoker.gateway.replicas import launcher
 from tests.store_fixtures import require_server_binaries
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def test_the_replica_bench_loses_nothing_through_its_faults(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_the_replica_bench_loses_nothing_through_its_faults() -> None:
     require_server_binaries()
-    monkeypatch.setenv("PYTHONPATH", str(ROOT))  # the replicas run this checkout's code
-    clean, faulty = run_replica_bench((2,), sessions=6, messages=12)
+    launch = launcher({**os.environ, "PYTHONPATH": str(ROOT)}, wait_seconds=1, pool_size=4)
+    clean, faulty = run_replica_bench(launch, (2,), sessions=6, messages=12)
     for run in (clean, faulty):
         assert (run.sent, run.lost, run.duplicated, run.reordered, run.failed) == (72, 0, 0, 0, 0)
         assert run.switches > 0

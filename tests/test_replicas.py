@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import json
 import os
 import random
 import signal
@@ -216,6 +217,33 @@ async def test_reads_answer_from_any_replica_while_another_runs_the_turn(
         assert (await turn).status_code == 200
     assert (history.status_code, usage.status_code) == (200, 200)
     assert [t["user"] for t in history.json()["turns"]] == ["slow, meanwhile read"]
+
+
+async def test_a_session_followed_on_one_replica_shows_a_turn_running_on_another(
+    running: Deployment,
+) -> None:
+    async with clients(running) as cs:
+        sid = await _session(cs[0])
+        turn = asyncio.create_task(
+            cs[0].post(f"/v1/sessions/{sid}/messages", json={"text": "slow, followed"})
+        )
+        seen: list[tuple[str, str]] = []  # (type, role) as the stream delivered them
+        path = f"/v1/sessions/{sid}/events?stream=true&timeout=20"
+        async with cs[1].stream("GET", path) as stream:
+            assert stream.status_code == 200
+            async for line in stream.aiter_lines():
+                if not line.startswith("data: "):
+                    continue
+                event = json.loads(line[6:])
+                if event.get("type") == "message_appended":
+                    role = event["data"]["message"]["role"]
+                    seen.append(("message", role))
+                    if role == "user":
+                        assert not turn.done()  # seen on replica 1 while replica 0 runs it
+                    if role == "assistant":
+                        break
+        assert (await turn).status_code == 200
+    assert seen == [("message", "user"), ("message", "assistant")]
 
 
 async def test_sigterm_finishes_the_running_turn_then_exits(running: Deployment) -> None:

@@ -26,19 +26,36 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 from rich.table import Table
 
 from stoker.bench.gateway import Connection
-from stoker.bench.sim import sim_serve
-from stoker.gateway.local import free_port
-from stoker.gateway.replicas import Replica, ReplicaSettings, replicas
+from stoker.bench.sim import free_port, sim_serve
 
 USER = "bench"
+
+
+class ReplicaProcess(Protocol):
+    """What the benchmark needs of one replica (`stoker.gateway.replicas.Replica`)."""
+
+    url: str
+
+    def kill(self) -> None: ...
+    def start(self, *, timeout: float = 30.0) -> None: ...
+
+
+Launch = Callable[
+    [int, Path, str, str, Mapping[str, str]],
+    AbstractContextManager[Sequence[ReplicaProcess]],
+]
+"""`launch(count, folder, database, upstream, users)`: started replicas for the block.
+Given by the caller (the CLI passes `stoker.gateway.replicas.launcher`): the benchmark
+is a client of the gateway and does not import it."""
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "pg-test-server"
 
 
@@ -189,7 +206,7 @@ class _Client:
 
 
 async def _load(
-    group: list[Replica],
+    group: Sequence[ReplicaProcess],
     token: str,
     *,
     sessions: int,
@@ -262,6 +279,7 @@ async def _load(
 
 
 def run_replica_bench(
+    launch: Launch,
     counts: tuple[int, ...] = (1, 2, 4),
     *,
     sessions: int = 100,
@@ -275,17 +293,9 @@ def run_replica_bench(
         for count in counts:
             for faulty in (False, True) if faults else (False,):
                 dsn = _database(server, f"bench_{count}_{int(faulty)}")
-                settings = ReplicaSettings(
-                    database=dsn,
-                    upstream=upstream,
-                    users={USER: token},
-                    wait_seconds=1,
-                    pool_size=8,
-                    env=os.environ,
-                )
                 folder = Path(tmp) / f"{count}-{int(faulty)}"
                 folder.mkdir()
-                with replicas(count, folder, settings) as group:
+                with launch(count, folder, dsn, upstream, {USER: token}) as group:
                     runs.append(
                         asyncio.run(
                             _load(

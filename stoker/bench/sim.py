@@ -127,7 +127,7 @@ def _over_http(client: httpx.Client, dialect: str, history: int, calls: int) -> 
     return _row(dialect, "HTTP", history, samples[1:])
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
@@ -140,7 +140,7 @@ def sim_serve() -> Iterator[str]:
     A child, not a thread: a server in this process shares its interpreter lock with the
     client that times it (and answered ~40 ms late per request when tried).
     """
-    port = _free_port()
+    port = free_port()
     command = [sys.executable, "-m", "stoker", "sim", "serve", "--port", str(port)]
     child = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     url = f"http://127.0.0.1:{port}"

@@ -84,6 +84,7 @@ def bench_gateway(
 
 def _bench_replicas(counts: str, *, sessions: int, messages: int, faults: bool) -> None:
     from stoker.bench.replicas import replica_table, run_replica_bench
+    from stoker.gateway.replicas import launcher
 
     try:
         parsed = tuple(int(c) for c in counts.split(","))
@@ -94,7 +95,8 @@ def _bench_replicas(counts: str, *, sessions: int, messages: int, faults: bool) 
             f"[red]error:[/] --replicas takes counts from 1 to 16, e.g. 1,2,4; not {counts!r}"
         )
         raise typer.Exit(2)
-    runs = run_replica_bench(parsed, sessions=sessions, messages=messages, faults=faults)
+    launch = launcher(os.environ, wait_seconds=1, pool_size=8)
+    runs = run_replica_bench(launch, parsed, sessions=sessions, messages=messages, faults=faults)
     console.print(replica_table(runs))
     if any(r.lost or r.duplicated or r.reordered or r.failed for r in runs) or any(
         r.switches_full_read != r.switches for r in runs

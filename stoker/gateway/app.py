@@ -24,6 +24,7 @@ from stoker.config import DEFAULT_LIMITS
 from stoker.errors import StokerError
 from stoker.gateway.auth import TokenTable
 from stoker.gateway.dashboard import page as dashboard_page
+from stoker.gateway.events import session_events
 from stoker.gateway.http import (
     AppState,
     InternalErrors,
@@ -191,6 +192,7 @@ def create_app(
         _by_method("/v1/sessions", POST=create_session, GET=list_sessions),
         _by_method(sid, GET=get_session, DELETE=delete_session),
         Route(sid + "/usage", get_usage, methods=["GET"]),
+        Route(sid + "/events", session_events, methods=["GET"]),
         Route(sid + "/messages", send_message, methods=["POST"]),
         Route(sid + "/commands/{name}", post_command, methods=["POST"]),
         Route("/v1/chat/completions", chat_completions, methods=["POST"]),

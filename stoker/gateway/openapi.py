@@ -154,6 +154,30 @@ def openapi_document() -> dict[str, Any]:
                     parameters=_SID,
                 )
             },
+            "/v1/sessions/{sid}/events": {
+                "get": _op(
+                    "The session's stored events after ?after= (or Last-Event-ID), from any "
+                    "replica; as SSE (?stream=true) followed live for ?timeout= seconds",
+                    {
+                        "200": {
+                            **_json(_OBJ, "{events: [{seq, type, created_at, data}]}"),
+                            "content": {
+                                **_json(_OBJ)["content"],
+                                "text/event-stream": {"schema": {"type": "string"}},
+                            },
+                        }
+                    },
+                    400,
+                    404,
+                    parameters=[
+                        *_SID,
+                        *(
+                            {"name": n, "in": "query", "schema": {"type": "integer"}}
+                            for n in ("after", "limit", "timeout")
+                        ),
+                    ],
+                )
+            },
             "/v1/sessions/{sid}/messages": {
                 "post": _op(
                     "Send a message (text starting with / is a command)",

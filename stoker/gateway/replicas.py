@@ -13,11 +13,11 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator, Mapping
-from contextlib import ExitStack, contextmanager
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import AbstractContextManager, ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from stoker.gateway.auth import token_digest
 from stoker.gateway.local import free_port, wait_ready
@@ -156,3 +156,20 @@ def replicas(count: int, folder: Path, settings: ReplicaSettings) -> Iterator[li
         for r in started:
             r.ready(60)
         yield started
+
+
+def launcher(
+    env: Mapping[str, str], **settings: Any
+) -> Callable[[int, Path, str, str, Mapping[str, str]], AbstractContextManager[list[Replica]]]:
+    """`replicas` as the replica benchmark calls it: (count, folder, database, upstream,
+    users), every replica with `env` and the other `settings` (`ReplicaSettings` fields)."""
+
+    def launch(
+        count: int, folder: Path, database: str, upstream: str, users: Mapping[str, str]
+    ) -> AbstractContextManager[list[Replica]]:
+        chosen = ReplicaSettings(
+            database=database, upstream=upstream, users=users, env=env, **settings
+        )
+        return replicas(count, folder, chosen)
+
+    return launch

@@ -37,7 +37,7 @@ from stoker.gateway.providers import (
 )
 from stoker.gateway.session_settings import SessionSettings
 from stoker.gateway.sink import Head, read_head
-from stoker.gateway.views import Reply
+from stoker.gateway.views import Reply, event_view
 from stoker.session_views import SessionView, answered, show_session
 from stoker.store.base import STARTED, SqlEventStore
 from stoker.store.schema import LATEST
@@ -137,6 +137,18 @@ class Gateway:
         """History, tokens and cost per turn, from the store (every process's writes)."""
         await self.authorize(user, session_id)
         return await show_session(self.store, session_id)
+
+    async def events(
+        self, user: str, session_id: str, *, after: int = 0, limit: int = 500
+    ) -> list[dict[str, Any]]:
+        """The session's events after number `after`, from the store: any replica answers,
+        whichever one runs the session's turn, and without waiting for its lock."""
+        await self.authorize(user, session_id)
+        try:
+            rows = await self.store.events(session_id, after=after, limit=limit)
+        except SessionNotFound:  # deleted since it was authorized
+            raise NotFound(session_id) from None
+        return [event_view(*row) for row in rows]
 
     async def delete(self, user: str, session_id: str) -> None:
         await self.authorize(user, session_id)

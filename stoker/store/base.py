@@ -58,7 +58,9 @@ class SessionStore(Protocol):
     async def emit_many(self, events: Sequence[Event]) -> None: ...
     async def load(self, session_id: str) -> StoredSession: ...
     async def list_sessions(self, *, limit: int = 50) -> list[SessionSummary]: ...
-    async def events(self, session_id: str) -> list[tuple[int, str, float, str]]: ...
+    async def events(
+        self, session_id: str, *, after: int = 0, limit: int | None = None
+    ) -> list[tuple[int, str, float, str]]: ...
     async def delete(self, session_id: str) -> bool: ...
     async def close(self) -> None: ...
 
@@ -387,12 +389,16 @@ class SqlEventStore:
             for r in rows
         ]
 
-    async def events(self, session_id: str) -> list[tuple[int, str, float, str]]:
-        """Every event of a session in order: (seq, type, created_at, JSON body)."""
+    async def events(
+        self, session_id: str, *, after: int = 0, limit: int | None = None
+    ) -> list[tuple[int, str, float, str]]:
+        """A session's events in order, (seq, type, created_at, JSON body): every one, or
+        the first `limit` after event number `after` (a reader following the log)."""
         await self._config(session_id)
         rows = await self._read(
-            "SELECT seq, type, created_at, body FROM events WHERE session_id = ? ORDER BY seq",
-            (session_id,),
+            "SELECT seq, type, created_at, body FROM events WHERE session_id = ? AND seq > ? "
+            "ORDER BY seq" + (" LIMIT ?" if limit is not None else ""),
+            (session_id, after) if limit is None else (session_id, after, limit),
         )
         return [(int(a), str(b), float(c), str(d)) for a, b, c, d in rows]
 
