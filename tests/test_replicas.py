@@ -392,3 +392,36 @@ async def _load_through_a_restart(pair: list[Replica], server: Any) -> LoadOutco
             stored = [u for u in users if u in acked[sid]]
             out_of_order += stored != acked[sid]
     return LoadOutcome(unavailable, bad, lost, duplicated, out_of_order)
+
+
+async def test_a_replica_started_without_its_database_serves_once_it_is_back(
+    sim: SlowSim, tmp_path: Path
+) -> None:
+    with private_server() as server:
+        settings = ReplicaSettings(
+            database=server.dsn, upstream=sim.url, users=USERS, wait_seconds=1, env=_env()
+        )
+        server.stop()
+        early = Replica("early", tmp_path, settings)
+        early.launch()
+        try:
+            async with httpx.AsyncClient(base_url=early.url, headers=AUTH, timeout=10) as c:
+                while True:  # up, but not ready
+                    with suppress(httpx.TransportError):
+                        if (await c.get("/healthz")).status_code == 200:
+                            break
+                    assert early.running, early.log.read_text()[-2000:]
+                    await asyncio.sleep(0.1)
+                not_ready = await c.get("/readyz")
+                refused = await c.post("/v1/sessions", json={})
+                await asyncio.to_thread(server.start)
+                deadline = time.monotonic() + 20
+                while (await c.get("/readyz")).status_code != 200:
+                    assert time.monotonic() < deadline, "never became ready"
+                    await asyncio.sleep(0.2)
+                created = await c.post("/v1/sessions", json={})  # migrated on first use
+        finally:
+            early.close()
+    assert (not_ready.status_code, refused.status_code) == (503, 503)
+    assert refused.json()["error"]["type"] == "store_unavailable"
+    assert created.status_code == 201, created.text
