@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from stoker.errors import ConfigError
 from stoker.gateway.app import create_app
-from stoker.gateway.config import load_config
+from stoker.gateway.config import MAX_POOL, load_config
 from stoker.gateway.service import Gateway
 from stoker.store.postgres import PostgresStore
 from stoker.store.postgres_pool import PoolSettings
@@ -99,7 +99,7 @@ def test_pool_size_grace_and_a_secret_file_come_from_the_environment(tmp_path: P
 @given(st.one_of(st.text(max_size=30), st.from_regex(r"\s*[+]?[0-9_]{1,6}\s*", fullmatch=True)))
 def test_a_bad_number_in_the_environment_is_a_config_error(raw: str) -> None:
     text = raw.strip()
-    if text.isascii() and text.isdigit() and 1 <= int(text) <= 3600:
+    if text.isascii() and text.isdigit() and 1 <= int(text) <= MAX_POOL:
         assert load_config(None, env={"STOKER_GATEWAY_POOL_SIZE": raw}).pool.size == int(text)
     elif text:
         with pytest.raises(ConfigError, match="STOKER_GATEWAY_POOL_SIZE"):

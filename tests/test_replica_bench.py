@@ -17,8 +17,9 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def test_the_replica_bench_loses_nothing_through_its_faults() -> None:
     require_server_binaries()
-    launch = launcher({**os.environ, "PYTHONPATH": str(ROOT)}, wait_seconds=1, pool_size=4)
-    clean, faulty = run_replica_bench(launch, (2,), sessions=6, messages=12)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}  # the replicas run this checkout's code
+    launch = launcher(env, wait_seconds=1, pool_size=4)
+    clean, faulty = run_replica_bench(launch, (2,), env=env, sessions=6, messages=12)
     for run in (clean, faulty):
         assert (run.sent, run.lost, run.duplicated, run.reordered, run.failed) == (72, 0, 0, 0, 0)
         assert run.switches > 0

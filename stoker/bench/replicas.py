@@ -19,7 +19,6 @@ and `scripts/pg-test-server` from a checkout: the server must be its own to rest
 from __future__ import annotations
 
 import asyncio
-import os
 import random
 import secrets
 import subprocess
@@ -99,12 +98,13 @@ class _Server:
 
     port: int
     data: Path
+    env: Mapping[str, str]  # the caller's environment (where to find the binaries)
 
     def run(self, action: str) -> str:
         if not SCRIPT.exists():
             raise RuntimeError(f"{SCRIPT} is missing: run the replica benchmark from a checkout")
         env = {
-            **os.environ,
+            **self.env,
             "STOKER_PG_PORT": str(self.port),
             "STOKER_PG_DATA": str(self.data),
             "PYTHON": sys.executable,
@@ -118,8 +118,9 @@ class _Server:
 
 
 @contextmanager
-def _server() -> Iterator[_Server]:
-    server = _Server(port=free_port(), data=Path(f"/tmp/stoker-bench-pg-{secrets.token_hex(4)}"))
+def _server(env: Mapping[str, str]) -> Iterator[_Server]:
+    data = Path(f"/tmp/stoker-bench-pg-{secrets.token_hex(4)}")
+    server = _Server(port=free_port(), data=data, env=env)
     server.run("start")
     try:
         yield server
@@ -282,14 +283,16 @@ def run_replica_bench(
     launch: Launch,
     counts: tuple[int, ...] = (1, 2, 4),
     *,
+    env: Mapping[str, str],
     sessions: int = 100,
     messages: int = 10,
     faults: bool = True,
 ) -> list[ReplicaRun]:
-    """A clean run and (with `faults`) a run with faults for each replica count."""
+    """A clean run and (with `faults`) a run with faults for each replica count. `env` is
+    the environment `scripts/pg-test-server` runs with (the caller's to give)."""
     token = secrets.token_urlsafe(24)
     runs: list[ReplicaRun] = []
-    with _server() as server, sim_serve() as upstream, tempfile.TemporaryDirectory() as tmp:
+    with _server(env) as server, sim_serve() as upstream, tempfile.TemporaryDirectory() as tmp:
         for count in counts:
             for faulty in (False, True) if faults else (False,):
                 dsn = _database(server, f"bench_{count}_{int(faulty)}")

@@ -96,7 +96,9 @@ def _bench_replicas(counts: str, *, sessions: int, messages: int, faults: bool) 
         )
         raise typer.Exit(2)
     launch = launcher(os.environ, wait_seconds=1, pool_size=8)
-    runs = run_replica_bench(launch, parsed, sessions=sessions, messages=messages, faults=faults)
+    runs = run_replica_bench(
+        launch, parsed, env=os.environ, sessions=sessions, messages=messages, faults=faults
+    )
     console.print(replica_table(runs))
     if any(r.lost or r.duplicated or r.reordered or r.failed for r in runs) or any(
         r.switches_full_read != r.switches for r in runs

@@ -123,15 +123,17 @@ class _Timeouts(_Strict):
 
 
 _POOL = PoolSettings()
+MAX_POOL = 1000  # connections per replica; PostgreSQL's own limit is far lower
+MAX_GRACE = 86_400.0  # a day: anything longer is a mistake, not a drain
 
 
 class _Store(_Strict):
-    pool_size: int = Field(default=_POOL.size, ge=1, le=1000)
+    pool_size: int = Field(default=_POOL.size, ge=1, le=MAX_POOL)
     wait_seconds: float = Field(default=_POOL.wait, gt=0, le=600)
 
 
 class _Lifecycle(_Strict):
-    grace_seconds: float = Field(default=30.0, ge=0, le=3600)
+    grace_seconds: float = Field(default=30.0, ge=0, le=MAX_GRACE)
 
 
 class _User(_Strict):
@@ -258,8 +260,12 @@ def load_config(path: str | Path | None, *, env: Mapping[str, str]) -> GatewayCo
     port = env.get("STOKER_GATEWAY_PORT", "")
     if port and not port.isdigit():
         raise ConfigError(f"STOKER_GATEWAY_PORT must be a port number, not {port!r}")
-    pool_size = _number(env, "STOKER_GATEWAY_POOL_SIZE", f.store.pool_size, low=1, whole=True)
-    grace = _number(env, "STOKER_GATEWAY_GRACE_SECONDS", f.lifecycle.grace_seconds, low=0)
+    pool_size = _number(
+        env, "STOKER_GATEWAY_POOL_SIZE", f.store.pool_size, low=1, high=MAX_POOL, whole=True
+    )
+    grace = _number(
+        env, "STOKER_GATEWAY_GRACE_SECONDS", f.lifecycle.grace_seconds, low=0, high=MAX_GRACE
+    )
     return GatewayConfig(
         host=env.get("STOKER_GATEWAY_HOST") or f.host,
         port=int(port) if port else f.port,
@@ -290,7 +296,13 @@ def load_config(path: str | Path | None, *, env: Mapping[str, str]) -> GatewayCo
 
 
 def _number(
-    env: Mapping[str, str], name: str, default: float, *, low: float, whole: bool = False
+    env: Mapping[str, str],
+    name: str,
+    default: float,
+    *,
+    low: float,
+    high: float,
+    whole: bool = False,
 ) -> float:
     raw = env.get(name, "").strip()
     if not raw:
@@ -302,8 +314,8 @@ def _number(
         value = float(raw)
     except ValueError:
         raise ConfigError(f"{name} must be {kind}, not {raw[:40]!r}") from None
-    if not low <= value <= 3600:
-        raise ConfigError(f"{name} must be from {low:g} to 3600, not {raw[:40]!r}")
+    if not low <= value <= high:
+        raise ConfigError(f"{name} must be from {low:g} to {high:g}, not {raw[:40]!r}")
     return value
 
 
