@@ -21,6 +21,7 @@ from stoker.clock import Clock, FrozenClock, SystemClock
 from stoker.config import Config
 from stoker.errors import (
     AuthenticationError,
+    ConcurrentWrite,
     ConfigError,
     InvalidRequest,
     MissingTools,
@@ -123,6 +124,7 @@ __all__ = [
     "Callbacks",
     "Clock",
     "Completion",
+    "ConcurrentWrite",
     "Config",
     "ConfigError",
     "Conflict",

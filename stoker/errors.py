@@ -18,7 +18,8 @@ what went wrong and what to do about it.
     │   └── SpawnDepthExceeded   a sub-agent would nest deeper than the configured limit
     ├── StoreError               the session database cannot be used as it is
     │   ├── SessionNotFound      no session with that id in the store
-    │   └── StoreUnavailable     the database cannot be reached now; retry later
+    │   ├── StoreUnavailable     the database cannot be reached now; retry later
+    │   └── ConcurrentWrite      two processes wrote one session at once; nothing stored
     ├── MemoryStoreError         (stoker.memory) a refused memory or skill write, for the model
     └── IntegrationError         (stoker.integrations) a toolkit failed, timed out or is unknown
 
@@ -163,3 +164,16 @@ class StoreUnavailable(StoreError):
             f"retry in a few seconds"
         )
         self.where = where
+
+
+class ConcurrentWrite(StoreError):
+    """Another process wrote to this session in the same instant, which its lock should
+    have prevented (the lock's connection broke mid-turn). This write was not stored."""
+
+    def __init__(self, session_id: str) -> None:
+        super().__init__(
+            f"session {session_id!r} was written by another process at the same moment "
+            "(its lock was lost with a broken database connection); this write was not "
+            "stored. Send the message again (with its Idempotency-Key) to continue."
+        )
+        self.session_id = session_id

@@ -13,12 +13,13 @@ from collections.abc import AsyncIterator
 import psycopg
 import pytest
 
-from stoker.errors import StoreUnavailable
+from stoker.errors import ConcurrentWrite, StoreUnavailable
 from stoker.store.base import SqlEventStore
 from stoker.store.postgres import PostgresStore
 from stoker.store.postgres_pool import PoolSettings
 from stoker.store.schema import MIGRATIONS
-from stoker.wire.events import SessionCreated
+from stoker.wire.events import MessageAppended, SessionCreated
+from stoker.wire.messages import user_text
 from stoker.wire.prefix import CacheParams, Prefix
 from tests.store_fixtures import postgres_dsn
 
@@ -148,6 +149,28 @@ async def _kill_lock_connection(store: PostgresStore) -> None:
         name,
     )
     assert killed == [(True,)]
+
+
+async def test_two_writers_of_one_event_number_get_a_clear_conflict(pg: PostgresStore) -> None:
+    """What a lost lock would let happen: the second writer is told, stores nothing."""
+    await pg.emit(_created("a"))
+    async with await psycopg.AsyncConnection.connect(postgres_dsn()) as other:
+        await other.execute(f'SET search_path TO "{pg.schema}"')
+        await other.execute(
+            "INSERT INTO events (session_id, seq, type, created_at, body) "
+            "VALUES ('a', 2, 'written_elsewhere', 0, '{}')"
+        )
+        racing = asyncio.create_task(
+            pg.emit(MessageAppended(session_id="a", index=0, message=user_text("hi")))
+        )
+        await asyncio.sleep(0.3)
+        assert not racing.done()  # waits on the other writer's event 2
+        await other.commit()
+    with pytest.raises(ConcurrentWrite, match="written by another process"):
+        await racing
+    assert [seq for seq, *_ in await pg.events("a")] == [1, 2]
+    assert (await pg.load("a")).messages == ()
+    assert [s.message_count for s in await pg.list_sessions()] == [0]  # header rolled back
 
 
 async def test_leases_are_held_by_one_holder_until_they_expire(store: SqlEventStore) -> None:

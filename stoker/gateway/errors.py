@@ -26,6 +26,7 @@ from __future__ import annotations
 from typing import Any
 
 from stoker.errors import (
+    ConcurrentWrite,
     ConfigError,
     PrefixError,
     ProviderError,
@@ -118,7 +119,7 @@ def as_gateway_error(exc: StokerError) -> GatewayError:
         return NotFound(exc.session_id)
     if isinstance(exc, ConfigError | ToolError):
         return BadRequest(str(exc))
-    if isinstance(exc, PrefixError):
+    if isinstance(exc, PrefixError | ConcurrentWrite):
         return Conflict(str(exc))
     if isinstance(exc, ProviderTimeout):
         return UpstreamTimeout(str(exc))

@@ -20,7 +20,7 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
 
-from stoker.errors import StoreError
+from stoker.errors import ConcurrentWrite, StoreError
 from stoker.store.base import Op, SqlEventStore, StoreStats
 from stoker.store.postgres_pool import Connections, PoolSettings
 from stoker.store.schema import VERSION_TABLE
@@ -85,7 +85,15 @@ class PostgresStore(SqlEventStore):
                     self.stats.note(sql)
                     await conn.execute(_pg(sql), params)
 
-        await asyncio.shield(self.connections.transaction(work))
+        from psycopg.errors import UniqueViolation  # psycopg is there: the pool opened
+
+        try:
+            await asyncio.shield(self.connections.transaction(work))
+        except UniqueViolation as exc:
+            # Two writers numbered the same event: only when a session's lock was lost.
+            if exc.diag.table_name != "events":
+                raise
+            raise ConcurrentWrite(str(ops[-1][1][0])) from None
 
     async def _raw_read(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
         self.stats.note(sql)
