@@ -336,7 +336,8 @@ class LoadOutcome:
 async def _load_through_a_restart(pair: list[Replica], server: Any) -> LoadOutcome:
     rng = random.Random(5)
     unavailable, bad = 0, []
-    per_session = 25
+    per_session = 30
+    partway = asyncio.Event()  # a third of the messages acknowledged: restart the database
     async with (
         httpx.AsyncClient(base_url=pair[0].url, headers=AUTH, timeout=30) as a,
         httpx.AsyncClient(base_url=pair[1].url, headers=AUTH, timeout=30) as b,
@@ -362,6 +363,8 @@ async def _load_through_a_restart(pair: list[Replica], server: Any) -> LoadOutco
                         continue
                     if r.status_code == 200:
                         acked[sid].append(text)
+                        if sum(map(len, acked.values())) >= len(sids) * per_session // 3:
+                            partway.set()
                         break
                     if (
                         r.status_code == 503
@@ -378,7 +381,7 @@ async def _load_through_a_restart(pair: list[Replica], server: Any) -> LoadOutco
                     return
 
         async def restart() -> None:
-            await asyncio.sleep(1.0)
+            await partway.wait()
             await asyncio.to_thread(server.stop)
             await asyncio.sleep(2.0)
             await asyncio.to_thread(server.start)
