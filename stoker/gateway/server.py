@@ -7,6 +7,7 @@ browser test.
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections.abc import Iterator
@@ -79,7 +80,7 @@ def serve(config: GatewayConfig, *, log_level: str = "info") -> None:
         host=config.host,
         port=config.port,
         log_level=log_level,
-        timeout_graceful_shutdown=max(1, round(config.grace)),
+        timeout_graceful_shutdown=math.ceil(config.grace),  # uvicorn takes whole seconds
     )
 
 
