@@ -20,7 +20,9 @@ what went wrong and what to do about it.
     ├── CompactionError          a history could not be compacted (or not enough to fit)
     ├── StoreError               the session database cannot be used as it is
     │   ├── SessionNotFound      no session with that id in the store
-    │   └── AmbiguousSessionId   a shortened id that starts more than one session's id
+    │   ├── AmbiguousSessionId   a shortened id that starts more than one session's id
+    │   ├── StoreUnavailable     the database cannot be reached now; retry later
+    │   └── ConcurrentWrite      two processes wrote one session at once; nothing stored
     ├── MemoryStoreError         (stoker.memory) a refused memory or skill write, for the model
     └── IntegrationError         (stoker.integrations) a toolkit failed, timed out or is unknown
 
@@ -187,3 +189,31 @@ class AmbiguousSessionId(StoreError):
         )
         self.prefix = prefix
         self.candidates = candidates
+
+
+class StoreUnavailable(StoreError):
+    """The database did not answer in time (down, restarting, unreachable). The call may
+    be retried once it is back; a write cut off mid-commit may or may not be stored, which
+    is what idempotency keys settle. `where` is the location without its password."""
+
+    retry_after = 2  # seconds a client is told to wait before retrying
+
+    def __init__(self, where: str, reason: str) -> None:
+        super().__init__(
+            f"the session database at {where} is unreachable right now ({reason}); "
+            f"retry in a few seconds"
+        )
+        self.where = where
+
+
+class ConcurrentWrite(StoreError):
+    """Another process wrote to this session in the same instant, which its lock should
+    have prevented (the lock's connection broke mid-turn). This write was not stored."""
+
+    def __init__(self, session_id: str) -> None:
+        super().__init__(
+            f"session {session_id!r} was written by another process at the same moment "
+            "(its lock was lost with a broken database connection); this write was not "
+            "stored. Send the message again (with its Idempotency-Key) to continue."
+        )
+        self.session_id = session_id

@@ -101,3 +101,11 @@ async def test_two_gateways_on_one_store_fire_each_keep_warm_once(store: SqlEven
     finally:
         await second.close()
         await second.store.close()
+
+
+async def test_a_stopping_gateway_gives_back_its_leases(store: SqlEventStore) -> None:
+    rig = make_rig(store)
+    gw = rig.gateway
+    assert await store.take_lease("keep-warm:s", gw.replica, seconds=600)
+    await gw.close()
+    assert await store.take_lease("keep-warm:s", "another replica", seconds=600)

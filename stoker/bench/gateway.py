@@ -33,7 +33,7 @@ UNLOADED = 100  # messages sent one at a time after the load, for the unloaded f
 _TIMING = re.compile(r"(\w+);dur=([0-9.]+)")
 
 
-class _Connection:
+class Connection:
     """One keep-alive HTTP/1.1 connection with JSON bodies (Content-Length only)."""
 
     def __init__(self, base_url: str, token: str) -> None:
@@ -44,29 +44,36 @@ class _Connection:
         self.writer: asyncio.StreamWriter | None = None
 
     async def request(
-        self, method: str, path: str, body: Any = None
+        self, method: str, path: str, body: Any = None, headers: dict[str, str] | None = None
     ) -> tuple[int, dict[str, str], Any]:
         if self.writer is None:
             self.reader, self.writer = await asyncio.open_connection(self.host, self.port)
         assert self.reader is not None
         data = json.dumps(body).encode() if body is not None else b""
+        extra = "".join(f"{k}: {v}\r\n" for k, v in (headers or {}).items())
         head = (
-            f"{method} {path} HTTP/1.1\r\nHost: {self.host}\r\n{self.auth}"
+            f"{method} {path} HTTP/1.1\r\nHost: {self.host}\r\n{self.auth}{extra}"
             f"Content-Type: application/json\r\nContent-Length: {len(data)}\r\n\r\n"
         )
         self.writer.write(head.encode() + data)
         status = int((await self.reader.readline()).split()[1])
-        headers: dict[str, str] = {}
+        answered: dict[str, str] = {}
         while (line := await self.reader.readline()) not in (b"\r\n", b""):
             name, _, value = line.decode("latin-1").partition(":")
-            headers[name.strip().lower()] = value.strip()
-        raw = await self.reader.readexactly(int(headers.get("content-length", "0")))
-        return status, headers, json.loads(raw) if raw else None
+            answered[name.strip().lower()] = value.strip()
+        raw = await self.reader.readexactly(int(answered.get("content-length", "0")))
+        return status, answered, json.loads(raw) if raw else None
 
     async def close(self) -> None:
         if self.writer is not None:
             self.writer.close()
             await self.writer.wait_closed()
+
+    def drop(self) -> None:
+        """Forget a connection that failed (its server died): the next request reconnects."""
+        if self.writer is not None:
+            self.writer.close()
+        self.reader = self.writer = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -97,7 +104,7 @@ def _text(session: int, message: int) -> str:
 
 
 async def _session(
-    conn: _Connection, index: int, sid: str, messages: int, samples: dict[str, list[float]]
+    conn: Connection, index: int, sid: str, messages: int, samples: dict[str, list[float]]
 ) -> int:
     failed = 0
     for j in range(messages):
@@ -115,7 +122,7 @@ async def _session(
     return failed
 
 
-async def _check(conn: _Connection, index: int, sid: str, messages: int) -> tuple[int, bool]:
+async def _check(conn: Connection, index: int, sid: str, messages: int) -> tuple[int, bool]:
     """(messages lost, order kept) for one session, from its stored history."""
     _, _, view = await conn.request("GET", f"/v1/sessions/{sid}")
     sent = [_text(index, j) for j in range(messages)]
@@ -124,7 +131,7 @@ async def _check(conn: _Connection, index: int, sid: str, messages: int) -> tupl
     return len(set(sent) - set(got)), in_order
 
 
-async def _unloaded(conn: _Connection, count: int = UNLOADED) -> list[float]:
+async def _unloaded(conn: Connection, count: int = UNLOADED) -> list[float]:
     """The time a message spends in the gateway when it is the only one there."""
     _, _, body = await conn.request("POST", "/v1/sessions", {})
     samples: dict[str, list[float]] = {"cpu": [], "gateway": [], "e2e": []}
@@ -144,7 +151,7 @@ async def run_gateway_bench(
     """`sessions` sessions at once, `messages` each in order; bounded in count and time."""
     if not 1 <= sessions <= MAX_SESSIONS or not 1 <= messages <= MAX_MESSAGES:
         raise ValueError(f"sessions must be 1-{MAX_SESSIONS} and messages 1-{MAX_MESSAGES}")
-    conns = [_Connection(base_url, token) for _ in range(sessions)]
+    conns = [Connection(base_url, token) for _ in range(sessions)]
     samples: dict[str, list[float]] = {"cpu": [], "gateway": [], "e2e": []}
     try:
         async with asyncio.timeout(time_limit):

@@ -127,20 +127,20 @@ def _over_http(client: httpx.Client, dialect: str, history: int, calls: int) -> 
     return _row(dialect, "HTTP", history, samples[1:])
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
 
 
 @contextmanager
-def _sim_serve() -> Iterator[str]:
+def sim_serve() -> Iterator[str]:
     """A child `stoker sim serve` on a free loopback port, for as long as the block runs.
 
     A child, not a thread: a server in this process shares its interpreter lock with the
     client that times it (and answered ~40 ms late per request when tried).
     """
-    port = _free_port()
+    port = free_port()
     command = [sys.executable, "-m", "stoker", "sim", "serve", "--port", str(port)]
     child = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     url = f"http://127.0.0.1:{port}"
@@ -158,6 +158,8 @@ def _sim_serve() -> Iterator[str]:
             child.wait(10)
         child.kill()  # nothing happens when it has already exited
         child.wait()
+        if child.stderr is not None:
+            child.stderr.close()
 
 
 def _answers(url: str) -> bool:
@@ -174,7 +176,7 @@ def run_sim_bench(
     rows = [asyncio.run(_in_process(dialect, size, calls)) for dialect in MODELS for size in sizes]
     if http:
         with (
-            _sim_serve() as url,
+            sim_serve() as url,
             httpx.Client(
                 base_url=url, headers={"x-api-key": "bench", "authorization": "Bearer bench"}
             ) as client,

@@ -69,11 +69,22 @@ def bench_gateway(
         envvar="STOKER_BENCH_DATABASE_URL",
         help="PostgreSQL DSN instead of SQLite (a throwaway schema is created and dropped).",
     ),
+    replicas: str = typer.Option(
+        None,
+        help="Replica counts, e.g. 1,2,4: N `stoker serve` processes on a PostgreSQL server "
+        "of the benchmark's own, a random replica per message, a replica SIGKILLed and the "
+        "database restarted mid-run (needs PostgreSQL binaries and a checkout).",
+    ),
+    faults: bool = typer.Option(True, help="With --replicas: also run with the faults."),
 ) -> None:
     """Concurrent sessions against a local gateway on loopback (sim at 0 ms): lost
     messages, per-session order, throughput, and the gateway's added latency."""
     from stoker.bench.gateway import gateway_table, run_gateway_bench
     from stoker.gateway.local import local_gateway
+
+    if replicas:
+        _bench_replicas(replicas, sessions=sessions, messages=messages, faults=faults)
+        return
 
     with local_gateway(
         cache_size=max(DEFAULT_LIMITS.cache_size, sessions),
@@ -84,4 +95,28 @@ def bench_gateway(
         result = asyncio.run(run_gateway_bench(url, token, sessions=sessions, messages=messages))
     console.print(gateway_table(result))
     if result.lost or result.failed or result.out_of_order:
+        raise typer.Exit(1)
+
+
+def _bench_replicas(counts: str, *, sessions: int, messages: int, faults: bool) -> None:
+    from stoker.bench.replicas import replica_table, run_replica_bench
+    from stoker.gateway.replicas import launcher
+
+    try:
+        parsed = tuple(int(c) for c in counts.split(","))
+    except ValueError:
+        parsed = ()
+    if not parsed or not all(1 <= c <= 16 for c in parsed):
+        console.print(
+            f"[red]error:[/] --replicas takes counts from 1 to 16, e.g. 1,2,4; not {counts!r}"
+        )
+        raise typer.Exit(2)
+    launch = launcher(os.environ, wait_seconds=1, pool_size=8)
+    runs = run_replica_bench(
+        launch, parsed, env=os.environ, sessions=sessions, messages=messages, faults=faults
+    )
+    console.print(replica_table(runs))
+    if any(r.lost or r.duplicated or r.reordered or r.failed for r in runs) or any(
+        r.switches_full_read != r.switches for r in runs
+    ):
         raise typer.Exit(1)

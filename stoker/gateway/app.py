@@ -24,6 +24,7 @@ from stoker.config import DEFAULT_LIMITS
 from stoker.errors import StokerError
 from stoker.gateway.auth import TokenTable
 from stoker.gateway.dashboard import page as dashboard_page
+from stoker.gateway.events import session_events
 from stoker.gateway.http import (
     AppState,
     InternalErrors,
@@ -152,7 +153,16 @@ async def openapi(request: Request) -> Response:
 
 
 async def health(request: Request) -> Response:
+    """The process is up (for an orchestrator's liveness probe): never touches the store."""
     return JSONResponse({"status": "ok", "cached_agents": len(app_state(request).gateway.agents)})
+
+
+async def ready(request: Request) -> Response:
+    """Whether to send this replica traffic (a load balancer's readiness probe): the store
+    answers, its schema is current, and the replica is not draining. 503 otherwise."""
+    gateway = app_state(request).gateway
+    await gateway.ready()
+    return JSONResponse({"status": "ready", "replica": gateway.replica})
 
 
 def _by_method(path: str, **endpoints: Callable[[Request], Awaitable[Response]]) -> Route:
@@ -172,8 +182,10 @@ def create_app(
     tokens: TokenTable,
     max_body_bytes: int = DEFAULT_LIMITS.max_body_bytes,
     close_store: bool = False,
+    grace: float | None = None,
 ) -> Starlette:
-    """The gateway's ASGI app. `close_store`: close the store when the app shuts down."""
+    """The gateway's ASGI app. `close_store`: close the store when the app shuts down;
+    `grace`: how long streamed turns still running then may take (None: no bound)."""
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -181,7 +193,7 @@ def create_app(
         try:
             yield
         finally:
-            await gateway.close()
+            await gateway.close(grace=grace)
             if close_store:
                 await gateway.store.close()
 
@@ -191,12 +203,14 @@ def create_app(
         _by_method(sid, GET=get_session, DELETE=delete_session),
         Route(sid + "/usage", get_usage, methods=["GET"]),
         Route("/v1/usage", get_totals, methods=["GET"]),
+        Route(sid + "/events", session_events, methods=["GET"]),
         Route(sid + "/messages", send_message, methods=["POST"]),
         Route(sid + "/commands/{name}", post_command, methods=["POST"]),
         Route("/v1/chat/completions", chat_completions, methods=["POST"]),
         Route("/v1/models", models, methods=["GET"]),
         Route("/openapi.json", openapi, methods=["GET"]),
         Route("/healthz", health, methods=["GET"]),
+        Route("/readyz", ready, methods=["GET"]),
         Route("/ui", dashboard_page, methods=["GET"]),
     ]
     app = Starlette(

@@ -28,6 +28,13 @@
     hourly_usd = 5.0              # optional: the most all sessions spend in any hour
     total_usd = 100.0             # optional: the most this process ever spends
 
+    [store]                       # PostgreSQL only (stoker.store.postgres_pool.PoolSettings)
+    pool_size = 10                # connections per replica: replicas x this < max_connections
+    wait_seconds = 5              # the longest a request waits for the database: then 503
+
+    [lifecycle]
+    grace_seconds = 30            # on SIGTERM, how long running turns may take to finish
+
     [timeouts]                    # each provider call; why these: stoker.providers.retry.Timeouts
     connect_seconds = 10          # no connection: retried
     first_byte_seconds = 120      # a streamed answer that does not start: retried
@@ -38,7 +45,9 @@
     token_sha256 = "..."          # or token = "..." (hashed when loaded, never kept)
 
 Environment variables override the file: STOKER_GATEWAY_HOST, _PORT, _DATABASE,
-_PROVIDER, _MODEL, _BASE_URL, _API_KEY and _TOKENS ("alice=TOKEN,bob=sha256:HEX"). The
+_DATABASE_FILE (a file holding the location, e.g. a mounted secret), _POOL_SIZE,
+_GRACE_SECONDS, _PROVIDER, _MODEL, _BASE_URL, _API_KEY and _TOKENS
+("alice=TOKEN,bob=sha256:HEX"). The
 environment is the caller's to give (`stoker serve` passes its own); the database and
 the provider key default to what `stoker.config.Config.from_env` resolves from it.
 """
@@ -66,6 +75,7 @@ from stoker.errors import ConfigError
 from stoker.gateway.auth import TokenTable, token_digest
 from stoker.gateway.session_settings import SessionSettings, parse_reasoning
 from stoker.providers.retry import Timeouts
+from stoker.store.postgres_pool import PoolSettings
 
 
 class _Strict(BaseModel):
@@ -118,6 +128,20 @@ class _Timeouts(_Strict):
     total_seconds: float = Field(default=_TIMEOUTS.total, gt=0)
 
 
+_POOL = PoolSettings()
+MAX_POOL = 1000  # connections per replica; PostgreSQL's own limit is far lower
+MAX_GRACE = 86_400.0  # a day: anything longer is a mistake, not a drain
+
+
+class _Store(_Strict):
+    pool_size: int = Field(default=_POOL.size, ge=1, le=MAX_POOL)
+    wait_seconds: float = Field(default=_POOL.wait, gt=0, le=600)
+
+
+class _Lifecycle(_Strict):
+    grace_seconds: float = Field(default=30.0, ge=0, le=MAX_GRACE)
+
+
 class _User(_Strict):
     id: str
     token_sha256: str | None = None
@@ -133,6 +157,8 @@ class _File(_Strict):
     cache: _Cache = _Cache()
     keep_warm: _KeepWarm = _KeepWarm()
     timeouts: _Timeouts = _Timeouts()
+    store: _Store = _Store()
+    lifecycle: _Lifecycle = _Lifecycle()
     users: list[_User] = []
 
 
@@ -158,6 +184,8 @@ class GatewayConfig:
     cache_key_scope: Literal["agent", "user"] = "agent"
     timeouts: Timeouts = field(default_factory=Timeouts)
     telemetry: TelemetrySettings | None = None  # OpenTelemetry export (the OTEL_* variables)
+    pool: PoolSettings = field(default_factory=PoolSettings)
+    grace: float = 30.0  # seconds running turns get to finish on SIGTERM
 
     def __repr__(self) -> str:
         return repr_without_secrets(self)
@@ -229,12 +257,22 @@ def load_config(path: str | Path | None, *, env: Mapping[str, str]) -> GatewayCo
     api_key = env.get("STOKER_GATEWAY_API_KEY") or (
         env.get(a.api_key_env) if a.api_key_env else settings.api_key_for(defaults.provider)
     )
-    database = env.get("STOKER_GATEWAY_DATABASE") or f.database
+    database = (
+        env.get("STOKER_GATEWAY_DATABASE")
+        or _secret_file(env.get("STOKER_GATEWAY_DATABASE_FILE"))
+        or f.database
+    )
     if database and "://" not in database:
         database = str(_path(base, database))
     port = env.get("STOKER_GATEWAY_PORT", "")
     if port and not port.isdigit():
         raise ConfigError(f"STOKER_GATEWAY_PORT must be a port number, not {port!r}")
+    pool_size = _number(
+        env, "STOKER_GATEWAY_POOL_SIZE", f.store.pool_size, low=1, high=MAX_POOL, whole=True
+    )
+    grace = _number(
+        env, "STOKER_GATEWAY_GRACE_SECONDS", f.lifecycle.grace_seconds, low=0, high=MAX_GRACE
+    )
     return GatewayConfig(
         host=env.get("STOKER_GATEWAY_HOST") or f.host,
         port=int(port) if port else f.port,
@@ -260,4 +298,43 @@ def load_config(path: str | Path | None, *, env: Mapping[str, str]) -> GatewayCo
             total=f.timeouts.total_seconds,
         ),
         telemetry=settings.telemetry,
+        pool=PoolSettings(size=int(pool_size), wait=f.store.wait_seconds),
+        grace=grace,
     )
+
+
+def _number(
+    env: Mapping[str, str],
+    name: str,
+    default: float,
+    *,
+    low: float,
+    high: float,
+    whole: bool = False,
+) -> float:
+    raw = env.get(name, "").strip()
+    if not raw:
+        return default
+    kind = "a whole number" if whole else "a number"
+    try:
+        if whole and not (raw.isascii() and raw.isdigit()):
+            raise ValueError(raw)  # int() would take "+5", "1_0" and other scripts' digits
+        value = float(raw)
+    except ValueError:
+        raise ConfigError(f"{name} must be {kind}, not {raw[:40]!r}") from None
+    if not low <= value <= high:
+        raise ConfigError(f"{name} must be from {low:g} to {high:g}, not {raw[:40]!r}")
+    return value
+
+
+def _secret_file(path: str | None) -> str | None:
+    """The first line of `path` (a mounted secret holding the database location)."""
+    if not path:
+        return None
+    try:
+        text = Path(path).read_text(encoding="utf-8").strip()
+    except OSError as exc:
+        raise ConfigError(f"cannot read STOKER_GATEWAY_DATABASE_FILE {path}: {exc}") from exc
+    if not text:
+        raise ConfigError(f"STOKER_GATEWAY_DATABASE_FILE {path} is empty")
+    return text.splitlines()[0]

@@ -11,6 +11,8 @@
         ├── PayloadTooLarge      413 payload_too_large: body or message over the limit
         ├── UnsupportedMediaType 415 unsupported_media_type: a body sent as another type
         ├── UpstreamError        502 provider_error: the provider failed or answered nonsense
+        ├── Unavailable          503 store_unavailable: the database cannot be reached now
+        │                        (or the gateway is shutting down), with Retry-After
         └── UpstreamTimeout      504 provider_timeout: the provider did not answer in time
 
 Another user's session is a `NotFound`, worded exactly like a missing one, so a
@@ -24,12 +26,14 @@ from __future__ import annotations
 from typing import Any
 
 from stoker.errors import (
+    ConcurrentWrite,
     ConfigError,
     PrefixError,
     ProviderError,
     ProviderTimeout,
     SessionNotFound,
     StokerError,
+    StoreUnavailable,
     ToolError,
 )
 
@@ -87,6 +91,19 @@ class UpstreamError(GatewayError):
     type = "provider_error"
 
 
+class Unavailable(GatewayError):
+    """Retry later: the database is unreachable (a restart, a failover) or this replica
+    is draining. Nothing the client was told is stored was lost; a retry with the same
+    Idempotency-Key settles a message whose outcome the outage hid."""
+
+    status = 503
+    type = "store_unavailable"
+
+    def __init__(self, message: str, *, retry_after: int = StoreUnavailable.retry_after) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
 class UpstreamTimeout(GatewayError):
     status = 504
     type = "provider_timeout"
@@ -96,11 +113,13 @@ def as_gateway_error(exc: StokerError) -> GatewayError:
     """The HTTP face of a library error (a message written for users, kept as is)."""
     if isinstance(exc, GatewayError):
         return exc
+    if isinstance(exc, StoreUnavailable):
+        return Unavailable(str(exc), retry_after=exc.retry_after)
     if isinstance(exc, SessionNotFound):
         return NotFound(exc.session_id)
     if isinstance(exc, ConfigError | ToolError):
         return BadRequest(str(exc))
-    if isinstance(exc, PrefixError):
+    if isinstance(exc, PrefixError | ConcurrentWrite):
         return Conflict(str(exc))
     if isinstance(exc, ProviderTimeout):
         return UpstreamTimeout(str(exc))

@@ -30,6 +30,7 @@ from stoker.gateway.errors import (
     BadRequest,
     GatewayError,
     PayloadTooLarge,
+    Unavailable,
     UnsupportedMediaType,
     as_gateway_error,
     shown,
@@ -215,6 +216,8 @@ async def on_stoker_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, StokerError)
     error = as_gateway_error(exc)
     headers = {"WWW-Authenticate": "Bearer"} if error.status == 401 else None
+    if isinstance(error, Unavailable):
+        headers = {"Retry-After": str(error.retry_after)}
     return JSONResponse(error.body(), status_code=error.status, headers=headers)
 
 

@@ -5,8 +5,10 @@ the time; the session's time policy decides). A keep-warm is sent under the sess
 lock, which on PostgreSQL is an advisory lock every replica takes, and only when the
 store holds exactly the events this process wrote: a turn or a keep-warm that another
 replica sent meanwhile makes the cached session stale, so it is dropped and nothing is
-sent. That is the lease: whoever holds the lock and is current fires, once, and the
-event it writes makes every other replica stand down. An eviction (LRU, idle, delete,
+sent. Before that, a lease in the store (`keep-warm:<session>`) lets one replica try at a
+time: the others skip without queueing for the lock. Whoever holds the lease and the
+lock and is current fires, once, and the event it writes makes every other replica
+stand down. An eviction (LRU, idle, delete,
 a command) stops the session's timer; a restarted gateway finds the sessions whose cache
 may still be alive in the store and watches them again.
 
@@ -35,13 +37,22 @@ from stoker.wire.record import CacheRecord
 log = logging.getLogger(__name__)
 
 GAPS_KEPT = 64  # per user: enough to estimate, bounded
+LEASE_SECONDS = 120.0  # longer than one keep-warm call; a dead replica's lease lapses after it
 
 
 class GatewayKeepWarm:
     """The gateway's keep-warm: timers, the cross-replica check, rescheduling, user gaps."""
 
-    def __init__(self, pool: AgentPool, clock: Clock, limits: SpendLimits | None = None) -> None:
+    def __init__(
+        self,
+        pool: AgentPool,
+        clock: Clock,
+        limits: SpendLimits | None = None,
+        *,
+        holder: str = "",
+    ) -> None:
         self.pool = pool
+        self.holder = holder  # this replica, as its leases name it
         self.clock = clock
         self.scheduler = KeepWarm(clock, limits=limits, gaps=self._gaps_of, fire=self._fire)
         self._gaps: defaultdict[str, deque[float]] = defaultdict(lambda: deque(maxlen=GAPS_KEPT))
@@ -75,8 +86,17 @@ class GatewayKeepWarm:
         return tuple(self._gaps[owner]) if owner is not None else ()
 
     async def _fire(self, session: Session, gaps: Sequence[float]) -> CacheRecord | None:
-        sid = session.id
-        store = self.pool.store
+        sid, store = session.id, self.pool.store
+        lease = f"keep-warm:{sid}"
+        if not await store.take_lease(lease, self.holder, seconds=LEASE_SECONDS):
+            return None  # another replica is sending this session's keep-warm
+        try:
+            return await self._fire_leased(session, gaps)
+        finally:
+            await store.drop_lease(lease, self.holder)
+
+    async def _fire_leased(self, session: Session, gaps: Sequence[float]) -> CacheRecord | None:
+        sid, store = session.id, self.pool.store
         async with store.session_lock(sid):
             entry = self.pool.agents.peek(sid)
             if entry is None or entry.session is not session:

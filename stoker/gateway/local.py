@@ -82,7 +82,7 @@ async def _drop(store: PostgresStore) -> None:
     await store.close()
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
@@ -92,7 +92,7 @@ def _free_port() -> int:
 def _child(
     tmp: Path, token: str, cache_size: int, store: SqlEventStore, env: Mapping[str, str]
 ) -> Iterator[str]:
-    port = _free_port()
+    port = free_port()
     if isinstance(store, PostgresStore):
         database = (
             f"{store.dsn}{'&' if '?' in store.dsn else '?'}options=-csearch_path%3D{store.schema}"
@@ -113,7 +113,7 @@ def _child(
     child = subprocess.Popen([*command, "--log-level", "warning"], stdout=log, stderr=log, env=own)
     url = f"http://127.0.0.1:{port}"
     try:
-        _wait_ready(url, child, tmp / "gateway.log")
+        wait_ready(url, child, tmp / "gateway.log")
         yield url
     finally:
         child.terminate()
@@ -125,13 +125,21 @@ def _child(
         log.close()
 
 
-def _wait_ready(url: str, child: subprocess.Popen[bytes], log: Path, timeout: float = 30.0) -> None:
+def wait_ready(
+    url: str,
+    child: subprocess.Popen[bytes],
+    log: Path,
+    timeout: float = 30.0,
+    *,
+    probe: str = "/healthz",
+) -> None:
+    """Until `url` answers 200 on `probe`; the child's log tail if it exits first."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if child.poll() is not None:
             raise RuntimeError(f"the gateway exited at start:\n{log.read_text()[-2000:]}")
         try:
-            if httpx.get(url + "/healthz", timeout=1.0).status_code == 200:
+            if httpx.get(url + probe, timeout=1.0).status_code == 200:
                 return
         except httpx.TransportError:
             pass

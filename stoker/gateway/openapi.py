@@ -25,13 +25,15 @@ def _errors(*codes: int) -> dict[str, Any]:
         413: "Body or message over the limit",
         415: "A body sent as anything but application/json (UTF-8)",
         502: "The provider failed or answered something that is not a response",
+        503: "The database is unreachable or the replica is draining; see Retry-After",
         504: "The provider did not answer within the configured timeouts",
     }
     return {str(c): _json(_ERROR, words[c]) for c in codes}
 
 
 def _op(summary: str, ok: dict[str, Any], *codes: int, **extra: Any) -> dict[str, Any]:
-    return {"summary": summary, "responses": {**ok, **_errors(401, *codes)}, **extra}
+    """Every operation may answer 401 and, while its store is unreachable, 503."""
+    return {"summary": summary, "responses": {**ok, **_errors(401, *codes, 503)}, **extra}
 
 
 def _body(schema: dict[str, Any]) -> dict[str, Any]:
@@ -165,6 +167,30 @@ def openapi_document() -> dict[str, Any]:
                     parameters=[_TOTALS_LIMIT],
                 )
             },
+            "/v1/sessions/{sid}/events": {
+                "get": _op(
+                    "The session's stored events after ?after= (or Last-Event-ID), from any "
+                    "replica; as SSE (?stream=true) followed live for ?timeout= seconds",
+                    {
+                        "200": {
+                            **_json(_OBJ, "{events: [{seq, type, created_at, data}]}"),
+                            "content": {
+                                **_json(_OBJ)["content"],
+                                "text/event-stream": {"schema": {"type": "string"}},
+                            },
+                        }
+                    },
+                    400,
+                    404,
+                    parameters=[
+                        *_SID,
+                        *(
+                            {"name": n, "in": "query", "schema": {"type": "integer"}}
+                            for n in ("after", "limit", "timeout")
+                        ),
+                    ],
+                )
+            },
             "/v1/sessions/{sid}/messages": {
                 "post": _op(
                     "Send a message (text starting with / is a command)",
@@ -236,6 +262,13 @@ def openapi_document() -> dict[str, Any]:
             },
             "/healthz": {
                 "get": {"summary": "Liveness", "security": [], "responses": {"200": _json(_OBJ)}}
+            },
+            "/readyz": {
+                "get": {
+                    "summary": "Readiness: store reachable, schema current, not draining",
+                    "security": [],
+                    "responses": {"200": _json(_OBJ), **_errors(503)},
+                }
             },
             "/ui": {
                 "get": {

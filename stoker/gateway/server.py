@@ -7,6 +7,7 @@ browser test.
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections.abc import Iterator
@@ -41,7 +42,7 @@ def build_gateway(
             raise ConfigError(
                 "the gateway needs a database: set GatewayConfig.database or pass a store"
             )
-        store = open_store(config.database)
+        store = open_store(config.database, pool=config.pool)
     registry = None
     if config.workspace is not None:
         registry = ToolRegistry([workspace_toolset(config.workspace, writable=False)])
@@ -67,13 +68,22 @@ def build_app(config: GatewayConfig, gateway: Gateway, *, close_store: bool = Tr
         tokens=config.tokens,
         max_body_bytes=config.limits.max_body_bytes,
         close_store=close_store,
+        grace=config.grace,
     )
 
 
 def serve(config: GatewayConfig, *, log_level: str = "info") -> None:
-    """Run the gateway until interrupted."""
+    """Run the gateway until SIGTERM or SIGINT: it stops accepting connections, gives the
+    requests running then `config.grace` seconds, cancels what is left (writes are
+    shielded, session locks released), then gives back its leases and exits."""
     app = build_app(config, build_gateway(config))
-    uvicorn.run(app, host=config.host, port=config.port, log_level=log_level)
+    uvicorn.run(
+        app,
+        host=config.host,
+        port=config.port,
+        log_level=log_level,
+        timeout_graceful_shutdown=math.ceil(config.grace),  # uvicorn takes whole seconds
+    )
 
 
 @contextmanager

@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import re
+import secrets
+import socket
 import time
 from collections import Counter
 from collections.abc import Callable, Coroutine, Mapping
@@ -21,12 +24,12 @@ from stoker.agent.seams import Callbacks
 from stoker.agent.telemetry import NO_TELEMETRY, Telemetry
 from stoker.clock import Clock, SystemClock
 from stoker.config import DEFAULT_LIMITS
-from stoker.errors import SessionNotFound
+from stoker.errors import SessionNotFound, StoreError, StoreUnavailable
 from stoker.gateway.cache import AgentCache
 from stoker.gateway.commands import Command
 from stoker.gateway.commands import parse as parse_command
 from stoker.gateway.commands import run as run_command
-from stoker.gateway.errors import BadRequest, NotFound, PayloadTooLarge
+from stoker.gateway.errors import BadRequest, NotFound, PayloadTooLarge, Unavailable
 from stoker.gateway.keepwarm import GatewayKeepWarm
 from stoker.gateway.pool import KEEP, AgentPool
 from stoker.gateway.providers import (
@@ -35,9 +38,10 @@ from stoker.gateway.providers import (
 )
 from stoker.gateway.session_settings import SessionSettings
 from stoker.gateway.sink import Head, read_head
-from stoker.gateway.views import Reply
+from stoker.gateway.views import Reply, event_view
 from stoker.session_views import SessionView, answered, show_session
 from stoker.store.base import STARTED, SqlEventStore
+from stoker.store.schema import LATEST
 from stoker.tools import ToolRegistry
 from stoker.wire.stored import SessionSummary
 
@@ -66,9 +70,12 @@ class Gateway:
         keep_warm_limits: SpendLimits | None = None,
         cache_key_scope: Literal["agent", "user"] = "agent",
         telemetry: Telemetry = NO_TELEMETRY,
+        replica: str | None = None,
     ) -> None:
         self.store = store
         self.telemetry = telemetry  # spans of its agents' turns; the app adds trace context
+        self.replica = replica or f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
+        self.draining = False
         clock = clock or SystemClock()
         self.pool = AgentPool(
             store=store,
@@ -84,7 +91,7 @@ class Gateway:
             cache_key_scope=cache_key_scope,
             telemetry=telemetry,
         )
-        self.keep_warm = GatewayKeepWarm(self.pool, clock, keep_warm_limits)
+        self.keep_warm = GatewayKeepWarm(self.pool, clock, keep_warm_limits, holder=self.replica)
         self._keep_warm_on = keep_warm
         self.max_message_chars = max_message_chars
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -134,6 +141,18 @@ class Gateway:
         """History, tokens and cost per turn, from the store (every process's writes)."""
         await self.authorize(user, session_id)
         return await show_session(self.store, session_id)
+
+    async def events(
+        self, user: str, session_id: str, *, after: int = 0, limit: int = 500
+    ) -> list[dict[str, Any]]:
+        """The session's events after number `after`, from the store: any replica answers,
+        whichever one runs the session's turn, and without waiting for its lock."""
+        await self.authorize(user, session_id)
+        try:
+            rows = await self.store.events(session_id, after=after, limit=limit)
+        except SessionNotFound:  # deleted since it was authorized
+            raise NotFound(session_id) from None
+        return [event_view(*row) for row in rows]
 
     async def delete(self, user: str, session_id: str) -> None:
         await self.authorize(user, session_id)
@@ -255,6 +274,11 @@ class Gateway:
                 entry.sink.expect(key)
             self.keep_warm.turn_starting(user, session_id)
             result = await session.send(text, note=note, callbacks=callbacks, retry=retry)
+        except StoreError:
+            # A write the database did not acknowledge may still be in the live session:
+            # the next message rebuilds it from what the store holds.
+            self.pool.agents.evict(session_id, "a store write failed")
+            raise
         finally:
             self.pool.agents.release(entry)
         if self._keep_warm_on:
@@ -271,9 +295,15 @@ class Gateway:
         self.pool.agent_for(defaults).info  # noqa: B018 - raises ConfigError when unusable
         if self.pool.registry is not None:
             self.pool.agent_for(defaults).resolved_tools()
-        await self.store.list_sessions(limit=1)
+        try:
+            await self.store.list_sessions(limit=1)
+            if self._keep_warm_on:
+                await self.keep_warm.reschedule(limit=self.agents.max_size)
+        except StoreUnavailable as exc:
+            # Serve anyway: /readyz says not ready, requests get 503 until it is back,
+            # and the migration runs on the first request that reaches it.
+            log.warning("starting without the store: %s", exc)
         if self._keep_warm_on:
-            await self.keep_warm.reschedule(limit=self.agents.max_size)
             self.keep_warm.start()
 
     def spawn(self, coro: Coroutine[Any, Any, T]) -> asyncio.Task[T]:
@@ -288,9 +318,30 @@ class Gateway:
         if not task.cancelled() and task.exception() is not None:
             log.info("a streamed message ended with an error: %s", task.exception())
 
-    async def close(self) -> None:
-        """Wait for messages still running, then close the providers' connections."""
+    async def ready(self) -> None:
+        """Unavailable unless this replica takes traffic: not draining, the store answers,
+        and its schema is the one this code writes (another replica may be migrating)."""
+        if self.draining:
+            raise Unavailable("this gateway replica is shutting down", retry_after=1)
+        version = await self.store.schema_version()
+        if version != LATEST:
+            raise Unavailable(f"the store's schema is at version {version}, not {LATEST}")
+
+    async def close(self, *, grace: float | None = None) -> None:
+        """Stop: no new keep-warm, messages still running get `grace` seconds (None: as
+        long as they take) and are then cancelled (their writes are shielded, their locks
+        released), this replica's leases are given back, providers are closed."""
+        self.draining = True
         await self.keep_warm.stop()
         if self._tasks:
-            await asyncio.gather(*self._tasks, return_exceptions=True)
+            _, running = await asyncio.wait(set(self._tasks), timeout=grace)
+            for task in running:
+                task.cancel()
+            if running:
+                log.warning("cancelled %d message(s) still running after the grace", len(running))
+                await asyncio.gather(*running, return_exceptions=True)
+        try:
+            await self.store.drop_leases(self.replica)
+        except StoreError as exc:  # the database is gone: the leases expire on their own
+            log.warning("could not give back this replica's leases: %s", exc)
         await self.pool.close()

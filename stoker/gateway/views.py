@@ -186,3 +186,15 @@ def history_view(view: SessionView) -> dict[str, Any]:
         "turns": [{k: t[k] for k in _TURN_FIELDS} for t in whole["turns"]],
         "rebases": whole["rebases"],
     }
+
+
+def event_view(seq: int, type_: str, created_at: float, body: str) -> dict[str, Any]:
+    """One stored event as a client may see it: a message as stored, a provider call as
+    `record_view` shows it; for the others (the session's creation, its prefix and
+    configuration, which hold the operator's system prompt) only what and when."""
+    data: dict[str, Any] | None = None
+    if type_ == "message_appended":
+        data = json.loads(body)
+    elif type_ == "cache_recorded":
+        data = record_view(CacheRecord.from_dict(json.loads(body)))
+    return {"seq": seq, "type": type_, "created_at": created_at, "data": data}

@@ -59,7 +59,9 @@ class SessionStore(Protocol):
     async def emit_many(self, events: Sequence[Event]) -> None: ...
     async def load(self, session_id: str) -> StoredSession: ...
     async def list_sessions(self, *, limit: int = 50) -> list[SessionSummary]: ...
-    async def events(self, session_id: str) -> list[tuple[int, str, float, str]]: ...
+    async def events(
+        self, session_id: str, *, after: int = 0, limit: int | None = None
+    ) -> list[tuple[int, str, float, str]]: ...
     async def delete(self, session_id: str) -> bool: ...
     async def close(self) -> None: ...
 
@@ -429,12 +431,16 @@ class SqlEventStore:
         )
         return [str(r[0]) for r in rows]
 
-    async def events(self, session_id: str) -> list[tuple[int, str, float, str]]:
-        """Every event of a session in order: (seq, type, created_at, JSON body)."""
+    async def events(
+        self, session_id: str, *, after: int = 0, limit: int | None = None
+    ) -> list[tuple[int, str, float, str]]:
+        """A session's events in order, (seq, type, created_at, JSON body): every one, or
+        the first `limit` after event number `after` (a reader following the log)."""
         await self._config(session_id)
         rows = await self._read(
-            "SELECT seq, type, created_at, body FROM events WHERE session_id = ? ORDER BY seq",
-            (session_id,),
+            "SELECT seq, type, created_at, body FROM events WHERE session_id = ? AND seq > ? "
+            "ORDER BY seq" + (" LIMIT ?" if limit is not None else ""),
+            (session_id, after) if limit is None else (session_id, after, limit),
         )
         return [(int(a), str(b), float(c), str(d)) for a, b, c, d in rows]
 
@@ -476,6 +482,36 @@ class SqlEventStore:
                 )
             ]
         )
+
+    # -- leases ------------------------------------------------------------------------------
+
+    async def take_lease(self, name: str, holder: str, *, seconds: float) -> bool:
+        """Whether `holder` now holds the lease `name` for `seconds` (taken, renewed, or
+        taken over after it expired). Background work (keep-warm, reviews) that several
+        replicas may start for one session takes one first, so it runs once. Expiry uses
+        the replicas' wall clocks, which deployments keep in sync."""
+        now = time.time()
+        await self._write(
+            [
+                (
+                    "INSERT INTO leases (name, holder, expires_at) VALUES (?, ?, ?) "
+                    "ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, "
+                    "expires_at = excluded.expires_at "
+                    "WHERE leases.holder = excluded.holder OR leases.expires_at < ?",
+                    (name, holder, now + seconds, now),
+                )
+            ]
+        )
+        rows = await self._read("SELECT holder FROM leases WHERE name = ?", (name,))
+        return bool(rows) and rows[0][0] == holder
+
+    async def drop_lease(self, name: str, holder: str) -> None:
+        """Give the lease back (only if `holder` still holds it)."""
+        await self._write([("DELETE FROM leases WHERE name = ? AND holder = ?", (name, holder))])
+
+    async def drop_leases(self, holder: str) -> None:
+        """Give back every lease of `holder` (a replica shutting down)."""
+        await self._write([("DELETE FROM leases WHERE holder = ?", (holder,))])
 
     def session_lock(self, session_id: str) -> AbstractAsyncContextManager[None]:
         """Serializes turns of one session. In-process here; PostgreSQL adds an advisory

@@ -11,12 +11,14 @@ from pathlib import Path
 
 from stoker.store.base import SqlEventStore
 from stoker.store.postgres import PostgresStore
+from stoker.store.postgres_pool import PoolSettings
 from stoker.store.sqlite import SQLiteStore
 
 
-def open_store(location: str | Path) -> SqlEventStore:
-    """A store for `location`: a SQLite path, `sqlite:///path`, or `postgresql://...`."""
+def open_store(location: str | Path, *, pool: PoolSettings | None = None) -> SqlEventStore:
+    """A store for `location`: a SQLite path, `sqlite:///path`, or `postgresql://...`
+    (with `pool`: its connection pool's size and wait)."""
     target = str(location)
     if target.startswith(("postgresql://", "postgres://")):
-        return PostgresStore(target)
+        return PostgresStore(target, pool=pool)
     return SQLiteStore(target.removeprefix("sqlite:///"))

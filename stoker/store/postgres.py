@@ -1,22 +1,33 @@
 """PostgreSQL backend (psycopg 3), for sessions shared by several processes or replicas.
 
-One connection per store, one transaction per write, shielded from cancellation like
-the SQLite backend. `schema` isolates a deployment (or a test) in its own namespace.
+Statements run on a connection pool (`postgres_pool.py`): different sessions' reads and
+writes run at once, broken connections are replaced, and an unreachable database is a
+`StoreUnavailable` after a bounded wait. One transaction per write, shielded from
+cancellation like the SQLite backend. `schema` isolates a deployment (or a test) in its
+own namespace.
+
+Several replicas starting together migrate once: the migration runs in one transaction
+under a transaction-scoped advisory lock, so the others wait for it and then find the
+schema current.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import re
 from collections.abc import AsyncIterator, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
 
-from stoker.config import redact_dsn
-from stoker.errors import StoreError
+from stoker.errors import ConcurrentWrite, StoreError
 from stoker.store.base import Op, SqlEventStore, StoreStats
+from stoker.store.postgres_pool import Connections, PoolSettings
+from stoker.store.schema import VERSION_TABLE
 
 _SAFE_SCHEMA = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+LOCK_POLL = (0.005, 0.1)  # first and longest pause between tries for a busy session lock
+log = logging.getLogger(__name__)
 
 
 def _pg(sql: str) -> str:
@@ -24,71 +35,101 @@ def _pg(sql: str) -> str:
 
 
 class PostgresStore(SqlEventStore):
-    def __init__(self, dsn: str, *, schema: str | None = None, trace: bool = False) -> None:
+    def __init__(
+        self,
+        dsn: str,
+        *,
+        schema: str | None = None,
+        trace: bool = False,
+        pool: PoolSettings | None = None,
+    ) -> None:
         if schema is not None and not _SAFE_SCHEMA.match(schema):
             raise StoreError(f"schema name {schema!r} must match {_SAFE_SCHEMA.pattern}")
         self.dsn = dsn
         self.schema = schema
         self.stats = StoreStats(trace=trace)
         self._locks: dict[str, asyncio.Lock] = {}
-        self._conn: Any = None
-        self._lock = asyncio.Lock()
+        self.connections = Connections(dsn, schema=schema, settings=pool or PoolSettings())
         self._ready = False
         self._init_lock = asyncio.Lock()
 
-    async def _connection(self) -> Any:
-        if self._conn is None:
-            try:
-                import psycopg
-            except ImportError as exc:
-                raise StoreError(
-                    "PostgreSQL needs the psycopg package: pip install 'stoker[postgres]'"
-                ) from exc
-            try:
-                conn = await psycopg.AsyncConnection.connect(self.dsn, autocommit=True)
-            except psycopg.Error as exc:
-                raise StoreError(
-                    f"cannot connect to PostgreSQL at {redact_dsn(self.dsn)}: {exc}"
-                ) from exc
+    async def _migrate(self) -> None:
+        ops: list[Op] = []
+
+        async def work(conn: Any) -> None:
+            # Serializes concurrent first starts of every replica on this database.
+            await conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (self._lock_space,))
             if self.schema:
                 await conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{self.schema}"')
-                await conn.execute(f'SET search_path TO "{self.schema}"')
-            self._conn = conn
-        return self._conn
+            await conn.execute(VERSION_TABLE)
+            cursor = await conn.execute("SELECT MAX(version) FROM stoker_schema")
+            row = await cursor.fetchone()
+            ops[:] = self._migration_ops((row[0] if row else None) or 0)
+            for sql, params in ops:
+                self.stats.note(sql)
+                await conn.execute(_pg(sql), params)
+
+        await self.connections.transaction(work)
+        if ops:
+            log.info("migrated the PostgreSQL store (%d statements)", len(ops))
+
+    @property
+    def _lock_space(self) -> str:
+        return f"stoker-migrate:{self.schema or ''}"
 
     async def _raw_write(self, ops: Sequence[Op]) -> None:
-        async def run() -> None:
-            async with self._lock:
-                conn = await self._connection()
-                # Pipeline mode sends the statements without waiting for each reply.
-                async with conn.transaction(), conn.pipeline():
-                    for sql, params in ops:
-                        self.stats.note(sql)
-                        await conn.execute(_pg(sql), params)
+        async def work(conn: Any) -> None:
+            # Pipeline mode sends the statements without waiting for each reply.
+            async with conn.pipeline():
+                for sql, params in ops:
+                    self.stats.note(sql)
+                    await conn.execute(_pg(sql), params)
 
-        await asyncio.shield(run())
+        from psycopg.errors import UniqueViolation  # psycopg is there: the pool opened
+
+        try:
+            await asyncio.shield(self.connections.transaction(work))
+        except UniqueViolation as exc:
+            # Two writers numbered the same event: only when a session's lock was lost.
+            if exc.diag.table_name != "events":
+                raise
+            raise ConcurrentWrite(str(ops[-1][1][0])) from None
 
     async def _raw_read(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-        async with self._lock:
-            conn = await self._connection()
-            self.stats.note(sql)
-            cursor = await conn.execute(_pg(sql), params)
-            return list(await cursor.fetchall())
+        self.stats.note(sql)
+        return await self.connections.query(_pg(sql), params)
+
+    async def ping(self) -> int:
+        """The schema version, read through the pool: whether the store answers now."""
+        return await self.schema_version()
 
     @asynccontextmanager
     async def _advisory(self, session_id: str) -> AsyncIterator[None]:
-        # try-lock in a loop: a blocking pg_advisory_lock would stall this store's one
-        # connection for every other session while another replica holds the lock
-        key = "stoker:" + session_id
+        # try-lock in a loop: the lock connection is shared by every session of this
+        # process, and a blocking pg_advisory_lock would stall it for all of them
+        key = f"stoker:{self.schema or ''}:{session_id}"
+        pause = LOCK_POLL[0]
         while True:
-            rows = await self._read("SELECT pg_try_advisory_lock(hashtext(?))", (key,))
-            if rows[0][0]:
+            taken, generation = await self.connections.lock_statement(
+                "SELECT pg_try_advisory_lock(hashtext(%s))", key
+            )
+            if taken:
                 break
-            await asyncio.sleep(0.02)
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, LOCK_POLL[1])
         try:
             yield
         finally:
-            await self._read("SELECT pg_advisory_unlock(hashtext(?))", (key,))
+            await asyncio.shield(self._unlock(key, generation))
+
+    async def _unlock(self, key: str, generation: int) -> None:
+        if generation != self.connections.generation:
+            log.warning("the lock of %s was lost with its connection before it ended", key)
+            return
+        try:
+            await self.connections.lock_statement("SELECT pg_advisory_unlock(hashtext(%s))", key)
+        except StoreError as exc:  # the connection died: the server released the lock
+            log.info("could not unlock %s (%s); its connection's end released it", key, exc)
 
     @asynccontextmanager
     async def _both(self, session_id: str) -> AsyncIterator[None]:
@@ -104,10 +145,7 @@ class PostgresStore(SqlEventStore):
         """Remove this store's schema and everything in it (tests, throwaway deployments)."""
         if not self.schema:
             raise StoreError("drop_schema() needs a store opened with an explicit schema")
-        conn = await self._connection()
-        await conn.execute(f'DROP SCHEMA IF EXISTS "{self.schema}" CASCADE')
+        await self.connections.query(f'DROP SCHEMA IF EXISTS "{self.schema}" CASCADE', ())
 
     async def close(self) -> None:
-        if self._conn is not None:
-            await self._conn.close()
-            self._conn = None
+        await self.connections.close()
