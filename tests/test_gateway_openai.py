@@ -16,6 +16,12 @@ from stoker.store.base import SqlEventStore
 from tests.test_gateway_support import auth, client, make_rig, sse_events
 
 CHAT = "/v1/chat/completions"
+# The history a client holds after its first message "first", plus its second message.
+RESENT = [
+    {"role": "user", "content": "first"},
+    {"role": "assistant", "content": "Understood: first"},
+    {"role": "user", "content": "second"},
+]
 
 
 async def _chat(
@@ -96,12 +102,7 @@ async def test_a_message_sent_another_way_makes_the_resent_history_stale(
         r = await _chat(c, [{"role": "user", "content": "first"}])
         sid = r.headers["x-stoker-session"]
         await c.post(f"/v1/sessions/{sid}/messages", json={"text": "aside"}, headers=auth("alice"))
-        resent = [
-            {"role": "user", "content": "first"},
-            {"role": "assistant", "content": "Understood: first"},
-            {"role": "user", "content": "second"},
-        ]
-        r = await _chat(c, resent)
+        r = await _chat(c, RESENT)
         assert r.headers["x-stoker-session"] != sid  # the client never saw "aside"
         assert [u for u, _ in await _turns(c, sid)] == ["first", "aside"]
 
@@ -112,12 +113,7 @@ async def test_another_users_identical_history_never_reaches_the_session(
     async with client(make_rig(store)) as c:
         r = await _chat(c, [{"role": "user", "content": "first"}])
         alice = r.headers["x-stoker-session"]
-        resent = [
-            {"role": "user", "content": "first"},
-            {"role": "assistant", "content": "Understood: first"},
-            {"role": "user", "content": "second"},
-        ]
-        r = await _chat(c, resent, user="bob")
+        r = await _chat(c, RESENT, user="bob")
         assert r.status_code == 200
         assert r.headers["x-stoker-session"] != alice
         assert await _turns(c, alice) == [("first", "Understood: first")]
@@ -128,12 +124,7 @@ async def test_usage_reports_the_cache_in_openai_names_and_the_ttls_in_x_stoker(
 ) -> None:
     async with client(make_rig(store)) as c:
         first = (await _chat(c, [{"role": "user", "content": "first"}])).json()
-        resent = [
-            {"role": "user", "content": "first"},
-            {"role": "assistant", "content": "Understood: first"},
-            {"role": "user", "content": "second"},
-        ]
-        r = await _chat(c, resent)
+        r = await _chat(c, RESENT)
         sid = r.headers["x-stoker-session"]
         recorded = (await c.get(f"/v1/sessions/{sid}/usage", headers=auth("alice"))).json()
     calls = [q["usage"] for q in recorded["requests"]]
