@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import secrets
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, model_validator
@@ -33,6 +33,7 @@ from stoker.gateway.openai_history import (
     SESSION_HEADER,
     Conversation,
     Said,
+    continued_in,
     exchange,
 )
 from stoker.gateway.sse import HEADERS as SSE_HEADERS
@@ -161,11 +162,10 @@ async def chat_completions(request: Request) -> Response:
         events = await turn.events()
         include_usage = body.stream_options is not None and body.stream_options.include_usage
         chunks = _Chunks(completion_id=completion_id, created=created, model=turn.model)
-        stream = chunks.stream(events, include_usage, turn.remember)
+        stream = chunks.stream(events, include_usage)
         headers = {**SSE_HEADERS, SESSION_HEADER: turn.session_id}
         return StreamingResponse(stream, media_type="text/event-stream", headers=headers)
     reply, timing = await turn.answer()
-    continued = await turn.remember(reply)
     return JSONResponse(
         {
             "id": completion_id,
@@ -183,7 +183,7 @@ async def chat_completions(request: Request) -> Response:
             ],
             "usage": usage_fields(reply.usage, reply.cost_usd),
         },
-        headers={**timing, SESSION_HEADER: continued},
+        headers={**timing, SESSION_HEADER: continued_in(reply)},
     )
 
 
@@ -212,7 +212,6 @@ class _Chunks:
         self,
         events: AsyncIterator[Event],
         include_usage: bool,
-        answered: Callable[[Reply], Awaitable[object]],
     ) -> AsyncIterator[bytes]:
         yield self.chunk({"role": "assistant", "content": ""})
         sent_text = False
@@ -224,7 +223,6 @@ class _Chunks:
                 yield encode(None, {"error": from_stream_error(data)})
             elif event == "done":
                 reply = Reply.from_dict(data)
-                await answered(reply)
                 if not sent_text and reply.text:  # commands and replayed retries stream no deltas
                     yield self.chunk({"content": reply.text})
                 yield self.chunk({}, _finish(reply), session=reply.new_session_id)

@@ -26,9 +26,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import AsyncIterator, Coroutine, Iterable
+from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass, replace
-from typing import Any, Literal
+from typing import Literal
 
 from starlette.requests import Request
 
@@ -152,36 +152,37 @@ class Exchange:
     model: str
     idempotency_key: str | None
 
+    response_id: str | None = None  # a Responses API answer's id, to continue from
+
     async def answer(self) -> tuple[Reply, dict[str, str]]:
         """The turn's reply, with its Server-Timing header."""
-        return await timed(
-            self.gateway.send(
-                self.user, self.session_id, self.text, idempotency_key=self.idempotency_key
-            )
-        )
+        return await timed(self._run(None))
 
     async def events(self) -> AsyncIterator[Event]:
         """The turn's events (a bad message raises here, as a 4xx, not in a stream)."""
+        return await turn_events(self.gateway, self._run)
 
-        def start(callbacks: Callbacks) -> Coroutine[Any, Any, Reply]:
-            return self.gateway.send(
-                self.user,
-                self.session_id,
-                self.text,
-                idempotency_key=self.idempotency_key,
-                callbacks=callbacks,
-            )
-
-        return await turn_events(self.gateway, start)
-
-    async def remember(self, reply: Reply, *, response_id: str | None = None) -> str:
-        """Store where the client's conversation stands after `reply`; returns the session
-        it continues in (another one after /new, /reset or /clear)."""
-        sid = reply.new_session_id or reply.session_id
-        await self.gateway.store.remember_client_history(
-            sid, self.conversation.after(reply.text), response_id=response_id
+    async def _run(self, callbacks: Callbacks | None) -> Reply:
+        """The turn, then where the client's conversation stands after it, stored in the
+        same task: a client that hangs up mid-stream still finds its session next time."""
+        reply = await self.gateway.send(
+            self.user,
+            self.session_id,
+            self.text,
+            idempotency_key=self.idempotency_key,
+            callbacks=callbacks,
         )
-        return sid
+        await self.gateway.store.remember_client_history(
+            continued_in(reply),
+            self.conversation.after(reply.text),
+            response_id=self.response_id,
+        )
+        return reply
+
+
+def continued_in(reply: Reply) -> str:
+    """The session the conversation goes on in: another one after /new, /reset, /clear."""
+    return reply.new_session_id or reply.session_id
 
 
 async def exchange(
@@ -191,8 +192,10 @@ async def exchange(
     param: str,
     model: str | None,
     previous_response_id: str | None = None,
+    response_id: str | None = None,
 ) -> Exchange:
-    """The request `request`, whose messages (in field `param`) are `conversation`."""
+    """The request `request`, whose messages (in field `param`) are `conversation`;
+    `response_id` names its answer (Responses API)."""
     user = user_of(request)
     text = conversation.new_text(param)
     key = idempotency_key(request)
@@ -213,4 +216,5 @@ async def exchange(
         conversation=conversation,
         model=gateway.pool.model_of(sid) or model or gateway.defaults.model,
         idempotency_key=key,
+        response_id=response_id,
     )

@@ -29,8 +29,8 @@ from stoker.gateway.openai_errors import InvalidParam, from_stream_error, openai
 from stoker.gateway.openai_history import (
     SESSION_HEADER,
     Conversation,
-    Exchange,
     Said,
+    continued_in,
     exchange,
 )
 from stoker.gateway.sse import HEADERS as SSE_HEADERS
@@ -92,8 +92,8 @@ def conversation(body: ResponsesRequest) -> Conversation:
 class _Answer:
     """The Response object of one answer, pending and final, and its stream events."""
 
-    def __init__(self, *, model: str) -> None:
-        self.id = "resp_" + secrets.token_hex(16)
+    def __init__(self, *, response_id: str, model: str) -> None:
+        self.id = response_id
         self.message_id = "msg_" + secrets.token_hex(16)
         self.created = int(time.time())
         self.model = model
@@ -179,26 +179,26 @@ class _Answer:
 async def responses(request: Request) -> Response:
     user_of(request)  # a 401 before anything about the body
     body = await read_body(request, ResponsesRequest)
+    response_id = "resp_" + secrets.token_hex(16)
     turn = await exchange(
         request,
         conversation(body),
         param="input",
         model=body.model,
         previous_response_id=body.previous_response_id,
+        response_id=response_id,
     )
-    answer = _Answer(model=turn.model)
+    answer = _Answer(response_id=response_id, model=turn.model)
     if body.stream:
-        stream = _stream(answer, await turn.events(), turn)
+        stream = _stream(answer, await turn.events())
         headers = {**SSE_HEADERS, SESSION_HEADER: turn.session_id}
         return StreamingResponse(stream, media_type="text/event-stream", headers=headers)
     reply, timing = await turn.answer()
-    continued = await turn.remember(reply, response_id=answer.id)
-    return JSONResponse(answer.body(reply), headers={**timing, SESSION_HEADER: continued})
+    headers = {**timing, SESSION_HEADER: continued_in(reply)}
+    return JSONResponse(answer.body(reply), headers=headers)
 
 
-async def _stream(
-    answer: _Answer, events: AsyncIterator[Event], turn: Exchange
-) -> AsyncIterator[bytes]:
+async def _stream(answer: _Answer, events: AsyncIterator[Event]) -> AsyncIterator[bytes]:
     for frame in answer.opening():
         yield frame
     sent_text = False
@@ -211,7 +211,6 @@ async def _stream(
                 yield frame
         elif event == "done":
             reply = Reply.from_dict(data)
-            await turn.remember(reply, response_id=answer.id)
             if not sent_text and reply.text:  # commands and replayed retries stream no deltas
                 yield answer.delta(reply.text)
             for frame in answer.closing(reply):
