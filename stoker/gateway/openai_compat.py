@@ -27,8 +27,9 @@ from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, model_val
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
+from stoker.gateway.errors import InvalidParam
 from stoker.gateway.http import app_state, read_body, user_of
-from stoker.gateway.openai_errors import InvalidParam, from_stream_error, openai_errors
+from stoker.gateway.openai_errors import from_stream_error, openai_errors
 from stoker.gateway.openai_history import (
     SESSION_HEADER,
     Conversation,

@@ -20,7 +20,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from stoker.errors import StokerError
-from stoker.gateway.errors import BadRequest, GatewayError, as_gateway_error
+from stoker.gateway.errors import GatewayError, as_gateway_error
 
 log = logging.getLogger(__name__)
 
@@ -29,15 +29,6 @@ OPENAI_PATHS = frozenset({"/v1/chat/completions", "/v1/responses", "/v1/models"}
 _TYPES = {403: "permission_error"}
 # Where OpenAI has a code of its own for what the gateway calls by another name.
 _CODES = {"unauthorized": "invalid_api_key", "payload_too_large": "request_too_large"}
-
-
-class InvalidParam(BadRequest):
-    """A 400 that names the request field at fault (OpenAI's `param`) and a code."""
-
-    def __init__(self, message: str, *, param: str, code: str = "invalid_value") -> None:
-        super().__init__(message)
-        self.param = param
-        self.code = code
 
 
 def error_type(status: int) -> str:

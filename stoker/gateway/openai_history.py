@@ -33,8 +33,8 @@ from typing import Literal
 from starlette.requests import Request
 
 from stoker.agent.seams import Callbacks
+from stoker.gateway.errors import InvalidParam
 from stoker.gateway.http import app_state, idempotency_key, user_of
-from stoker.gateway.openai_errors import InvalidParam
 from stoker.gateway.service import Gateway
 from stoker.gateway.sse import Event, turn_events
 from stoker.gateway.timing import timed

@@ -23,9 +23,10 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
+from stoker.gateway.errors import InvalidParam
 from stoker.gateway.http import read_body, user_of
 from stoker.gateway.openai_compat import CLIENT_TOOLS, Content, extension, text_of
-from stoker.gateway.openai_errors import InvalidParam, from_stream_error, openai_errors
+from stoker.gateway.openai_errors import from_stream_error, openai_errors
 from stoker.gateway.openai_history import (
     SESSION_HEADER,
     Conversation,
