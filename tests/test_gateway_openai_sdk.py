@@ -5,6 +5,9 @@ OpenAI's codes, client tools refused, and a resent history continuing one sessio
 
 from __future__ import annotations
 
+import asyncio
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,16 +26,23 @@ from agents import (
 
 from stoker.gateway.app import create_app
 from stoker.gateway.server import serve_in_thread
+from stoker.providers.base import CallContext, Completion
+from stoker.providers.sim.provider import SimProvider
 from stoker.store.sqlite import SQLiteStore
-from tests.test_gateway_support import TOKENS, make_rig, tokens
+from stoker.wire.request import Request
+from tests.test_gateway_support import TOKENS, Rig, make_rig, tokens
 
 KEY = TOKENS["alice"]
 
 
 @pytest.fixture
-def url(tmp_path: Path) -> Iterator[str]:
+def rig(tmp_path: Path) -> Rig:
+    return make_rig(SQLiteStore(tmp_path / "sessions.db"))
+
+
+@pytest.fixture
+def url(rig: Rig) -> Iterator[str]:
     """The base URL of a gateway on the simulator, served on a free loopback port."""
-    rig = make_rig(SQLiteStore(tmp_path / "sessions.db"))
     with serve_in_thread(create_app(rig.gateway, tokens=tokens())) as base:
         yield base
 
@@ -45,6 +55,46 @@ def sessions(url: str) -> list[str]:
 def turns(url: str, sid: str) -> list[str]:
     r = httpx.get(f"{url}/v1/sessions/{sid}", headers={"Authorization": f"Bearer {KEY}"})
     return [t["user"] for t in r.json()["turns"]]
+
+
+class _Gated:
+    """The simulator, answering only once `gate` is set (from the test's thread)."""
+
+    def __init__(self, inner: SimProvider) -> None:
+        self.inner, self.gate = inner, threading.Event()
+
+    @property
+    def name(self) -> str:
+        return self.inner.name
+
+    def model_info(self, model: str) -> Any:
+        return self.inner.model_info(model)
+
+    async def complete(self, request: Request, context: CallContext) -> Completion:
+        await asyncio.to_thread(self.gate.wait, 10.0)
+        return await self.inner.complete(request, context)
+
+
+def test_a_client_that_hangs_up_mid_stream_still_continues_its_session(rig: Rig) -> None:
+    gated = rig.provider = _Gated(rig.sim)
+    headers = {"Authorization": f"Bearer {KEY}"}
+    with serve_in_thread(create_app(rig.gateway, tokens=tokens())) as base:
+        body = {"messages": [_user("first")], "stream": True}
+        with httpx.stream("POST", base + "/v1/chat/completions", json=body, headers=headers) as r:
+            sid = r.headers["x-stoker-session"]
+            next(r.iter_lines())  # the first chunk; then the client is gone
+        gated.gate.set()  # the turn goes on without it
+        deadline = time.monotonic() + 10
+        while turns(base, sid) != ["first"] and time.monotonic() < deadline:
+            time.sleep(0.02)
+        resent = [_user("first"), {"role": "assistant", "content": "Understood: first"}]
+        r = httpx.post(
+            base + "/v1/chat/completions",
+            json={"messages": [*resent, _user("second")]},
+            headers=headers,
+        )
+        assert r.headers["x-stoker-session"] == sid
+        assert turns(base, sid) == ["first", "second"]
 
 
 def test_the_sync_client_continues_one_session_and_reads_the_cache(url: str) -> None:
