@@ -16,7 +16,16 @@ from stoker.providers.base import CallContext, Completion
 from stoker.providers.sim.provider import SimProvider
 from stoker.store.base import SqlEventStore
 from stoker.wire.request import Request
-from tests.test_gateway_support import TOKENS, Rig, auth, client, make_rig, sse_events, tokens
+from tests.test_gateway_support import (
+    TOKENS,
+    Rig,
+    Wrapped,
+    auth,
+    client,
+    make_rig,
+    sse_events,
+    tokens,
+)
 
 
 async def _session(c: Any, user: str = "alice") -> str:
@@ -179,18 +188,12 @@ async def test_a_streamed_message_sends_text_tool_status_and_a_final_usage_event
         assert r.status_code == 404
 
 
-class _Probe:
+class _Probe(Wrapped):
     """Counts provider calls in flight; each takes a little time so overlaps can show."""
 
     def __init__(self, inner: SimProvider) -> None:
-        self.inner, self.now, self.peak = inner, 0, 0
-
-    @property
-    def name(self) -> str:
-        return self.inner.name
-
-    def model_info(self, model: str) -> Any:
-        return self.inner.model_info(model)
+        super().__init__(inner)
+        self.now, self.peak = 0, 0
 
     async def complete(self, request: Request, context: CallContext) -> Completion:
         self.now += 1

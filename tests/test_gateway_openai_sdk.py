@@ -30,7 +30,7 @@ from stoker.providers.base import CallContext, Completion
 from stoker.providers.sim.provider import SimProvider
 from stoker.store.sqlite import SQLiteStore
 from stoker.wire.request import Request
-from tests.test_gateway_support import TOKENS, Rig, make_rig, tokens
+from tests.test_gateway_support import TOKENS, Rig, Wrapped, make_rig, tokens
 
 KEY = TOKENS["alice"]
 
@@ -57,18 +57,12 @@ def turns(url: str, sid: str) -> list[str]:
     return [t["user"] for t in r.json()["turns"]]
 
 
-class _Gated:
+class _Gated(Wrapped):
     """The simulator, answering only once `gate` is set (from the test's thread)."""
 
     def __init__(self, inner: SimProvider) -> None:
-        self.inner, self.gate = inner, threading.Event()
-
-    @property
-    def name(self) -> str:
-        return self.inner.name
-
-    def model_info(self, model: str) -> Any:
-        return self.inner.model_info(model)
+        super().__init__(inner)
+        self.gate = threading.Event()
 
     async def complete(self, request: Request, context: CallContext) -> Completion:
         await asyncio.to_thread(self.gate.wait, 10.0)
