@@ -110,10 +110,29 @@ class ChatRequest(BaseModel):
     stream_options: StreamOptions | None = None
     tools: list[Any] | None = None
     functions: list[Any] | None = None
+    response_format: dict[str, Any] | None = None
+    n: int | None = None
+
+
+def refuse_structured_output(output_format: Any, param: str) -> None:
+    """Structured output is refused, not ignored: the answer is the session's model's
+    text, and a client that parses it as its schema's JSON would fail later, and worse."""
+    if output_format is not None and output_format.get("type") != "text":
+        raise InvalidParam(
+            f"structured output ({param} of type {str(output_format.get('type'))[:40]!r}) "
+            "is not supported here: answers are text; leave it out or ask for JSON in the "
+            "message",
+            param=param,
+            code="unsupported_value",
+        )
 
 
 def conversation(body: ChatRequest) -> Conversation:
-    """The request's user and assistant messages; client tools are refused here."""
+    """The request's user and assistant messages; what the gateway cannot honour (client
+    tools, structured output, several choices) is refused here."""
+    refuse_structured_output(body.response_format, "response_format")
+    if body.n not in (None, 1):
+        raise InvalidParam("n must be 1: the gateway gives one answer per message", param="n")
     for field in ("tools", "functions"):
         if getattr(body, field):
             raise InvalidParam(

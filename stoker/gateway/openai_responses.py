@@ -25,7 +25,13 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from stoker.gateway.errors import InvalidParam
 from stoker.gateway.http import read_body, user_of
-from stoker.gateway.openai_compat import CLIENT_TOOLS, Content, extension, text_of
+from stoker.gateway.openai_compat import (
+    CLIENT_TOOLS,
+    Content,
+    extension,
+    refuse_structured_output,
+    text_of,
+)
 from stoker.gateway.openai_errors import from_stream_error, openai_errors
 from stoker.gateway.openai_history import (
     SESSION_HEADER,
@@ -60,9 +66,13 @@ class ResponsesRequest(BaseModel):
     previous_response_id: str | None = Field(default=None, min_length=1, max_length=200)
     stream: bool = False
     tools: list[Any] | None = None
+    text: dict[str, Any] | None = None  # its `format` asks for structured output
 
 
 def conversation(body: ResponsesRequest) -> Conversation:
+    """The request's user and assistant messages; client tools and structured output
+    are refused here."""
+    refuse_structured_output((body.text or {}).get("format"), "text.format")
     if body.tools:
         raise InvalidParam(
             CLIENT_TOOLS.format(what="`tools`"), param="tools", code="client_tools_unsupported"
