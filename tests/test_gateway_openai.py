@@ -11,9 +11,12 @@ import httpx
 from hypothesis import given
 from hypothesis import strategies as st
 
+from stoker.errors import ProviderError
 from stoker.gateway.openai_history import Conversation, Said
+from stoker.providers.base import CallContext, Completion
 from stoker.store.base import SqlEventStore
-from tests.test_gateway_support import auth, client, make_rig, sse_events
+from stoker.wire.request import Request
+from tests.test_gateway_support import Wrapped, auth, client, make_rig, sse_events
 
 CHAT = "/v1/chat/completions"
 # The history a client holds after its first message "first", plus its second message.
@@ -105,6 +108,45 @@ async def test_a_message_sent_another_way_makes_the_resent_history_stale(
         r = await _chat(c, RESENT)
         assert r.headers["x-stoker-session"] != sid  # the client never saw "aside"
         assert [u for u, _ in await _turns(c, sid)] == ["first", "aside"]
+
+
+class _FailsOnce(Wrapped):
+    """The simulator, but its next call fails as a provider's 503 would, once armed."""
+
+    armed = False
+
+    async def complete(self, request: Request, context: CallContext) -> Completion:
+        if self.armed:
+            self.armed = False
+            raise ProviderError("overloaded", provider="sim", status=503)
+        return await self.inner.complete(request, context)
+
+
+async def test_a_message_the_provider_failed_is_resent_into_the_same_session(
+    store: SqlEventStore,
+) -> None:
+    rig = make_rig(store)
+    failing = rig.provider = _FailsOnce(rig.sim)
+    async with client(rig) as c:
+        sid = (await _chat(c, [{"role": "user", "content": "first"}])).headers["x-stoker-session"]
+        failing.armed = True
+        error = openai_error(await _chat(c, RESENT), 502)
+        assert error["code"] == "provider_error"
+        r = await _chat(c, RESENT)  # the client's retry: the same history, the same message
+        assert r.status_code == 200, r.text
+        assert r.headers["x-stoker-session"] == sid
+        assert await _sessions(c) == [sid]
+        cut_off = "(the previous message got no answer: its turn was cut off.)"
+        answer = r.json()["choices"][0]["message"]["content"]
+        assert answer == f"Understood: second\n{cut_off}"
+        assert await _turns(c, sid) == [
+            ("first", "Understood: first"),
+            ("second", ""),  # the failed try, kept: the session says what happened
+            ("second", answer),
+        ]
+        later = [*RESENT, {"role": "assistant", "content": answer}]
+        r = await _chat(c, [*later, {"role": "user", "content": "third"}])
+        assert r.headers["x-stoker-session"] == sid
 
 
 async def test_another_users_identical_history_never_reaches_the_session(

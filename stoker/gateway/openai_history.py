@@ -16,6 +16,9 @@ history up to its last assistant message has that hash continues that session, a
 its messages after that point are the new message. A history that was edited, or a
 session that got a message some other way since, matches nothing and starts a new
 session: continuing would show the model a conversation the client does not have.
+A message that fails (the provider is down) leaves the client's history where it was,
+so that point is stored again with the session's new count: the client's retry, the
+same history and message, continues the session (which finishes the cut-off turn).
 
 In order, a request continues: the session its `X-Stoker-Session` header names; the
 session whose answer its `previous_response_id` names (Responses API); the session its
@@ -165,14 +168,24 @@ class Exchange:
     async def _run(self, callbacks: Callbacks | None) -> Reply:
         """The turn, then where the client's conversation stands after it, stored in the
         same task: a client that hangs up mid-stream still finds its session next time."""
-        reply = await self.gateway.send(
-            self.user,
-            self.session_id,
-            self.text,
-            idempotency_key=self.idempotency_key,
-            callbacks=callbacks,
-        )
-        await self.gateway.store.remember_client_history(
+        store = self.gateway.store
+        try:
+            reply = await self.gateway.send(
+                self.user,
+                self.session_id,
+                self.text,
+                idempotency_key=self.idempotency_key,
+                callbacks=callbacks,
+            )
+        except Exception:
+            # The client holds what it held before, and will resend it with its message
+            # again: that retry must find this session (where the unanswered message now
+            # is, and is finished as a cut-off turn), not start a new one without the
+            # conversation. A first message has no history to find it by.
+            if self.conversation.known is not None:
+                await store.remember_client_history(self.session_id, self.conversation.known)
+            raise
+        await store.remember_client_history(
             continued_in(reply),
             self.conversation.after(reply.text),
             response_id=self.response_id,
