@@ -187,8 +187,29 @@ def templates(sid: str) -> list[Template]:
         "stream": False,
         "stream_options": {"include_usage": True},
     }
+    responses = {
+        "model": "stoker",
+        "instructions": "ignored",
+        "input": [{"role": "user", "content": "hi"}],
+        "stream": False,
+    }
+    typed = {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "hi"}]}
     messages = f"/v1/sessions/{sid}/messages"
     return [
+        Template(
+            path="/v1/responses", body=responses, headers=session, text_at=("input", 0, "content")
+        ),
+        Template(
+            path="/v1/responses",
+            body={"input": [typed]},
+            text_at=("input", 0, "content", 0, "text"),
+        ),
+        Template(
+            path="/v1/responses",
+            body={"input": "hi", "stream": True},
+            headers=session,
+            text_at=("input",),
+        ),
         Template(path="/v1/sessions", body={"model": "claude-sonnet-4-6", "reasoning": "low"}),
         Template(path=messages, body={"text": "hello"}, text_at=("text",)),
         Template(path=messages + "?stream=true", body={"text": "hello"}, text_at=("text",)),
@@ -216,7 +237,7 @@ def templates(sid: str) -> list[Template]:
 
 
 _STRINGS = {"text", "role", "type", "argument"}  # anything but a string there is a 400
-_OPTIONAL_STRINGS = {"model", "reasoning"}  # a string or null
+_OPTIONAL_STRINGS = {"model", "reasoning", "instructions"}  # a string or null
 
 
 def expected(template: Template, at: tuple[Any, ...], value: Any) -> frozenset[int] | None:
@@ -454,6 +475,7 @@ def method_probes(draw: st.DrawFn, sid: str) -> Probe:
                 f"/v1/sessions/{sid}",
                 f"/v1/sessions/{sid}/messages",
                 "/v1/chat/completions",
+                "/v1/responses",
             ]
         )
     )

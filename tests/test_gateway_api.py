@@ -16,7 +16,16 @@ from stoker.providers.base import CallContext, Completion
 from stoker.providers.sim.provider import SimProvider
 from stoker.store.base import SqlEventStore
 from stoker.wire.request import Request
-from tests.test_gateway_support import TOKENS, Rig, auth, client, make_rig, sse_events, tokens
+from tests.test_gateway_support import (
+    TOKENS,
+    Rig,
+    Wrapped,
+    auth,
+    client,
+    make_rig,
+    sse_events,
+    tokens,
+)
 
 
 async def _session(c: Any, user: str = "alice") -> str:
@@ -56,9 +65,12 @@ async def test_a_cross_user_read_returns_404(store: SqlEventStore) -> None:
         ]
         for r in await asyncio.gather(*attempts):
             assert r.status_code == 404
-            body = r.json()
-            assert body["error"]["type"] == missing["error"]["type"] == "not_found"
-            assert body["error"]["message"] == missing["error"]["message"].replace("x" * 32, sid)
+            error = r.json()["error"]
+            # The OpenAI-compatible endpoint answers in OpenAI's shape: the type is
+            # OpenAI's, the gateway's own is the code.
+            kind = error["code"] if "param" in error else error["type"]
+            assert kind == missing["error"]["type"] == "not_found"
+            assert error["message"] == missing["error"]["message"].replace("x" * 32, sid)
         assert (await c.get("/v1/sessions", headers=auth("bob"))).json()["sessions"] == []
         r = await c.get(f"/v1/sessions/{sid}", headers=auth("alice"))
         assert [t["user"] for t in r.json()["turns"]] == ["hi"]  # untouched
@@ -176,18 +188,12 @@ async def test_a_streamed_message_sends_text_tool_status_and_a_final_usage_event
         assert r.status_code == 404
 
 
-class _Probe:
+class _Probe(Wrapped):
     """Counts provider calls in flight; each takes a little time so overlaps can show."""
 
     def __init__(self, inner: SimProvider) -> None:
-        self.inner, self.now, self.peak = inner, 0, 0
-
-    @property
-    def name(self) -> str:
-        return self.inner.name
-
-    def model_info(self, model: str) -> Any:
-        return self.inner.model_info(model)
+        super().__init__(inner)
+        self.now, self.peak = 0, 0
 
     async def complete(self, request: Request, context: CallContext) -> Completion:
         self.now += 1
@@ -247,6 +253,7 @@ async def test_openai_compatible_chat_keeps_a_session_through_its_header(
         assert data["choices"][0]["message"] == {
             "role": "assistant",
             "content": "Understood: first",
+            "refusal": None,
         }
         assert data["choices"][0]["finish_reason"] == "stop"
         history = [

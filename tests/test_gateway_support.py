@@ -60,6 +60,20 @@ class Rig:
         )
 
 
+class Wrapped:
+    """A provider that is `inner` but for what a subclass changes (usually `complete`)."""
+
+    def __init__(self, inner: SimProvider) -> None:
+        self.inner = inner
+
+    @property
+    def name(self) -> str:
+        return self.inner.name
+
+    def model_info(self, model: str) -> Any:
+        return self.inner.model_info(model)
+
+
 def make_rig(store: SqlEventStore, **kwargs: Any) -> Rig:
     clock = FrozenClock()
     rig = Rig(sim=SimProvider(clock=clock), clock=clock)

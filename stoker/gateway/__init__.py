@@ -8,7 +8,9 @@ Only the CLI imports this package (a test keeps the layers pointing down).
     agents.py      agents from settings; declared breaks when a rebuild changes the prefix
     toolsets.py    outage or removal: a toolset that is down vs one the configuration dropped
     commands.py    /new /reset /clear /model /reasoning /compress /usage
-    app.py         the ASGI routes; openai_compat.py, sse.py, dashboard.py, openapi.py
+    app.py         the ASGI routes; sse.py, dashboard.py, openapi.py
+    openai_compat.py, openai_responses.py  OpenAI's Chat Completions and Responses APIs;
+                   openai_history.py finds their session, openai_errors.py their errors
     config.py      `stoker serve` configuration (TOML + environment); server.py runs it
     session_settings.py  what one session's agent is made of (defaults + /model, /reasoning)
 """

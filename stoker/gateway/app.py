@@ -38,6 +38,7 @@ from stoker.gateway.http import (
     wants_stream,
 )
 from stoker.gateway.openai_compat import chat_completions, models
+from stoker.gateway.openai_responses import responses
 from stoker.gateway.openapi import openapi_document
 from stoker.gateway.service import Gateway
 from stoker.gateway.session_settings import parse_reasoning
@@ -207,6 +208,7 @@ def create_app(
         Route(sid + "/messages", send_message, methods=["POST"]),
         Route(sid + "/commands/{name}", post_command, methods=["POST"]),
         Route("/v1/chat/completions", chat_completions, methods=["POST"]),
+        Route("/v1/responses", responses, methods=["POST"]),
         Route("/v1/models", models, methods=["GET"]),
         Route("/openapi.json", openapi, methods=["GET"]),
         Route("/healthz", health, methods=["GET"]),

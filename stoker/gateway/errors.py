@@ -4,6 +4,7 @@
     └── GatewayError             500 internal; each subclass: a status and a type, sent
         │                        as {"error": {"type", "message"}}
         ├── BadRequest           400 invalid_request: the body or command cannot be used
+        │   └── InvalidParam     400 invalid_request: names the field at fault and a code
         ├── Unauthorized         401 unauthorized: no bearer token, or an unknown one
         ├── NotFound             404 not_found: no such session *for this user*
         ├── Conflict             409 conflict: the stored session cannot be continued as is
@@ -55,6 +56,21 @@ class GatewayError(StokerError):
 class BadRequest(GatewayError):
     status = 400
     type = "invalid_request"
+
+
+class InvalidParam(BadRequest):
+    """A 400 that names the request field at fault and a specific code (OpenAI's
+    `param` and `code`, e.g. `tools` and `client_tools_unsupported`)."""
+
+    def __init__(self, message: str, *, param: str, code: str = "invalid_value") -> None:
+        super().__init__(message)
+        self.param = param
+        self.code = code
+
+    def body(self) -> dict[str, Any]:
+        body = super().body()
+        body["error"].update(param=self.param, code=self.code)
+        return body
 
 
 class Unauthorized(GatewayError):

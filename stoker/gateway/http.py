@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import re
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
@@ -35,6 +35,7 @@ from stoker.gateway.errors import (
     as_gateway_error,
     shown,
 )
+from stoker.gateway.openai_errors import OPENAI_PATHS, error_type
 from stoker.gateway.service import Gateway
 
 M = TypeVar("M", bound=BaseModel)
@@ -224,8 +225,11 @@ async def on_stoker_error(request: Request, exc: Exception) -> Response:
 async def on_http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
     kind = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "invalid_request")
+    error: dict[str, Any] = {"type": kind, "message": str(exc.detail)}
+    if request.url.path in OPENAI_PATHS:  # OpenAI's shape there, the gateway's type as code
+        error = {**error, "type": error_type(exc.status_code), "param": None, "code": kind}
     return JSONResponse(
-        {"error": {"type": kind, "message": str(exc.detail)}},
+        {"error": error},
         status_code=exc.status_code,
         headers=exc.headers,  # a 405's Allow
     )

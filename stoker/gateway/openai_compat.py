@@ -1,35 +1,53 @@
 """`POST /v1/chat/completions`, so existing chat clients talk to a gateway session.
 
 OpenAI clients resend the whole conversation each time; the gateway already holds it,
-so only the newest user message is taken and the rest is ignored (as are a client's
-system messages: the prefix is frozen server-side, and a client-side system prompt
-would move it). Continuity is the `X-Stoker-Session` header: without it a new session
-is created and its id returned in the same header. `model` picks the model of a new
-session; an existing session keeps its own (switch with a "/model NAME" message), so a
-client that sends a placeholder name never breaks the cache by accident.
+so the request's history only says which session it continues (`openai_history.py`)
+and its trailing user messages are the new message. A client's system messages are
+left out: the prefix is frozen server-side, and a client-side system prompt would move
+it. `model` picks the model of a new session; an existing session keeps its own (switch
+with a "/model NAME" message), so a client that sends a placeholder name never breaks
+the cache by accident.
+
+Tools are the gateway's, run server-side. A client's own `tools` (or tool messages in
+its history) are refused with a 400 that says so, never ignored: the model would not
+know of them, and the client would wait for calls that never come. Usage carries the
+cache: `prompt_tokens_details.cached_tokens` (read) and `cache_write_tokens`, OpenAI's
+names, and `x_stoker` with the write TTLs and the cost. Errors are OpenAI's shape
+(`openai_errors.py`).
 """
 
 from __future__ import annotations
 
 import secrets
 import time
-from collections.abc import AsyncIterator, Coroutine
+from collections.abc import AsyncIterator
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, model_validator
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
-from stoker.agent.seams import Callbacks
-from stoker.gateway.errors import BadRequest
-from stoker.gateway.http import app_state, idempotency_key, read_body, user_of
+from stoker.gateway.errors import InvalidParam
+from stoker.gateway.http import app_state, read_body, user_of
+from stoker.gateway.openai_errors import from_stream_error, openai_errors
+from stoker.gateway.openai_history import (
+    SESSION_HEADER,
+    Conversation,
+    Said,
+    continued_in,
+    exchange,
+)
 from stoker.gateway.sse import HEADERS as SSE_HEADERS
-from stoker.gateway.sse import Event, encode, turn_events
-from stoker.gateway.timing import timed
+from stoker.gateway.sse import Event, encode
 from stoker.gateway.views import Reply
+from stoker.wire.dialects import openai_chat
+from stoker.wire.usage import Usage
 
-SESSION_HEADER = "X-Stoker-Session"
-_PLACEHOLDERS = frozenset({"", "stoker", "default"})
+CLIENT_TOOLS = (
+    "this gateway runs its own tools server-side and cannot hand tool calls to the "
+    "client; send the request without {what} (the gateway's tools are already offered "
+    "to the model)"
+)
 
 
 class ContentPart(BaseModel):
@@ -43,8 +61,8 @@ class ContentPart(BaseModel):
 
     @model_validator(mode="after")
     def _text_part_has_text(self) -> ContentPart:
-        if self.type == "text" and self.text is None:
-            raise ValueError("a part of type 'text' needs 'text', a string")
+        if self.type in ("text", "input_text", "output_text") and self.text is None:
+            raise ValueError(f"a part of type {self.type!r} needs 'text', a string")
         return self
 
 
@@ -64,10 +82,19 @@ Content = Annotated[
 ]
 
 
+def text_of(content: str | list[ContentPart] | None) -> str:
+    """A message's text: its text parts joined by newlines."""
+    if isinstance(content, str):
+        return content
+    return "\n".join(p.text for p in content or () if p.text is not None and "text" in p.type)
+
+
 class ChatMessage(BaseModel):
-    model_config = ConfigDict(extra="allow")  # name, tool_calls & co.
+    model_config = ConfigDict(extra="allow")  # name & co.
     role: Literal["system", "developer", "user", "assistant", "tool", "function"]
     content: Content | None = None
+    tool_calls: list[Any] | None = None
+    function_call: Any = None
 
 
 class StreamOptions(BaseModel):
@@ -81,27 +108,62 @@ class ChatRequest(BaseModel):
     messages: list[ChatMessage] = Field(min_length=1)
     stream: bool = False
     stream_options: StreamOptions | None = None
+    tools: list[Any] | None = None
+    functions: list[Any] | None = None
+    response_format: dict[str, Any] | None = None
+    n: int | None = None
 
 
-def newest_user_text(body: ChatRequest) -> str:
-    last = body.messages[-1]
-    if last.role != "user":
-        raise BadRequest(f"the last message must have role 'user', not {last.role!r}")
-    if isinstance(last.content, str):
-        return last.content
-    parts = [p.text for p in last.content or () if p.type == "text" and p.text is not None]
-    if not parts:
-        raise BadRequest("the last user message has no text content")
-    return "\n".join(parts)
+def refuse_structured_output(output_format: Any, param: str) -> None:
+    """Structured output is refused, not ignored: the answer is the session's model's
+    text, and a client that parses it as its schema's JSON would fail later, and worse."""
+    if output_format is not None and output_format.get("type") != "text":
+        raise InvalidParam(
+            f"structured output ({param} of type {str(output_format.get('type'))[:40]!r}) "
+            "is not supported here: answers are text; leave it out or ask for JSON in the "
+            "message",
+            param=param,
+            code="unsupported_value",
+        )
 
 
-def _usage(reply: Reply) -> dict[str, Any]:
-    u = reply.usage
+def conversation(body: ChatRequest) -> Conversation:
+    """The request's user and assistant messages; what the gateway cannot honour (client
+    tools, structured output, several choices) is refused here."""
+    refuse_structured_output(body.response_format, "response_format")
+    if body.n not in (None, 1):
+        raise InvalidParam("n must be 1: the gateway gives one answer per message", param="n")
+    for field in ("tools", "functions"):
+        if getattr(body, field):
+            raise InvalidParam(
+                CLIENT_TOOLS.format(what=f"`{field}`"), param=field, code="client_tools_unsupported"
+            )
+    said = []
+    for i, m in enumerate(body.messages):
+        if m.role in ("tool", "function") or m.tool_calls or m.function_call:
+            raise InvalidParam(
+                CLIENT_TOOLS.format(what="tool calls and tool results in `messages`"),
+                param=f"messages[{i}]",
+                code="client_tools_unsupported",
+            )
+        if m.role in ("user", "assistant"):
+            said.append(Said(role=m.role, text=text_of(m.content)))
+    return Conversation(messages=tuple(said))
+
+
+def usage_fields(usage: Usage, cost_usd: float | None) -> dict[str, Any]:
+    """Chat usage with the cache in OpenAI's names, and what they do not say in
+    `x_stoker`: the writes by TTL, the uncached rest, and the cost."""
+    return {**openai_chat.usage_fields(usage), "x_stoker": extension(usage, cost_usd)}
+
+
+def extension(usage: Usage, cost_usd: float | None) -> dict[str, Any]:
     return {
-        "prompt_tokens": u.input_total,
-        "completion_tokens": u.output,
-        "total_tokens": u.input_total + u.output,
-        "prompt_tokens_details": {"cached_tokens": u.read},
+        "cache_read_tokens": usage.read,
+        "cache_write_5m_tokens": usage.written_5m,
+        "cache_write_1h_tokens": usage.written_1h,
+        "uncached_tokens": usage.uncached,
+        "cost_usd": cost_usd,
     }
 
 
@@ -109,103 +171,88 @@ def _finish(reply: Reply) -> str:
     return "length" if reply.exit == "budget_exhausted" else "stop"
 
 
+@openai_errors
 async def chat_completions(request: Request) -> Response:
-    user = user_of(request)
+    user_of(request)  # a 401 before anything about the body
     body = await read_body(request, ChatRequest)
-    text = newest_user_text(body)
-    key = idempotency_key(request)
-    gateway = app_state(request).gateway
-    sid = request.headers.get(SESSION_HEADER)
-    if sid:
-        await gateway.authorize(user, sid)
-    else:
-        wanted = (body.model or "").strip()
-        sid = await gateway.create_session(
-            user, {"model": wanted} if wanted not in _PLACEHOLDERS else {}
-        )
-    model = gateway.pool.model_of(sid) or body.model or gateway.defaults.model
+    turn = await exchange(request, conversation(body), param="messages", model=body.model)
     completion_id = "chatcmpl-" + secrets.token_hex(12)
     created = int(time.time())
     if body.stream:
-
-        def start(callbacks: Callbacks) -> Coroutine[Any, Any, Reply]:
-            return gateway.send(user, sid, text, idempotency_key=key, callbacks=callbacks)
-
-        events = await turn_events(gateway, start)  # a bad message is a 4xx, not a stream
+        events = await turn.events()
         include_usage = body.stream_options is not None and body.stream_options.include_usage
-        stream = _chunks(events, completion_id, created, model, include_usage)
-        return StreamingResponse(
-            stream, media_type="text/event-stream", headers={**SSE_HEADERS, SESSION_HEADER: sid}
-        )
-    reply, timing = await timed(gateway.send(user, sid, text, idempotency_key=key))
+        chunks = _Chunks(completion_id=completion_id, created=created, model=turn.model)
+        stream = chunks.stream(events, include_usage)
+        headers = {**SSE_HEADERS, SESSION_HEADER: turn.session_id}
+        return StreamingResponse(stream, media_type="text/event-stream", headers=headers)
+    reply, timing = await turn.answer()
     return JSONResponse(
         {
             "id": completion_id,
             "object": "chat.completion",
             "created": created,
-            "model": model,
+            "model": turn.model,
+            "system_fingerprint": None,
             "choices": [
                 {
                     "index": 0,
-                    "message": {"role": "assistant", "content": reply.text},
+                    "message": {"role": "assistant", "content": reply.text, "refusal": None},
                     "finish_reason": _finish(reply),
+                    "logprobs": None,
                 }
             ],
-            "usage": _usage(reply),
+            "usage": usage_fields(reply.usage, reply.cost_usd),
         },
-        headers={**timing, SESSION_HEADER: reply.new_session_id or sid},
+        headers={**timing, SESSION_HEADER: continued_in(reply)},
     )
 
 
-async def _chunks(
-    events: AsyncIterator[Event],
-    completion_id: str,
-    created: int,
-    model: str,
-    include_usage: bool,
-) -> AsyncIterator[bytes]:
-    def chunk(
-        delta: dict[str, Any], finish: str | None = None, session: str | None = None
-    ) -> bytes:
-        frame: dict[str, Any] = {
+class _Chunks:
+    """The chunks of one streamed completion, from a turn's events."""
+
+    def __init__(self, *, completion_id: str, created: int, model: str) -> None:
+        self.base = {
             "id": completion_id,
             "object": "chat.completion.chunk",
             "created": created,
             "model": model,
-            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+            "system_fingerprint": None,
         }
+
+    def chunk(
+        self, delta: dict[str, Any], finish: str | None = None, session: str | None = None
+    ) -> bytes:
+        choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
+        frame: dict[str, Any] = {**self.base, "choices": [choice]}
         if session:  # /new, /reset, /clear: the conversation continues in this session
             frame["x_stoker_session"] = session
         return encode(None, frame)
 
-    yield chunk({"role": "assistant", "content": ""})
-    sent_text = False
-    async for event, data in events:
-        if event == "text":
-            sent_text = True
-            yield chunk({"content": data["delta"]})
-        elif event == "error":
-            yield encode(None, data)
-        elif event == "done":
-            reply = Reply.from_dict(data)
-            if not sent_text and reply.text:  # commands and replayed retries stream no deltas
-                yield chunk({"content": reply.text})
-            yield chunk({}, _finish(reply), session=reply.new_session_id)
-            if include_usage:
-                yield encode(
-                    None,
-                    {
-                        "id": completion_id,
-                        "object": "chat.completion.chunk",
-                        "created": created,
-                        "model": model,
-                        "choices": [],
-                        "usage": _usage(reply),
-                    },
-                )
-    yield encode(None, "[DONE]")
+    async def stream(
+        self,
+        events: AsyncIterator[Event],
+        include_usage: bool,
+    ) -> AsyncIterator[bytes]:
+        yield self.chunk({"role": "assistant", "content": ""})
+        sent_text = False
+        async for event, data in events:
+            if event == "text":
+                sent_text = True
+                yield self.chunk({"content": data["delta"]})
+            elif event == "error":
+                yield encode(None, {"error": from_stream_error(data)})
+            elif event == "done":
+                reply = Reply.from_dict(data)
+                if not sent_text and reply.text:  # commands and replayed retries stream no deltas
+                    yield self.chunk({"content": reply.text})
+                yield self.chunk({}, _finish(reply), session=reply.new_session_id)
+                if include_usage:
+                    usage = usage_fields(reply.usage, reply.cost_usd)
+                    yield encode(None, {**self.base, "choices": [], "usage": usage})
+        yield encode(None, "[DONE]")
 
 
+@openai_errors
 async def models(request: Request) -> Response:
     user_of(request)
     model = app_state(request).gateway.defaults.model

@@ -104,6 +104,11 @@ _SCHEMAS: dict[str, Any] = {
         },
     },
 }
+_OPENAI_ERRORS = (400, 404, 413, 415, 502, 504)
+_OPENAI_PARAMETERS = [
+    {"name": "X-Stoker-Session", "in": "header", "schema": {"type": "string"}},
+    _IDEMPOTENCY,
+]
 
 
 @cache
@@ -237,18 +242,21 @@ def openapi_document() -> dict[str, Any]:
             },
             "/v1/chat/completions": {
                 "post": _op(
-                    "OpenAI-compatible chat; X-Stoker-Session carries the session",
+                    "OpenAI-compatible chat; X-Stoker-Session or the resent history carries "
+                    "the session",
                     {"200": _json(_OBJ, "chat.completion, or chat.completion.chunk SSE")},
-                    400,
-                    404,
-                    413,
-                    415,
-                    502,
-                    504,
-                    parameters=[
-                        {"name": "X-Stoker-Session", "in": "header", "schema": {"type": "string"}},
-                        _IDEMPOTENCY,
-                    ],
+                    *_OPENAI_ERRORS,
+                    parameters=_OPENAI_PARAMETERS,
+                    requestBody=_body(_OBJ),
+                )
+            },
+            "/v1/responses": {
+                "post": _op(
+                    "OpenAI-compatible Responses API; X-Stoker-Session, previous_response_id "
+                    "or the resent history carries the session",
+                    {"200": _json(_OBJ, "response, or its SSE event sequence")},
+                    *_OPENAI_ERRORS,
+                    parameters=_OPENAI_PARAMETERS,
                     requestBody=_body(_OBJ),
                 )
             },

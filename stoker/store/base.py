@@ -513,6 +513,45 @@ class SqlEventStore:
         """Give back every lease of `holder` (a replica shutting down)."""
         await self._write([("DELETE FROM leases WHERE holder = ?", (holder,))])
 
+    async def remember_client_history(
+        self, session_id: str, history: str, *, response_id: str | None = None
+    ) -> None:
+        """Where the conversation of an OpenAI-compatible client now stands in this session:
+        the hash of the history as the client holds it (and the id of the Responses API
+        answer that ended it), with the session's message count, so a later message
+        sent another way makes this point stale instead of wrong."""
+        await self._write(
+            [
+                (
+                    "INSERT INTO client_histories (session_id, history, response_id, messages) "
+                    "SELECT id, ?, ?, message_count FROM sessions WHERE id = ? "
+                    "ON CONFLICT (session_id) DO UPDATE SET history = excluded.history, "
+                    "response_id = excluded.response_id, messages = excluded.messages",
+                    (history, response_id, session_id),
+                )
+            ]
+        )
+
+    async def session_by_client_history(
+        self, owner: str, *, history: str | None = None, response_id: str | None = None
+    ) -> tuple[str, str] | None:
+        """(session id, history hash) of the session of `owner` whose conversation stands
+        exactly at `history` (or ended with the answer `response_id`), when nothing was
+        added to it since; the most recently updated one when several do (they hold the
+        same conversation)."""
+        column, value = (
+            ("history", history) if response_id is None else ("response_id", response_id)
+        )
+        if value is None:
+            return None
+        rows = await self._read(
+            "SELECT s.id, h.history FROM client_histories h JOIN sessions s ON s.id = h.session_id "
+            f"WHERE h.{column} = ? AND s.owner = ? AND s.message_count = h.messages "
+            "ORDER BY s.updated_at DESC LIMIT 1",
+            (value, owner),
+        )
+        return (str(rows[0][0]), str(rows[0][1])) if rows else None
+
     def session_lock(self, session_id: str) -> AbstractAsyncContextManager[None]:
         """Serializes turns of one session. In-process here; PostgreSQL adds an advisory
         lock so two replicas never run the same session at once."""
@@ -542,6 +581,7 @@ class SqlEventStore:
                 ("events", "session_id"),
                 ("used_tools", "session_id"),
                 ("session_writes", "session_id"),
+                ("client_histories", "session_id"),
                 ("sessions", "id"),
             ):
                 ops.append((f"DELETE FROM {table} WHERE {col} = ?", (sid,)))

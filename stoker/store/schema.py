@@ -106,6 +106,20 @@ MIGRATIONS: tuple[Migration, ...] = (
             )""",
         ),
     ),
+    Migration(
+        version=7,
+        name="where an OpenAI client's conversation stands, to find its session again",
+        statements=(
+            """CREATE TABLE client_histories (
+                session_id TEXT PRIMARY KEY,
+                history TEXT NOT NULL,
+                response_id TEXT,
+                messages INTEGER NOT NULL
+            )""",
+            "CREATE INDEX client_histories_history ON client_histories (history)",
+            "CREATE INDEX client_histories_response ON client_histories (response_id)",
+        ),
+    ),
 )
 
 LATEST = MIGRATIONS[-1].version

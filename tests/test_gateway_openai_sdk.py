@@ -1,0 +1,227 @@
+"""Real OpenAI clients against a gateway on loopback: the official `openai` SDK (sync,
+async, streaming, Chat Completions and Responses) and the openai-agents framework
+(pinned in the dev extras). They see cached tokens in usage, OpenAI's exceptions with
+OpenAI's codes, client tools refused, and a resent history continuing one session."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import openai
+import pytest
+from agents import (
+    Agent,
+    OpenAIChatCompletionsModel,
+    OpenAIResponsesModel,
+    Runner,
+    function_tool,
+    set_tracing_disabled,
+)
+
+from stoker.gateway.app import create_app
+from stoker.gateway.server import serve_in_thread
+from stoker.providers.base import CallContext, Completion
+from stoker.providers.sim.provider import SimProvider
+from stoker.store.sqlite import SQLiteStore
+from stoker.wire.request import Request
+from tests.test_gateway_support import TOKENS, Rig, Wrapped, make_rig, tokens
+
+KEY = TOKENS["alice"]
+
+
+@pytest.fixture
+def rig(tmp_path: Path) -> Rig:
+    return make_rig(SQLiteStore(tmp_path / "sessions.db"))
+
+
+@pytest.fixture
+def url(rig: Rig) -> Iterator[str]:
+    """The base URL of a gateway on the simulator, served on a free loopback port."""
+    with serve_in_thread(create_app(rig.gateway, tokens=tokens())) as base:
+        yield base
+
+
+def sessions(url: str) -> list[str]:
+    r = httpx.get(url + "/v1/sessions", headers={"Authorization": f"Bearer {KEY}"})
+    return [s["id"] for s in r.json()["sessions"]]
+
+
+def turns(url: str, sid: str) -> list[str]:
+    r = httpx.get(f"{url}/v1/sessions/{sid}", headers={"Authorization": f"Bearer {KEY}"})
+    return [t["user"] for t in r.json()["turns"]]
+
+
+class _Gated(Wrapped):
+    """The simulator, answering only once `gate` is set (from the test's thread)."""
+
+    def __init__(self, inner: SimProvider) -> None:
+        super().__init__(inner)
+        self.gate = threading.Event()
+
+    async def complete(self, request: Request, context: CallContext) -> Completion:
+        await asyncio.to_thread(self.gate.wait, 10.0)
+        return await self.inner.complete(request, context)
+
+
+def test_a_client_that_hangs_up_mid_stream_still_continues_its_session(rig: Rig) -> None:
+    gated = rig.provider = _Gated(rig.sim)
+    headers = {"Authorization": f"Bearer {KEY}"}
+    with serve_in_thread(create_app(rig.gateway, tokens=tokens())) as base:
+        body = {"messages": [_user("first")], "stream": True}
+        with httpx.stream("POST", base + "/v1/chat/completions", json=body, headers=headers) as r:
+            sid = r.headers["x-stoker-session"]
+            next(r.iter_lines())  # the first chunk; then the client is gone
+        gated.gate.set()  # the turn goes on without it
+        deadline = time.monotonic() + 10
+        while turns(base, sid) != ["first"] and time.monotonic() < deadline:
+            time.sleep(0.02)
+        resent = [_user("first"), {"role": "assistant", "content": "Understood: first"}]
+        r = httpx.post(
+            base + "/v1/chat/completions",
+            json={"messages": [*resent, _user("second")]},
+            headers=headers,
+        )
+        assert r.headers["x-stoker-session"] == sid
+        assert turns(base, sid) == ["first", "second"]
+
+
+def test_the_sync_client_continues_one_session_and_reads_the_cache(url: str) -> None:
+    with openai.OpenAI(base_url=url + "/v1", api_key=KEY, max_retries=0) as client:
+        messages: list[Any] = [{"role": "system", "content": "You help."}]
+        usages, sids = [], set()
+        for text in ("first", "second"):
+            messages.append({"role": "user", "content": text})
+            raw = client.chat.completions.with_raw_response.create(
+                model="stoker", messages=messages
+            )
+            completion = raw.parse()
+            sids.add(raw.headers["x-stoker-session"])
+            usages.append(completion.usage)
+            messages.append({"role": "assistant", "content": completion.choices[0].message.content})
+    assert sessions(url) == list(sids)
+    assert turns(url, sids.pop()) == ["first", "second"]
+    first, second = usages
+    assert first is not None
+    assert second is not None
+    assert first.prompt_tokens_details is not None
+    assert second.prompt_tokens_details is not None
+    assert first.prompt_tokens_details.cached_tokens == 0
+    assert first.prompt_tokens_details.cache_write_tokens == first.prompt_tokens
+    assert second.prompt_tokens_details.cached_tokens == first.prompt_tokens  # all of it
+    extension = (second.model_extra or {})["x_stoker"]
+    assert extension["cache_read_tokens"] == second.prompt_tokens_details.cached_tokens
+    assert extension["cache_write_5m_tokens"] == second.prompt_tokens_details.cache_write_tokens
+
+
+async def test_the_async_client_streams_with_cached_tokens_in_the_last_chunk(url: str) -> None:
+    async with openai.AsyncOpenAI(base_url=url + "/v1", api_key=KEY, max_retries=0) as client:
+        messages: list[Any] = [{"role": "user", "content": "first"}]
+        for text in ("first", "second"):
+            stream = await client.chat.completions.create(
+                model="stoker",
+                messages=messages,
+                stream=True,
+                stream_options={"include_usage": True},
+            )
+            chunks = [chunk async for chunk in stream]
+            answer = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+            assert answer == f"Understood: {text}"
+            messages += [
+                {"role": "assistant", "content": answer},
+                {"role": "user", "content": "second"},
+            ]
+    usage = chunks[-1].usage
+    assert usage is not None
+    assert usage.prompt_tokens_details is not None
+    assert usage.prompt_tokens_details.cached_tokens
+    assert [turns(url, sid) for sid in sessions(url)] == [["first", "second"]]
+
+
+def test_the_responses_api_plain_streamed_and_by_previous_response_id(url: str) -> None:
+    with openai.OpenAI(base_url=url + "/v1", api_key=KEY, max_retries=0) as client:
+        first = client.responses.create(model="stoker", input="first", instructions="ignored")
+        assert first.output_text == "Understood: first"
+        second = client.responses.create(input="second", previous_response_id=first.id, model="x")
+        assert second.usage is not None
+        assert second.usage.input_tokens_details.cached_tokens > 0
+        history: list[Any] = [
+            {"role": "user", "content": "first"},
+            *[item.model_dump() for item in first.output],
+            {"role": "user", "content": "second"},
+            *[item.model_dump() for item in second.output],
+            {"role": "user", "content": "third"},
+        ]
+        with client.responses.stream(model="stoker", input=history) as stream:
+            deltas = [e.delta for e in stream if e.type == "response.output_text.delta"]
+            final = stream.get_final_response()
+    assert "".join(deltas) == final.output_text == "Understood: third"
+    assert final.usage is not None
+    assert final.usage.input_tokens_details.cached_tokens > 0
+    assert [turns(url, sid) for sid in sessions(url)] == [["first", "second", "third"]]
+
+
+async def test_errors_raise_openais_exceptions_with_openais_codes(url: str) -> None:
+    user: list[Any] = [{"role": "user", "content": "hi"}]
+    async with openai.AsyncOpenAI(base_url=url + "/v1", api_key="wrong", max_retries=0) as bad:
+        with pytest.raises(openai.AuthenticationError) as auth_error:
+            await bad.chat.completions.create(model="stoker", messages=user)
+    assert auth_error.value.code == "invalid_api_key"
+    async with openai.AsyncOpenAI(base_url=url + "/v1", api_key=KEY, max_retries=0) as client:
+        tool: Any = {"type": "function", "function": {"name": "f", "parameters": {}}}
+        with pytest.raises(openai.BadRequestError) as refused:
+            await client.chat.completions.create(
+                model="stoker", messages=user, tools=[tool], stream=True
+            )
+        assert (refused.value.param, refused.value.code) == ("tools", "client_tools_unsupported")
+        with pytest.raises(openai.NotFoundError) as missing:
+            await client.responses.create(
+                model="stoker", input="hi", extra_headers={"X-Stoker-Session": "x" * 32}
+            )
+        assert missing.value.code == "not_found"
+        with pytest.raises(openai.BadRequestError) as unknown:
+            await client.responses.create(model="stoker", input="hi", previous_response_id="r")
+        assert unknown.value.param == "previous_response_id"
+    assert sessions(url) == []
+
+
+@function_tool
+def lookup(query: str) -> str:
+    """Look something up.
+
+    Args:
+        query: What to look up.
+    """
+    return query
+
+
+@pytest.mark.parametrize("kind", [OpenAIChatCompletionsModel, OpenAIResponsesModel])
+async def test_an_openai_agents_conversation_is_one_session_and_its_tools_are_refused(
+    url: str, kind: type[OpenAIChatCompletionsModel] | type[OpenAIResponsesModel]
+) -> None:
+    set_tracing_disabled(True)  # nothing leaves the machine
+    async with openai.AsyncOpenAI(base_url=url + "/v1", api_key=KEY, max_retries=0) as client:
+        model = kind(model="stoker", openai_client=client)
+        agent = Agent(name="helper", instructions="You help.", model=model)
+        first = await Runner.run(agent, "first")
+        assert first.final_output == "Understood: first"
+        second = await Runner.run(agent, [*first.to_input_list(), _user("second")])
+        assert second.final_output == "Understood: second"
+        assert second.context_wrapper.usage.input_tokens_details.cached_tokens > 0
+        streamed = Runner.run_streamed(agent, [*second.to_input_list(), _user("third")])
+        _ = [event async for event in streamed.stream_events()]
+        assert streamed.final_output == "Understood: third"
+        with_tools = Agent(name="tools", tools=[lookup], model=model)
+        with pytest.raises(openai.BadRequestError) as refused:
+            await Runner.run(with_tools, "look it up")
+        assert refused.value.code == "client_tools_unsupported"
+    assert [turns(url, sid) for sid in sessions(url)] == [["first", "second", "third"]]
+
+
+def _user(text: str) -> Any:
+    return {"role": "user", "content": text}
