@@ -283,3 +283,36 @@ def test_every_call_has_an_id_unique_in_its_response_and_the_same_each_read(
                 if sent_id == "given":
                     assert ids[n] == f"call_given{n}"
             assert parse(json.loads(json.dumps(received)))[0].tool_calls == calls
+
+
+@settings(max_examples=60, derandomize=True, database=None, deadline=None)
+@given(
+    calls=st.lists(
+        st.tuples(
+            st.sampled_from(["read_file", "list_files", "run_shell"]),
+            st.text(alphabet='{}":ab, 1', min_size=1, max_size=12),
+            st.booleans(),
+        ),
+        min_size=1,
+        max_size=4,
+    ),
+    pieces=st.integers(1, 3),
+)
+def test_streamed_calls_without_an_index_stay_apart(
+    calls: list[tuple[str, str, bool]], pieces: int
+) -> None:
+    """A server that leaves `index` out of its tool-call deltas still gets one call per
+    call: a delta naming a new call starts it, the argument pieces after it continue it."""
+    acc = openai_chat_stream.Accumulator()
+    for n, (name, arguments, with_id) in enumerate(calls):
+        head: dict[str, object] = {"type": "function", "function": {"name": name}}
+        if with_id:
+            head["id"] = f"call_{n}"
+        acc.feed({"choices": [{"index": 0, "delta": {"tool_calls": [head]}}]})
+        size = max(1, len(arguments) // pieces)
+        for i in range(0, len(arguments), size):
+            piece = {"function": {"arguments": arguments[i : i + size]}}
+            acc.feed({"choices": [{"index": 0, "delta": {"tool_calls": [piece]}}]})
+    message = acc.body()["choices"][0]["message"]
+    sent = [(c["function"]["name"], c["function"]["arguments"]) for c in message["tool_calls"]]
+    assert sent == [(name, arguments) for name, arguments, _ in calls]

@@ -124,8 +124,9 @@ class Accumulator:
         return "".join(emitted) or None
 
     def _call(self, delta: dict[str, Any]) -> None:
+        index = delta.get("index")
         call = self._calls.setdefault(
-            delta.get("index", 0),
+            self._implied_index(delta) if index is None else index,
             {"id": "", "type": "function", "function": {"name": "", "arguments": ""}},
         )
         if delta.get("id"):
@@ -134,6 +135,20 @@ class Accumulator:
         for key in ("name", "arguments"):
             if function.get(key):
                 call["function"][key] += function[key]
+
+    def _implied_index(self, delta: dict[str, Any]) -> int:
+        """Where a delta without `index` belongs (some servers leave it out): one that
+        names a new call - another id, or a name while the current call has one - starts
+        the next call; anything else continues the current one. Without this, parallel
+        calls fold into one call with their names and arguments run together."""
+        if not self._calls:
+            return 0
+        last = max(self._calls)
+        current = self._calls[last]
+        function = delta.get("function") or {}
+        new_id = bool(delta.get("id")) and bool(current["id"]) and delta["id"] != current["id"]
+        new_name = bool(function.get("name")) and bool(current["function"]["name"])
+        return last + 1 if new_id or new_name else last
 
     def body(self) -> dict[str, Any]:
         """The ChatCompletion the chunks described."""
