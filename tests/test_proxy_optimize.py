@@ -103,9 +103,8 @@ def _unmarked(value: Any) -> Any:
         out = {k: _unmarked(v) for k, v in value.items() if k != "cache_control"}
         for key in ("system", "content"):
             v = out.get(key)
-            if isinstance(v, list) and len(v) == 1 and set(v[0]) == {"type", "text"}:
-                if v[0]["type"] == "text":
-                    out[key] = v[0]["text"]
+            if isinstance(v, list) and len(v) == 1 and v[0].keys() == {"type", "text"}:
+                out[key] = v[0]["text"]
         return out
     if isinstance(value, list):
         return [_unmarked(v) for v in value]
