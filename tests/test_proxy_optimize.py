@@ -9,12 +9,15 @@ after the first, while the report lists the breakpoints the proxy added.
 from __future__ import annotations
 
 import asyncio
+import json
 import uuid
 from pathlib import Path
 from typing import Any
 
 import httpx
+from typer.testing import CliRunner
 
+from stoker.cli import app
 from stoker.proxy import proxy_report
 from stoker.proxy.replay import full_bodies
 from stoker.store.sqlite import SQLiteStore
@@ -109,3 +112,45 @@ def _unmarked(value: Any) -> Any:
     if isinstance(value, list):
         return [_unmarked(v) for v in value]
     return value
+
+
+def test_report_command_lists_added_breakpoints_and_a_timestamp_it_cannot_fix(
+    tmp_path: Path,
+) -> None:
+    """A system prompt carrying the time moves on every call: optimize mode cannot fix it
+    without changing what the model reads, so it names the slot and the cost."""
+    headers = {**HEADERS, "x-api-key": f"sk-test-{uuid.uuid4().hex}"}
+    with behind_proxy(tmp_path, optimize=True) as optimize:
+        with httpx.Client(base_url=optimize.url, headers=headers) as client:
+            history: list[dict[str, Any]] = []
+            for minute in (10, 11):
+                history.append({"role": "user", "content": f"Question {minute}"})
+                body = {
+                    "model": "claude-sonnet-4-6",
+                    "max_tokens": 64,
+                    "system": f"Now: 2026-09-21 12:{minute}. {SYSTEM}",
+                    "messages": history,
+                }
+                answer = client.post("/v1/messages", json=body).raise_for_status().json()
+                history.append({"role": "assistant", "content": answer["content"]})
+        optimize.recorded()
+        result = CliRunner().invoke(app, ["report-proxy", "--db", str(optimize.db), "--json"])
+    assert result.exit_code == 0, result.output
+    (lineage,) = json.loads(result.output)
+    assert lineage["calls"] == 2
+    assert lineage["added_breakpoints"][0] == "#0 tools+system (5m)"
+    (cannot,) = lineage["cannot_fix"]
+    assert cannot.startswith("#1 system[0] at byte 20 [timestamp-like]")
+    (miss,) = lineage["misses"]
+    assert (miss["seq"], miss["verdict"]) == (1, "diverged")
+    assert miss["lost_tokens"] > 1024
+    assert miss["cost_usd"] > 0
+    table = CliRunner().invoke(app, ["report-proxy", "--db", str(optimize.db)])
+    assert "cannot fix #1 system[0] at byte 20 [timestamp-like]" in table.output
+
+
+def test_proxy_command_refuses_a_bad_upstream_or_listen_address() -> None:
+    for args in (["--upstream", "ftp://x"], ["--listen", "nowhere"]):
+        result = CliRunner().invoke(app, ["proxy", *args])
+        assert result.exit_code == 2
+        assert "error:" in result.output

@@ -13,6 +13,7 @@ from stoker.bench import resume as resume_bench
 from stoker.bench.firstturn import firstturn_table, run_firstturn
 from stoker.bench.overhead import overhead_table, run_overhead
 from stoker.bench.sim import run_sim_bench, sim_table
+from stoker.cli.proxy import proxy, report_proxy
 from stoker.cli.render import cost_text, records_table
 from stoker.cli.serve import bench_gateway, serve
 from stoker.cli.sessions import DB_HELP, PROVIDER_HELP, chat, sessions_app
@@ -34,6 +35,8 @@ app.add_typer(sessions_app, name="sessions")
 app.add_typer(sim_app, name="sim")
 app.command()(chat)
 app.command()(serve)
+app.command()(proxy)
+app.command("report-proxy")(report_proxy)
 bench_app.command("gateway")(bench_gateway)
 _probe = Console()
 # Piped output (make run, CI logs) gets a table wide enough to read, not 80 columns.
