@@ -275,6 +275,13 @@ class Proxy:
             await asyncio.gather(*self._tasks, return_exceptions=True)
         await self.client.aclose()
 
+    def run_on_loop(self, coroutine: Any, timeout: float = 60.0) -> Any:
+        """Run `coroutine` on the loop serving the app, from another thread (a benchmark
+        crossing an idle gap with the proxy's keep-warm); its result."""
+        if self._loop is None:
+            raise RuntimeError("the proxy has served no request yet")
+        return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result(timeout)
+
     def close_from_thread(self, timeout: float = 10.0) -> None:
         """`aclose` on the loop serving the app, called from another thread (a server
         run in the background, as tests and the bench do, before it stops)."""
