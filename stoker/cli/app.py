@@ -15,6 +15,7 @@ from stoker.bench.sim import run_sim_bench, sim_table
 from stoker.cli.chat import chat
 from stoker.cli.errors import Commands, fail
 from stoker.cli.options import Db, Model, Provider, Workdir
+from stoker.cli.proxy import proxy, report_proxy
 from stoker.cli.render import console, cost_text, records_table
 from stoker.cli.report import report
 from stoker.cli.serve import bench_gateway, serve
@@ -38,6 +39,8 @@ app.add_typer(sim_app, name="sim")
 app.command()(chat)
 app.command()(report)
 app.command()(serve)
+app.command()(proxy)
+app.command("report-proxy")(report_proxy)
 bench_app.command("gateway")(bench_gateway)
 
 
@@ -199,3 +202,19 @@ def bench_fuzz(
 def bench_firstturn(runs: int = typer.Option(10, help="Sessions measured per case.")) -> None:
     """First-turn latency with a warm vs cold toolkit cache (toolkit fetch: 200 ms)."""
     console.print(firstturn_table(asyncio.run(run_firstturn(runs=runs))))
+
+
+@bench_app.command("proxy")
+def bench_proxy(
+    rounds: int = typer.Option(3, min=1, help="Runs of the workload each way."),
+    as_json: bool = typer.Option(False, "--json", help="Print the figures as JSON."),
+) -> None:
+    """A caching-off framework's traffic (tool loop, 6-minute gap, fork, resume) sent
+    directly and through `stoker proxy --optimize`: cost vs no cache and added latency."""
+    from stoker.bench.proxy import proxy_table, run_proxy_bench
+
+    figures = asyncio.run(run_proxy_bench(rounds=rounds))
+    if as_json:
+        typer.echo(json.dumps(figures.to_dict(), indent=2))
+        return
+    console.print(proxy_table(figures))

@@ -18,6 +18,7 @@ from typing import Any, Protocol, Self
 
 from stoker.errors import SessionNotFound, StoreError
 from stoker.store.codec import dumps, encode
+from stoker.store.proxy_log import ProxyLog
 from stoker.store.schema import LATEST, MIGRATIONS, VERSION_TABLE
 from stoker.wire.events import (
     CacheRecorded,
@@ -82,8 +83,9 @@ def _title(message: UserMessage) -> str:
     return " ".join(message.prompt.split())[:80]
 
 
-class SqlEventStore:
-    """Event-to-SQL logic shared by the SQLite and PostgreSQL backends.
+class SqlEventStore(ProxyLog):
+    """Event-to-SQL logic shared by the SQLite and PostgreSQL backends (and the recording
+    proxy's tables, `ProxyLog`).
 
     Backends implement `_write(ops)` (one transaction), `_read(sql, params)`, `_init()`
     and `close()`.

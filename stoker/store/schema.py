@@ -120,6 +120,46 @@ MIGRATIONS: tuple[Migration, ...] = (
             "CREATE INDEX client_histories_response ON client_histories (response_id)",
         ),
     ),
+    Migration(
+        version=8,
+        name="calls the recording proxy forwarded, grouped into lineages",
+        statements=(
+            """CREATE TABLE proxy_lineages (
+                id TEXT PRIMARY KEY,
+                parent_id TEXT,
+                tenant TEXT NOT NULL,
+                dialect TEXT NOT NULL,
+                model TEXT NOT NULL,
+                created_at DOUBLE PRECISION NOT NULL,
+                updated_at DOUBLE PRECISION NOT NULL,
+                calls INTEGER NOT NULL DEFAULT 0,
+                title TEXT NOT NULL DEFAULT ''
+            )""",
+            "CREATE INDEX proxy_lineages_updated ON proxy_lineages (updated_at)",
+            """CREATE TABLE proxy_calls (
+                lineage_id TEXT NOT NULL,
+                seq INTEGER NOT NULL,
+                tenant TEXT NOT NULL,
+                dialect TEXT NOT NULL,
+                path TEXT NOT NULL,
+                mode TEXT NOT NULL,
+                purpose TEXT NOT NULL,
+                model TEXT NOT NULL,
+                started_at DOUBLE PRECISION NOT NULL,
+                duration DOUBLE PRECISION NOT NULL,
+                status INTEGER NOT NULL,
+                stream INTEGER NOT NULL,
+                messages_from INTEGER NOT NULL,
+                request TEXT NOT NULL,
+                response TEXT,
+                record TEXT,
+                notes TEXT NOT NULL,
+                ideal INTEGER NOT NULL,
+                error TEXT,
+                PRIMARY KEY (lineage_id, seq)
+            )""",
+        ),
+    ),
 )
 
 LATEST = MIGRATIONS[-1].version

@@ -1,0 +1,303 @@
+"""The proxy's ASGI app: bytes forwarded as they arrive, calls recorded after.
+
+Each request goes upstream with the client's own headers (its key included) and the
+response comes back chunk by chunk as the upstream sends it (`httpx` streaming into a
+Starlette `StreamingResponse`), so a streamed answer starts reaching the client at the
+moment it leaves the provider. A copy of the chunks is kept; once the response is over
+the recorder reads it, off the path of the bytes.
+
+Audit mode forwards the client's body untouched: the upstream receives, and the client
+gets back, exactly the bytes it would without the proxy. Optimize mode parses the body
+first and forwards the rewritten one (`stoker.proxy.optimize`).
+
+An upstream that cannot be reached gets the client a 502 in its API's error shape.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import threading
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+from starlette.routing import Route
+
+from stoker.cache.keys import KeyShards
+from stoker.cache.planner import CachePolicy
+from stoker.cache.time_policy import WarmPlan
+from stoker.clock import Clock, SystemClock
+from stoker.errors import StokerError
+from stoker.providers.sim._http import error_response
+from stoker.proxy.keepwarm import ProxyKeepWarm, ping_body
+from stoker.proxy.lineage import Admission, LineageState
+from stoker.proxy.optimize import encode, rewrite
+from stoker.proxy.recorder import Call, ExchangeSink, Recorder, info_of
+from stoker.proxy.routes import (
+    client_key,
+    dialect_of,
+    forwarded_headers,
+    returned_headers,
+    tenant_of,
+    upstream_url,
+)
+
+log = logging.getLogger(__name__)
+
+_METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ProxyConfig:
+    """`upstream`: anthropic, openai or a URL. `optimize`: rewrite requests (else audit).
+    `policy`: the breakpoint TTLs and time policy, Stoker's sessions' defaults."""
+
+    upstream: str
+    optimize: bool = False
+    policy: CachePolicy = field(default_factory=CachePolicy)
+    timeout: float = 600.0
+
+    @property
+    def mode(self) -> str:
+        return "optimize" if self.optimize else "audit"
+
+
+class Proxy:
+    """The state behind the app: the upstream client, the recorder, the keep-warm timer."""
+
+    def __init__(
+        self,
+        config: ProxyConfig,
+        *,
+        sink: ExchangeSink | None,
+        clock: Clock | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self.config = config
+        self.clock = clock or SystemClock()
+        self.recorder = Recorder(sink)
+        self.shards = KeyShards()
+        self.client = httpx.AsyncClient(
+            base_url=upstream_url(config.upstream),
+            timeout=httpx.Timeout(config.timeout, connect=10.0),
+            transport=transport,
+        )
+        self.keep_warm = (
+            ProxyKeepWarm(self.clock, config.policy, self._ping) if config.optimize else None
+        )
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._pending = 0
+        self._idle = threading.Condition()
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    # -- a request ----------------------------------------------------------------------------
+
+    async def handle(self, request: Request) -> Response:
+        self._loop = asyncio.get_running_loop()
+        path = request.url.path
+        body = await request.body()
+        headers = request.headers.items()
+        dialect = dialect_of(path) if request.method == "POST" else None
+        call = None
+        if dialect is not None:
+            self._begin()
+            call = Call(
+                tenant=tenant_of(client_key(headers)),
+                dialect=dialect,
+                path=path,
+                mode=self.config.mode,
+                started_at=self.clock.now(),
+            )
+            if self.config.optimize:
+                body = self._optimized(call, body, headers)
+        target = path + (f"?{request.url.query}" if request.url.query else "")
+        outgoing = self.client.build_request(
+            request.method, target, headers=forwarded_headers(headers), content=body
+        )
+        began = time.perf_counter()
+        try:
+            upstream = await self.client.send(outgoing, stream=True)
+        except httpx.HTTPError as exc:
+            message = f"the proxy could not reach the upstream: {type(exc).__name__}"
+            if call is not None:
+                call.status, call.error = 502, message
+                self._finish(call, body, began)
+            anthropic = path.startswith("/v1/messages")
+            return error_response("anthropic" if anthropic else "openai", 502, message)
+        if call is not None:
+            call.status = upstream.status_code
+            call.streamed = upstream.headers.get("content-type", "").startswith("text/event-stream")
+        return StreamingResponse(
+            self._relay(upstream, call, body, began),
+            status_code=upstream.status_code,
+            headers=returned_headers(upstream.headers.items()),
+        )
+
+    def _optimized(self, call: Call, body: bytes, headers: Any) -> bytes:
+        """The rewritten body; the client's own when it is not a request the proxy reads
+        (the upstream then answers it as it would without the proxy)."""
+        try:
+            payload = json.loads(body)
+            if not isinstance(payload, dict):
+                raise ValueError("not an object")
+            request = self.recorder.parse(call.dialect, payload)
+        except (ValueError, StokerError) as exc:
+            call.error = f"not rewritten: the body is not a {call.dialect} request ({exc})"
+            return body
+        call.request = request
+        admission = self.recorder.admit(call)
+        assert admission is not None
+        info = info_of(request.prefix.params.model, call.dialect)
+        done = rewrite(
+            call.dialect,
+            payload,
+            request,
+            admission.lineage,
+            info,
+            policy=self.config.policy,
+            shards=self.shards,
+            at=call.started_at,
+        )
+        call.sent, call.request = done.payload, done.request
+        call.rewrites, call.rolling = done.rewrites, done.rolling
+        call.auth = forwarded_headers(headers)
+        return encode(done.payload)
+
+    async def _relay(
+        self, upstream: httpx.Response, call: Call | None, body: bytes, began: float
+    ) -> AsyncIterator[bytes]:
+        chunks: list[bytes] = []
+        try:
+            async for chunk in upstream.aiter_raw():
+                if call is not None:
+                    chunks.append(chunk)
+                yield chunk
+        except httpx.HTTPError as exc:
+            if call is not None:
+                call.error = f"the upstream broke off the response: {type(exc).__name__}"
+        finally:
+            await upstream.aclose()
+            if call is not None:
+                call.response = b"".join(chunks)
+                self._finish(call, body, began)
+
+    # -- after a request ---------------------------------------------------------------------
+
+    def _begin(self) -> None:
+        with self._idle:
+            self._pending += 1
+
+    def _finish(self, call: Call, body: bytes, began: float) -> None:
+        """Record the call in a task of its own: the client has its bytes already."""
+        call.duration = time.perf_counter() - began
+        task = asyncio.get_running_loop().create_task(self._record(call, body))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _record(self, call: Call, body: bytes) -> None:
+        try:
+            if call.sent is None and call.error is None:
+                try:
+                    sent = json.loads(body)
+                    call.sent = sent if isinstance(sent, dict) else None
+                    call.client = call.sent
+                except ValueError:
+                    call.error = "the request body is not JSON"
+            await self.recorder.record(call)
+            admission = call.admission
+            if (
+                self.keep_warm is not None
+                and admission is not None
+                and call.status == 200
+                and call.purpose == "turn"
+            ):
+                self.keep_warm.watch(admission.lineage)
+        except Exception as exc:  # recording must never touch the client's traffic
+            log.warning("could not record a proxied call: %r", exc)
+        finally:
+            with self._idle:
+                self._pending -= 1
+                self._idle.notify_all()
+
+    def wait_recorded(self, timeout: float = 10.0) -> bool:
+        """Block (another thread) until every call so far is recorded; False on timeout."""
+        with self._idle:
+            return self._idle.wait_for(lambda: self._pending == 0, timeout)
+
+    # -- keep-warm ------------------------------------------------------------------------------
+
+    async def _ping(self, lineage: LineageState, plan: WarmPlan) -> None:
+        body = ping_body(lineage)
+        if body is None:
+            return
+        self._begin()
+        call = Call(
+            tenant=lineage.tenant,
+            dialect=lineage.dialect,
+            path=lineage.path,
+            mode="optimize",
+            started_at=self.clock.now(),
+            sent=body,
+            purpose="ping",
+            request=self.recorder.parse(lineage.dialect, body),
+            admission=Admission(
+                lineage=lineage,
+                seq=lineage.seq,
+                new=False,
+                shared=lineage.count,
+                previous=lineage.previous,
+                previous_started_at=lineage.refreshed_at,
+            ),
+        )
+        lineage.seq += 1
+        began = time.perf_counter()
+        try:
+            response = await self.client.post(
+                lineage.path, headers=lineage.auth, content=encode(body)
+            )
+            call.status, call.response = response.status_code, response.content
+        except httpx.HTTPError as exc:
+            call.status, call.error = 502, f"keep-warm ping failed: {type(exc).__name__}"
+        call.duration = time.perf_counter() - began
+        await self._record(call, b"")
+
+    async def aclose(self) -> None:
+        if self.keep_warm is not None:
+            await self.keep_warm.aclose()
+        if self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self.client.aclose()
+
+    def run_on_loop(self, coroutine: Any, timeout: float = 60.0) -> Any:
+        """Run `coroutine` on the loop serving the app, from another thread (a benchmark
+        crossing an idle gap with the proxy's keep-warm); its result."""
+        if self._loop is None:
+            raise RuntimeError("the proxy has served no request yet")
+        return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result(timeout)
+
+    def close_from_thread(self, timeout: float = 10.0) -> None:
+        """`aclose` on the loop serving the app, called from another thread (a server
+        run in the background, as tests and the bench do, before it stops)."""
+        if self._loop is not None and self._loop.is_running():
+            asyncio.run_coroutine_threadsafe(self.aclose(), self._loop).result(timeout)
+
+
+def create_app(
+    config: ProxyConfig,
+    *,
+    sink: ExchangeSink | None,
+    clock: Clock | None = None,
+    transport: httpx.AsyncBaseTransport | None = None,
+) -> Starlette:
+    """The ASGI app; its state is `app.state.proxy` (a `Proxy`)."""
+    proxy = Proxy(config, sink=sink, clock=clock, transport=transport)
+    app = Starlette(routes=[Route("/{path:path}", proxy.handle, methods=_METHODS)])
+    app.state.proxy = proxy
+    return app

@@ -1,0 +1,276 @@
+"""Turns a finished proxied call into an `Exchange`: its lineage, usage, record and why.
+
+The usage is what the upstream reported. The facts behind a miss (an entry expired, a
+write outside the lookback, a prefix under the minimum) come from a shadow of the
+provider's cache: the same pure accountant the simulator bills with
+(`stoker.cache.accounting`), fed every body the proxy forwarded. The explanation is the
+one Stoker's own sessions get (`stoker.cache.record.build_record`): the first slot that
+moved against the lineage's previous call, with its key path and class.
+
+Lineage state lives in memory (`LineageIndex`); the store keeps what was recorded.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field, replace
+from typing import Any, Protocol
+
+from stoker.cache.accounting import AnthropicAccountant, OpenAIAccountant
+from stoker.cache.accounting.anthropic import prefix_blocks
+from stoker.cache.models import ModelInfo, fallback_info, model_info
+from stoker.cache.record import build_record
+from stoker.errors import ConfigError, StokerError
+from stoker.providers.sim.provider import facts_of
+from stoker.proxy.capture import response_body
+from stoker.proxy.lineage import Admission, LineageIndex, LineageState, chain_hashes
+from stoker.wire.dialects import dialect_module
+from stoker.wire.dialects._chain import ChainMemo
+from stoker.wire.exchange import Exchange
+from stoker.wire.fingerprint import EMPTY_CHAIN
+from stoker.wire.record import CacheRecord, Explanation
+from stoker.wire.request import Request
+from stoker.wire.usage import Usage
+
+log = logging.getLogger(__name__)
+
+_PROVIDER = {"anthropic": "anthropic", "openai_chat": "openai", "openai_responses": "openai"}
+_API = {"openai_chat": "chat", "openai_responses": "responses"}
+MAX_GAPS = 50
+
+
+class ExchangeSink(Protocol):
+    """Where exchanges go: the SQL store (`ProxyLog`), or a list in a test."""
+
+    async def record_exchange(self, exchange: Exchange) -> None: ...
+
+
+@dataclass(slots=True, kw_only=True)
+class Call:
+    """One forwarded call as the proxy saw it, handed to the recorder when it is over."""
+
+    tenant: str
+    dialect: str
+    path: str
+    mode: str
+    started_at: float
+    duration: float = 0.0
+    status: int = 0
+    streamed: bool = False
+    client: dict[str, Any] | None = None  # the client's body, parsed (None: not JSON)
+    sent: dict[str, Any] | None = None  # the body forwarded upstream
+    request: Request | None = None  # its parse
+    admission: Admission | None = None  # its lineage, when placed before forwarding
+    response: bytes = b""
+    rewrites: tuple[str, ...] = ()
+    rolling: Any = None
+    purpose: str = "turn"
+    error: str | None = None
+    auth: list[tuple[str, str]] = field(default_factory=list, repr=False)
+
+
+def info_of(model: str, dialect: str) -> ModelInfo:
+    """The model's facts, or its provider's usual ones for a model not in the table."""
+    try:
+        return model_info(model)
+    except ConfigError:
+        return fallback_info(model, "anthropic" if dialect == "anthropic" else "openai")
+
+
+def messages_key(body: dict[str, Any]) -> str:
+    return "messages" if isinstance(body.get("messages"), list) else "input"
+
+
+class Recorder:
+    """Lineages, the shadow cache per tenant, and the sink the exchanges go to."""
+
+    def __init__(self, sink: ExchangeSink | None) -> None:
+        self.sink = sink
+        self.index = LineageIndex()
+        self.memo = ChainMemo()
+        self._anthropic = AnthropicAccountant()
+        self._openai = OpenAIAccountant()
+        self._seen: dict[str, set[str]] = {}  # per tenant: prefix blocks sent so far
+        self._unread = 0
+
+    def parse(self, dialect: str, body: dict[str, Any]) -> Request:
+        """The request a body describes (a `WireError` when it is not one of the API's)."""
+        return dialect_module(dialect).parse_request(body, memo=self.memo)  # type: ignore[no-any-return]
+
+    def admit(self, call: Call) -> Admission | None:
+        """Place the call in its lineage (once): before forwarding in optimize mode, after
+        the response in audit mode, where nothing may delay the bytes."""
+        if call.admission is None and call.request is not None:
+            call.admission = self.index.admit(
+                call.tenant, call.dialect, call.request, at=call.started_at
+            )
+        return call.admission
+
+    async def record(self, call: Call) -> Exchange:
+        """Build the call's exchange, update its lineage, and hand it to the sink."""
+        exchange = self._exchange(call)
+        if self.sink is not None:
+            try:
+                await self.sink.record_exchange(exchange)
+            except Exception as exc:  # a full disk must not break the client's traffic
+                log.warning("could not record a proxied call: %r", exc)
+        return exchange
+
+    def _exchange(self, call: Call) -> Exchange:
+        if call.request is None and call.sent is not None and call.error is None:
+            try:
+                call.request = self.parse(call.dialect, call.sent)
+            except StokerError as exc:
+                call.error = f"the request is not one the {call.dialect} API reads: {exc}"
+        admission = self.admit(call)
+        base = Exchange(
+            lineage_id="",
+            seq=0,
+            tenant=call.tenant,
+            dialect=call.dialect,
+            path=call.path,
+            mode=call.mode,
+            started_at=call.started_at,
+            duration=call.duration,
+            status=call.status,
+            stream=call.streamed,
+            purpose=call.purpose,
+            rewrites=call.rewrites,
+            error=call.error,
+        )
+        if admission is None or call.request is None or call.sent is None:
+            self._unread += 1
+            return replace(
+                base,
+                lineage_id=f"pl_unread_{call.tenant[2:]}",
+                seq=self._unread,
+                error=call.error or "the request body is not JSON",
+            )
+        lineage = admission.lineage
+        base = replace(
+            base,
+            lineage_id=lineage.id,
+            seq=admission.seq,
+            parent_id=lineage.parent_id,
+            model=call.request.prefix.params.model,
+            title=lineage.title,
+            messages_from=admission.shared if call.purpose == "turn" else 0,
+            request=self._stored_request(call, admission),
+        )
+        if call.status != 200:
+            return replace(base, error=call.error or f"the upstream answered {call.status}")
+        try:
+            body = response_body(call.dialect, call.response, streamed=call.streamed)
+            _, usage = dialect_module(call.dialect).parse_response(body)
+        except StokerError as exc:
+            return replace(base, error=f"the response could not be read: {exc}")
+        record = self._record(call, admission, usage)
+        self._advance(lineage, call, usage)
+        return replace(
+            base,
+            response=body,
+            record=record,
+            cannot_fix=self._cannot_fix(call, record),
+            ideal=self._ideal(call) if call.purpose == "turn" else 0,
+        )
+
+    def _stored_request(self, call: Call, admission: Admission) -> dict[str, Any]:
+        body = call.client if call.client is not None else call.sent or {}
+        key = messages_key(body)
+        items = body.get(key)
+        if call.purpose != "turn" or not isinstance(items, list):
+            return dict(body)
+        return {**body, key: items[admission.shared :]}
+
+    def _facts(self, call: Call) -> tuple[tuple[str, str], ...]:
+        assert call.sent is not None
+        try:
+            if call.dialect == "anthropic":
+                outcome = self._anthropic.account(
+                    call.sent, at=call.started_at, workspace=call.tenant
+                )
+            else:
+                outcome = self._openai.account(
+                    call.sent,
+                    api=_API[call.dialect],  # type: ignore[arg-type]
+                    at=call.started_at,
+                    org=call.tenant,
+                )
+        except StokerError:
+            return ()
+        return facts_of(outcome)
+
+    def _record(self, call: Call, admission: Admission, usage: Usage) -> CacheRecord:
+        assert call.request is not None
+        lineage = admission.lineage
+        facts = self._facts(call)
+        hashes = chain_hashes(call.request.messages)
+        record = build_record(
+            session_id=lineage.id,
+            seq=admission.seq,
+            role="fork" if lineage.parent_id else "main",
+            provider=_PROVIDER[call.dialect],
+            info=info_of(call.request.prefix.params.model, call.dialect),
+            request=call.request,
+            previous=admission.previous,
+            previous_started_at=admission.previous_started_at,
+            previous_written=None if admission.new else lineage.previous_written,
+            previous_cached=None if admission.new else lineage.previous_cached,
+            started_at=call.started_at,
+            usage=usage,
+            history=hashes[-1] if hashes else EMPTY_CHAIN,
+            new_from=admission.shared,
+            facts=facts,
+        )
+        if call.purpose != "turn":
+            explanation = Explanation(verdict="kept_warm", detail=f"{call.purpose} by the proxy")
+            record = replace(record, purpose=call.purpose, explanation=explanation)
+        return record
+
+    def _advance(self, lineage: LineageState, call: Call, usage: Usage) -> None:
+        """The lineage after a successful call: what it sent, wrote, and when."""
+        assert call.request is not None
+        lineage.refreshed_at = call.started_at
+        if call.purpose != "turn":
+            return
+        if lineage.previous_started_at is not None:
+            lineage.gaps = [*lineage.gaps, call.started_at - lineage.previous_started_at][
+                -MAX_GAPS:
+            ]
+        lineage.previous = call.request
+        lineage.previous_started_at = call.started_at
+        lineage.previous_written = usage.written
+        lineage.previous_cached = usage.read + usage.written
+        lineage.live_for = 3600.0 if usage.written_1h else 300.0
+        lineage.warm_spent = 0.0
+        lineage.path = call.path
+        if call.mode == "optimize":
+            lineage.rolling = call.rolling
+            lineage.last_payload = call.sent
+            lineage.auth = call.auth
+
+    def _cannot_fix(self, call: Call, record: CacheRecord) -> tuple[str, ...]:
+        """What optimize mode saw and left alone: a moved slot only the client can fix."""
+        e = record.explanation
+        if call.mode != "optimize" or e.verdict != "diverged":
+            return ()
+        where = e.slot or "?"
+        if e.offset is not None:
+            where += f" at byte {e.offset}"
+        return (f"{where} [{e.classification}]: {e.detail}",)
+
+    def _ideal(self, call: Call) -> int:
+        """Prefix tokens this call was the first of its tenant to send (Anthropic)."""
+        if call.dialect != "anthropic" or call.sent is None:
+            return 0
+        seen = self._seen.setdefault(call.tenant, set())
+        new = 0
+        try:
+            blocks = prefix_blocks(call.sent, workspace=call.tenant)
+        except StokerError:
+            return 0
+        for key, tokens in blocks:
+            if key not in seen:
+                seen.add(key)
+                new += tokens
+        return new

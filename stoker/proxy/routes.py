@@ -1,0 +1,80 @@
+"""Where a proxied call goes and who sent it: upstream URLs, API paths, tenants.
+
+A client's key reaches the upstream unchanged and nowhere else: `tenant_of` keeps a
+digest, enough to tell two clients apart (and to keep their lineages apart) and nothing
+more. Hop-by-hop headers are the connection's own and are not forwarded.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable
+
+from stoker.errors import ConfigError
+from stoker.wire.dialects import Dialect
+
+UPSTREAMS = {"anthropic": "https://api.anthropic.com", "openai": "https://api.openai.com"}
+
+# The API paths whose calls are recorded, and the dialect of each. Any other path (model
+# lists, token counting) is forwarded as it is and not recorded: it has no cache effect.
+DIALECT_OF_PATH: dict[str, Dialect] = {
+    "/v1/messages": "anthropic",
+    "/v1/chat/completions": "openai_chat",
+    "/v1/responses": "openai_responses",
+}
+
+_HOP_BY_HOP = frozenset(
+    {
+        "connection",
+        "keep-alive",
+        "proxy-authenticate",
+        "proxy-authorization",
+        "te",
+        "trailer",
+        "transfer-encoding",
+        "upgrade",
+        "host",
+        "content-length",
+    }
+)
+
+
+def upstream_url(spec: str) -> str:
+    """`anthropic`, `openai`, or an http(s) URL (its origin; the client's path follows)."""
+    if spec in UPSTREAMS:
+        return UPSTREAMS[spec]
+    if not spec.startswith(("http://", "https://")):
+        raise ConfigError(f"--upstream {spec!r}: expected anthropic, openai or an http(s) URL")
+    return spec.rstrip("/")
+
+
+def dialect_of(path: str) -> Dialect | None:
+    """The dialect of a recorded API path; None for anything else."""
+    return DIALECT_OF_PATH.get(path.rstrip("/"))
+
+
+def client_key(headers: Iterable[tuple[str, str]]) -> str:
+    """The client's API key (`x-api-key` or a bearer token); empty when it sent none."""
+    found = dict((k.lower(), v) for k, v in headers)
+    if found.get("x-api-key"):
+        return found["x-api-key"]
+    scheme, _, token = found.get("authorization", "").partition(" ")
+    return token.strip() if scheme.lower() == "bearer" else ""
+
+
+def tenant_of(key: str) -> str:
+    """A client's tenant: a digest of its key, never the key."""
+    return "t_" + hashlib.sha256(key.encode("utf-8")).hexdigest()[:16]
+
+
+def forwarded_headers(headers: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The client's headers as they go upstream: the connection's own left out, and
+    responses asked for uncompressed, so what is recorded is the bytes forwarded."""
+    out = [(k, v) for k, v in headers if k.lower() not in _HOP_BY_HOP | {"accept-encoding"}]
+    out.append(("accept-encoding", "identity"))
+    return out
+
+
+def returned_headers(headers: Iterable[tuple[str, str]]) -> dict[str, str]:
+    """The upstream's response headers as they go back to the client."""
+    return {k: v for k, v in headers if k.lower() not in _HOP_BY_HOP - {"content-length"}}

@@ -1,0 +1,156 @@
+"""`stoker proxy --optimize`: a framework's traffic with caching off, replayed through it.
+
+A conversation is first recorded in audit mode as a framework with caching off sends it
+(no `cache_control` anywhere); its recorded bodies are then replayed through an
+optimizing proxy to a fresh simulator, which must report cache reads on every call
+after the first, while the report lists the breakpoints the proxy added.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from pathlib import Path
+from typing import Any
+
+import httpx
+from typer.testing import CliRunner
+
+from stoker.cli import app
+from stoker.proxy import proxy_report
+from stoker.proxy.replay import full_bodies
+from stoker.store.sqlite import SQLiteStore
+from stoker.wire.exchange import Exchange
+from tests.proxy_helpers import SYSTEM, TOOLS, behind_proxy
+
+HEADERS = {"anthropic-version": "2023-06-01"}
+
+
+def _conversation(client: httpx.Client, turns: int) -> None:
+    """A tool loop as a caching-off framework runs it: every call resends everything."""
+    history: list[dict[str, Any]] = []
+    for n in range(turns):
+        history.append({"role": "user", "content": f"Step {n}: read the file 'part{n}.py'"})
+        while True:
+            body = {"model": "claude-sonnet-4-6", "max_tokens": 512, "system": SYSTEM}
+            body |= {"tools": TOOLS, "messages": history}
+            answer = client.post("/v1/messages", json=body).raise_for_status().json()
+            history = [*history, {"role": "assistant", "content": answer["content"]}]
+            calls = [b for b in answer["content"] if b["type"] == "tool_use"]
+            if not calls:
+                break
+            results = [
+                {"type": "tool_result", "tool_use_id": c["id"], "content": "x = 1\n" * 40}
+                for c in calls
+            ]
+            history.append({"role": "user", "content": results})
+
+
+async def _calls(db: Path) -> list[list[Exchange]]:
+    async with SQLiteStore(db) as store:
+        return [await store.proxy_calls(x.id) for x in await store.proxy_lineages()]
+
+
+def test_a_caching_off_sequence_replayed_through_optimize_reads_after_the_first_call(
+    tmp_path: Path,
+) -> None:
+    key = f"sk-test-{uuid.uuid4().hex}"
+    headers = {**HEADERS, "x-api-key": key}
+    with behind_proxy(tmp_path / "audit") as audit:
+        with httpx.Client(base_url=audit.url, headers=headers) as client:
+            _conversation(client, turns=4)
+        audit.recorded()
+        (recorded,) = asyncio.run(_calls(audit.db))
+    bodies = full_bodies(recorded)
+    assert len(bodies) == 8
+    assert all("cache_control" not in str(b) for b in bodies)
+    assert [r.record.usage.read for r in recorded if r.record] == [0] * 8
+
+    with behind_proxy(tmp_path / "optimize", optimize=True) as optimize:
+        with httpx.Client(base_url=optimize.url, headers=headers) as client:
+            usages = [
+                client.post("/v1/messages", json=b).raise_for_status().json()["usage"]
+                for b in bodies
+            ]
+        optimize.recorded()
+        (replayed,) = asyncio.run(_calls(optimize.db))
+        (report,) = asyncio.run(_report(optimize.db))
+        sent = optimize.sim.sent_by(key)
+    assert usages[0]["cache_read_input_tokens"] == 0
+    assert all(u["cache_read_input_tokens"] > 0 for u in usages[1:])
+    # The model saw what the client sent: only cache markers were added.
+    assert [_unmarked(s) for s in sent] == [_unmarked(b) for b in bodies]
+    assert [r.record.usage.read for r in replayed if r.record] == [
+        u["cache_read_input_tokens"] for u in usages
+    ]
+    assert report.added_breakpoints[:2] == (
+        "#0 tools+system (5m)",
+        "#0 messages[0].content[0] (5m)",
+    )
+    assert all(str(s).count("cache_control") <= 4 for s in sent)
+    assert report.read_share > 0.8
+    assert report.cost_vs_no_cache < 0.3
+    assert report.misses == ()
+
+
+async def _report(db: Path) -> list[Any]:
+    async with SQLiteStore(db) as store:
+        return await proxy_report(store)
+
+
+def _unmarked(value: Any) -> Any:
+    """`value` without its cache markers, and a one-text-block list as the string it
+    stands for (the proxy turns a string into a block to hang a marker on)."""
+    if isinstance(value, dict):
+        out = {k: _unmarked(v) for k, v in value.items() if k != "cache_control"}
+        for key in ("system", "content"):
+            v = out.get(key)
+            if isinstance(v, list) and len(v) == 1 and v[0].keys() == {"type", "text"}:
+                out[key] = v[0]["text"]
+        return out
+    if isinstance(value, list):
+        return [_unmarked(v) for v in value]
+    return value
+
+
+def test_report_command_lists_added_breakpoints_and_a_timestamp_it_cannot_fix(
+    tmp_path: Path,
+) -> None:
+    """A system prompt carrying the time moves on every call: optimize mode cannot fix it
+    without changing what the model reads, so it names the slot and the cost."""
+    headers = {**HEADERS, "x-api-key": f"sk-test-{uuid.uuid4().hex}"}
+    with behind_proxy(tmp_path, optimize=True) as optimize:
+        with httpx.Client(base_url=optimize.url, headers=headers) as client:
+            history: list[dict[str, Any]] = []
+            for minute in (10, 11):
+                history.append({"role": "user", "content": f"Question {minute}"})
+                body = {
+                    "model": "claude-sonnet-4-6",
+                    "max_tokens": 64,
+                    "system": f"Now: 2026-09-21 12:{minute}. {SYSTEM}",
+                    "messages": history,
+                }
+                answer = client.post("/v1/messages", json=body).raise_for_status().json()
+                history.append({"role": "assistant", "content": answer["content"]})
+        optimize.recorded()
+        result = CliRunner().invoke(app, ["report-proxy", "--db", str(optimize.db), "--json"])
+    assert result.exit_code == 0, result.output
+    (lineage,) = json.loads(result.output)
+    assert lineage["calls"] == 2
+    assert lineage["added_breakpoints"][0] == "#0 tools+system (5m)"
+    (cannot,) = lineage["cannot_fix"]
+    assert cannot.startswith("#1 system[0] at byte 20 [timestamp-like]")
+    (miss,) = lineage["misses"]
+    assert (miss["seq"], miss["verdict"]) == (1, "diverged")
+    assert miss["lost_tokens"] > 1024
+    assert miss["cost_usd"] > 0
+    table = CliRunner().invoke(app, ["report-proxy", "--db", str(optimize.db)])
+    assert "cannot fix #1 system[0] at byte 20 [timestamp-like]" in table.output
+
+
+def test_proxy_command_refuses_a_bad_upstream_or_listen_address() -> None:
+    for args in (["--upstream", "ftp://x"], ["--listen", "nowhere"]):
+        result = CliRunner().invoke(app, ["proxy", *args])
+        assert result.exit_code == 2
+        assert "error:" in result.output
