@@ -169,6 +169,8 @@ async def show_session(store: SqlEventStore, session_id: str) -> SessionView:
             model = json.loads(data["prefix"])["params"]["model"]
         elif type_ == "prefix_rebased":
             rebases.append(data["reason"])
+        elif type_ == "history_compacted":  # turns keep what was said; the break is listed
+            rebases.append(f"compaction: {data['reason']}")
         elif type_ == "message_appended":
             message = message_from_dict(data["message"])
             if isinstance(message, UserMessage) and not message.tool_results:

@@ -300,3 +300,30 @@ def test_chat_usage_counts_the_calls_of_earlier_processes_too(tmp_path: Path) ->
     again = runner.invoke(app, [*args, "--resume", sid[:10]], input="/usage\n")
     assert again.exit_code == 0, again.output
     assert f"{calls} calls · read " in again.output
+
+
+def test_chat_compact_summarises_locally_and_the_next_turn_is_a_declared_break(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "s.db"
+    lines = ["/compact", "first", "second", "third", "/compact", "fourth"]
+    out = runner.invoke(
+        app, ["chat", "--db", str(db), "--workdir", str(tmp_path)], input="\n".join(lines) + "\n"
+    )
+    assert out.exit_code == 0, out.output
+    assert "nothing to compact" in out.output  # before any turn
+    assert "compacted: 6 messages became 4" in out.output
+
+    async def view() -> tuple[list[str], list[str | None]]:
+        async with SQLiteStore(db) as store:
+            sid = _session_id(out.output)
+            stored = await store.load(sid)
+            shown = await show_session(store, sid)
+        records = [r.declared_break for t in shown.turns for r in t.records]
+        assert shown.rebases == ("compaction: /compact",)
+        return [m.text for m in stored.messages], records
+
+    messages, breaks = asyncio.run(view())
+    assert messages[0].startswith("Summary of the earlier part")
+    assert messages[-2] == "fourth"
+    assert breaks[-1] == "compaction: /compact"

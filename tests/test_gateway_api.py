@@ -321,7 +321,9 @@ async def test_tokens_and_keys_never_reach_the_logs(
         sid = await _session(c)
         await c.post(f"/v1/sessions/{sid}/messages", json={"text": "hi"}, headers=auth("alice"))
         await c.post(
-            f"/v1/sessions/{sid}/messages", json={"text": "/compress"}, headers=auth("alice")
+            f"/v1/sessions/{sid}/messages",
+            json={"text": "/model claude-sonnet-4-5"},
+            headers=auth("alice"),
         )
         await c.post(f"/v1/sessions/{sid}/messages", json={"text": "hi"}, headers=auth("alice"))
         await c.get("/v1/sessions", headers={"Authorization": "Bearer wrong-token-value"})

@@ -57,17 +57,26 @@ async def test_clear_keeps_the_sessions_choices_and_new_takes_the_defaults(
     assert default.session.prefix.params.effort is None
 
 
-async def test_compress_evicts_and_the_next_message_resumes_and_reads_the_cache(
+async def test_compress_compacts_now_and_the_next_message_is_a_declared_break(
     store: SqlEventStore,
 ) -> None:
     gw = make_rig(store).gateway
     sid = await gw.create_session("alice")
     await gw.send("alice", sid, "hello")
+    with pytest.raises(StokerError, match="nothing to compact"):
+        await gw.send("alice", sid, "/compress")  # one turn: nothing earlier to summarise
+    await gw.send("alice", sid, "more")
+    await gw.send("alice", sid, "and more")
     reply = await gw.send("alice", sid, "/compress")
-    assert "no compaction" in reply.text
-    assert sid not in gw.agents
+    assert reply.data == {"messages_before": 6, "messages_after": 4}
     answer = await gw.send("alice", sid, "again")
-    assert answer.requests[0]["explanation"]["verdict"] == "hit"
+    first = answer.requests[0]
+    assert first["declared_break"] == "compaction: /compress"
+    assert first["explanation"]["verdict"] == "declared"
+    view = await gw.view("alice", sid)
+    assert view.turns[-1].user == "again"
+    later = await gw.send("alice", sid, "and again")
+    assert later.requests[0]["explanation"]["verdict"] == "hit"
 
 
 async def test_usage_command_reports_every_request(store: SqlEventStore) -> None:

@@ -1,11 +1,9 @@
 """What `stoker chat` answers itself: lines that start with a command word (`/help`,
-`/usage`, `/model`, `/exit`) never reach the model, and neither does a mistyped one.
+`/usage`, `/model`, `/compact`, `/exit`) never reach the model, and neither does a mistyped one.
 
 A line is a command when its first word is a slash and letters only, so a message that
 merely starts with a path (`/etc/hosts is missing`) still goes to the model; `//text`
-sends `/text`. A new command is one entry in `COMMANDS` and one function. `/compact`
-joins them when sessions can compact (it is not in the library yet): until then it is
-an unknown command, answered here like any other.
+sends `/text`. A new command is one entry in `COMMANDS` and one function.
 """
 
 from __future__ import annotations
@@ -18,7 +16,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from stoker.agent.session import Session
-from stoker.errors import ConfigError
+from stoker.errors import CompactionError, ConfigError
 from stoker.session_views import Spend, show_session
 from stoker.store.base import SqlEventStore
 
@@ -92,6 +90,21 @@ async def _model(chat: Chat, argument: str) -> bool:
     return True
 
 
+async def _compact(chat: Chat, argument: str) -> bool:
+    session, out = chat.session, chat.out
+    before = len(session.history)
+    try:
+        await session.compact(reason="/compact")
+    except CompactionError as exc:
+        out.print(f"[red]error:[/] {escape(str(exc))}")
+        return True
+    out.print(
+        f"compacted: {before} messages became {len(session.history)} (a summary, then the "
+        "newest turns); the next message starts the compacted prefix"
+    )
+    return True
+
+
 async def _exit(chat: Chat, argument: str) -> bool:
     return False
 
@@ -100,6 +113,7 @@ COMMANDS: dict[str, Command] = {
     "help": Command(usage="list these commands", run=_help),
     "usage": Command(usage="tokens, hit ratio, cost and savings of this session", run=_usage),
     "model": Command(usage="[NAME] show the model, or switch to NAME", run=_model),
+    "compact": Command(usage="summarise the older history now (newest turns kept)", run=_compact),
     "exit": Command(usage="leave (Ctrl-D too); /quit says the same", run=_exit),
     "quit": Command(usage="leave", run=_exit),
 }

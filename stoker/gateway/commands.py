@@ -2,8 +2,9 @@
 
 Each runs under the session's lock. What users expect decides the cache: `/new`,
 `/reset` and `/clear` continue in a new session (a new lineage: history is append-only,
-so "clearing" it means starting another); `/model` and `/compress` evict the cached
-agent, and the model change is applied at the next message as a declared break;
+so "clearing" it means starting another); `/model` evicts the cached agent, and the
+model change is applied at the next message as a declared break; `/compress` compacts
+the history now (a summary replaces its older part; the next message is a declared break);
 `/reasoning` is applied in place when the model's cache namespace survives it.
 """
 
@@ -13,6 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from stoker.cache.models import same_model
+from stoker.errors import CompactionError
 from stoker.gateway.agents import GATEWAY_KEY, gateway_block
 from stoker.gateway.errors import BadRequest
 from stoker.gateway.session_settings import keeps_namespace, parse_reasoning
@@ -30,7 +32,7 @@ HELP = {
     "clear": "start a new session (empty history) keeping this one's model and reasoning",
     "model": "/model NAME: switch model (one declared cache break at the next message)",
     "reasoning": "/reasoning LEVEL: set the reasoning effort (low, medium, high, off)",
-    "compress": "drop the cached agent; the next message resumes from the store",
+    "compress": "summarise the older history now (the newest turns stay as they are)",
     "usage": "tokens and cost of this session",
     "help": "this list",
 }
@@ -73,13 +75,7 @@ async def run(pool: AgentPool, user: str, sid: str, head: Head, command: Command
     if name == "reasoning":
         return await _reasoning(pool, user, sid, head, command.argument)
     if name == "compress":
-        pool.agents.evict(sid, "/compress")
-        return _done(
-            sid,
-            name,
-            "no compaction was run (not implemented yet); the cached agent was dropped and "
-            "the next message resumes this session from the store",
-        )
+        return await _compress(pool, user, sid, head)
     if name == "usage":
         view = usage_view(await show_session(pool.store, sid))
         cost = view["cost_usd"]
@@ -113,6 +109,26 @@ async def _set_overrides(entry: CachedAgent, changes: dict[str, Any]) -> None:
     entry.overrides = {**entry.overrides, **changes}
     block = gateway_block(entry.settings, entry.overrides)
     await entry.session.adopt(entry.agent, config={GATEWAY_KEY: block})
+
+
+async def _compress(pool: AgentPool, user: str, sid: str, head: Head) -> Reply:
+    entry = await pool.acquire(user, sid, head)
+    try:
+        before = len(entry.session.history)
+        try:
+            await entry.session.compact(reason="/compress")
+        except CompactionError as exc:
+            raise BadRequest(str(exc)) from exc
+        after = len(entry.session.history)
+    finally:
+        pool.agents.release(entry)
+    return _done(
+        sid,
+        "compress",
+        f"compacted: {before} messages became {after} (a summary, then the newest turns); "
+        "the next message starts the compacted prefix",
+        data={"messages_before": before, "messages_after": after},
+    )
 
 
 async def _model(pool: AgentPool, user: str, sid: str, head: Head, name: str) -> Reply:
