@@ -65,12 +65,21 @@ class WireError(StokerError):
 
 
 class ProviderError(StokerError):
-    """A provider call failed; `provider` names which one, `status` the HTTP status if any."""
+    """A provider call failed; `provider` names which one, `status` the HTTP status if any,
+    `attempts` how many tries the retry loop made before it gave up (None: not retried)."""
 
-    def __init__(self, message: str, *, provider: str = "", status: int | None = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        provider: str = "",
+        status: int | None = None,
+        attempts: int | None = None,
+    ) -> None:
         super().__init__(message)
         self.provider = provider
         self.status = status
+        self.attempts = attempts
 
 
 class InvalidRequest(ProviderError):

@@ -17,6 +17,7 @@ from types import TracebackType
 from typing import Any, Literal
 
 from stoker.agent.compaction import CompactionPolicy
+from stoker.agent.fallback import Route
 from stoker.agent.integrations import USE_TOOLKIT, Integrations, use_toolkit_tool
 from stoker.agent.resume import ToolsMode
 from stoker.agent.review import ReviewConfig
@@ -75,6 +76,10 @@ class Agent:
     max_tokens: int = 4096
     cache_policy: CachePolicy = field(default_factory=CachePolicy)
     compaction: CompactionPolicy = field(default_factory=CompactionPolicy)
+    # Where a turn goes on when the provider is unavailable: "PROVIDER:MODEL" specs (or
+    # `Route`s) in order; the primary is tried again at the next turn after the cool-down.
+    fallbacks: Sequence[str | Route] = ()
+    fallback_cooldown: float = 0.0
     review: ReviewConfig | None = None
     integrations: Integrations | None = field(default=None, compare=False)
     clock: Clock = field(default_factory=SystemClock, compare=False)
@@ -92,8 +97,30 @@ class Agent:
     telemetry: Telemetry = field(default=NO_TELEMETRY, compare=False, repr=False)
 
     def __post_init__(self) -> None:
-        if self.provider is not None:
-            return
+        if self.provider is None:
+            self._select()
+        # resolved once: every session of this agent shares the fallbacks' connections
+        object.__setattr__(self, "fallbacks", tuple(self._route(f) for f in self.fallbacks))
+
+    @property
+    def routes(self) -> tuple[Route, ...]:
+        """The fallback chain, resolved (`fallbacks` holds only `Route`s once built)."""
+        return tuple(f for f in self.fallbacks if isinstance(f, Route))
+
+    def _route(self, entry: str | Route) -> Route:
+        if isinstance(entry, Route):
+            return entry
+        if ":" not in entry:
+            raise ConfigError(
+                f"fallback {entry!r}: write it as PROVIDER:MODEL, e.g. 'openai:gpt-5.6'"
+            )
+        choice = select_provider(entry, config=self.config, clock=self.clock)
+        if not choice.model:
+            raise ConfigError(f"fallback {entry!r} names no model; write PROVIDER:MODEL")
+        choice.provider.model_info(choice.model)  # an unknown model fails now, not mid-outage
+        return Route(provider=choice.provider, model=choice.model, spec=entry)
+
+    def _select(self) -> None:
         if ":" not in self.model:
             raise ConfigError(
                 f"Agent({self.model!r}) does not say which provider serves the model: write "
@@ -107,10 +134,11 @@ class Agent:
         object.__setattr__(self, "model", choice.model)
 
     async def aclose(self) -> None:
-        """Close the provider's connections (the simulator has none)."""
-        close = getattr(self.provider, "aclose", None)
-        if close is not None:
-            await close()
+        """Close the providers' connections (the simulator has none)."""
+        for provider in (self.provider, *(r.provider for r in self.routes)):
+            close = getattr(provider, "aclose", None)
+            if close is not None:
+                await close()
 
     async def __aenter__(self) -> Agent:
         return self

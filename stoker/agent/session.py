@@ -26,6 +26,7 @@ from stoker.agent.compaction import (
     summary_marks,
 )
 from stoker.agent.delegate import Delegator, FanOut, running
+from stoker.agent.fallback import Detour, Route, restored, sendable, transient, why
 from stoker.agent.integrations import ToolkitTracker
 from stoker.agent.loop import TurnResult, TurnSteps, run_turn
 from stoker.agent.resume import ToolsMode
@@ -65,6 +66,7 @@ from stoker.errors import (
     CompactionError,
     ConfigError,
     PrefixError,
+    ProviderError,
     SessionNotFound,
     StokerError,
     ToolError,
@@ -82,7 +84,7 @@ from stoker.wire.events import (
     MessageAppended,
 )
 from stoker.wire.fingerprint import EMPTY_CHAIN, chain_step
-from stoker.wire.messages import Message, UserMessage, tool_results, user_text
+from stoker.wire.messages import AssistantMessage, Message, UserMessage, tool_results, user_text
 from stoker.wire.prefix import Prefix
 from stoker.wire.record import CacheRecord
 from stoker.wire.request import Request, Ttl
@@ -108,6 +110,7 @@ class Session:
         "_agent",
         "_anchor",
         "_declared_break",
+        "_detour",
         "_epoch",
         "_fanout",
         "_gap_plan",
@@ -115,6 +118,7 @@ class Session:
         "_id",
         "_lock",
         "_max_iterations",
+        "_mixed",
         "_parent_id",
         "_pending",
         "_policy",
@@ -154,6 +158,9 @@ class Session:
         self._unanswered = start.unanswered
         self._rerun = start.rerun
         self._epoch = start.epoch
+        self._detour: Detour | None = None
+        # whether another provider family wrote part of the history (a fallback did)
+        self._mixed = any(isinstance(m, AssistantMessage) and m.origin for m in self._history)
         self._fanout = FanOut()
         self._gap_plan: WarmPlan | None = None
         self._reviews = BackgroundReviews()
@@ -219,6 +226,7 @@ class Session:
         hooks = callbacks or Callbacks()
         async with self._lock:
             self._gap_plan = self._own_plan()  # what the time policy meant for this gap
+            self._leave_detour()
             self._state.turn_starts(self._agent.clock.now())
             words = text if isinstance(text, str) else text.prompt
             unanswered = self._cut_off()
@@ -252,6 +260,14 @@ class Session:
                         on_error=hooks.on_review_error,
                     )
             return result
+
+    def _leave_detour(self) -> None:
+        """Back to the primary at a new turn once the cool-down passed: it sends the prefix
+        it sent before the fallback, so it reads its own cache if that is still warm."""
+        detour = self._detour
+        self._detour = restored(detour, self._agent.clock.now(), self._agent.fallback_cooldown)
+        if detour is not None and self._detour is None and self._declared_break is None:
+            self._declared_break = f"fallback over: back on {self._prefix.params.model}"
 
     def _cut_off(self) -> str | None:
         """The words of the last user message when the model never answered its turn."""
@@ -313,8 +329,8 @@ class Session:
     def _own_plan(self, *, gaps: Sequence[float] = ()) -> WarmPlan | None:
         if self._role not in ("main", "branch") or self._unanswered:
             return None
-        if self._declared_break is not None:  # the next call sends another prefix anyway
-            return None
+        if self._declared_break is not None or self._detour is not None:
+            return None  # the next call sends another prefix anyway
         info = self._info()
         gap = warmth.idle(self._state, self._history, self._prefix, info)
         if gap is None:
@@ -349,7 +365,7 @@ class Session:
             if now >= plan.at + self._agent.cache_policy.keep_warm.margin:
                 return None  # too late to be sure the entry is still there: let it go
             info = self._info()
-            key = self._cache_key(info)
+            key = self._cache_key(info, self._prefix)
             shared = plan.scope == "shared"
             history = () if shared else self._history
             request = warmth.request(plan, history, self._prefix, info, cache_key=key)
@@ -690,22 +706,34 @@ class Session:
         live_for = menu.long if marker.ttl == "1h" else menu.short
         self._agent.fleet.used(self._prefix, started_at, session_id=self._id, live_for=live_for)
 
-    def _cache_key(self, info: ModelInfo) -> str | None:
+    def _cache_key(self, info: ModelInfo, prefix: Prefix) -> str | None:
         """OpenAI's key for the next request, counted toward the rate its shards follow."""
         if info.provider != "openai":
             return None
-        self._agent.key_shards.observe(self._prefix, self._agent.clock.now())
-        return cache_key(self._prefix, self._root_id)
+        self._agent.key_shards.observe(prefix, self._agent.clock.now())
+        return cache_key(prefix, self._root_id)
 
-    def _request(self, *, stream: bool) -> Request:
-        info = self._agent.provider.model_info(self._prefix.params.model)
+    def _request(self, *, stream: bool, route: Route | None = None) -> Request:
+        """The next request: to the primary, or on `route` of the fallback chain (the same
+        tools, system and history, another model; thinking another provider signed is
+        left out, see `stoker.agent.fallback`)."""
+        prefix = self._prefix if route is None else self._prefix.with_params(model=route.model)
+        provider = self._agent.provider if route is None else route.provider
+        info = provider.model_info(prefix.params.model)
+        if route is None and not self._mixed:  # the usual case: nothing to leave out
+            messages, stripped = tuple(self._history), 0
+        else:
+            home = self._info().provider
+            messages, stripped = sendable(self._history, to=info.provider, home=home)
+        if stripped and self._declared_break is not None and "thinking" not in self._declared_break:
+            self._declared_break += f"; {stripped} thinking blocks another provider signed left out"
         p = plan(
             info,
-            self._history,
-            previous=self._state.last_write(self._prefix),
+            messages,
+            previous=self._state.last_write(prefix),
             policy=self._agent.cache_policy,
             anchor=self._anchor,
-            thinking=self._prefix.params.thinking_budget is not None,
+            thinking=prefix.params.thinking_budget is not None,
         )
         breakpoints = p.breakpoints
         if self._role == "compaction":
@@ -713,25 +741,25 @@ class Session:
             read_at = self._state.last_write(self._prefix) if warm else None
             breakpoints = summary_marks(breakpoints, read_at)
         return Request(
-            prefix=self._prefix,
-            messages=tuple(self._history),
+            prefix=prefix,
+            messages=messages,
             max_tokens=self._agent.max_tokens,
             breakpoints=breakpoints,
-            cache_key=self._cache_key(info),
+            cache_key=self._cache_key(info, prefix),
             cache_retention=retention(info, self._agent.cache_policy.keep_warm),
             stream=stream,
-            render_memo=self._state.render_memo,
+            # renders of the primary's messages as sent; a route or a stripped copy renders anew
+            render_memo=self._state.render_memo if route is None and not stripped else {},
         )
 
     async def _call_model(self, hooks: Callbacks) -> tuple[Completion, CacheRecord]:
         """One provider call on the current history, recorded and explained."""
         await self._compact_if_due(hooks)
-        request = self._request(stream=hooks.on_text is not None)
+        route = self._agent.routes[self._detour.index] if self._detour is not None else None
+        request = self._request(stream=hooks.on_text is not None, route=route)
         with self._agent.telemetry.call(self._call_facts("turn", request)) as span:
-            completion = await self._agent.provider.complete(
-                request, CallContext(session_id=self._id, on_text=hooks.on_text)
-            )
-            record = self._measured(request, completion)
+            completion, request, route = await self._complete(request, route, hooks)
+            record = self._measured(request, completion, route)
             span.recorded(record)
         self._records.append(record)
         notify(record)
@@ -740,14 +768,46 @@ class Session:
         await self._emit(CacheRecorded(session_id=self._id, record=record))
         return completion, record
 
-    def _measured(self, request: Request, completion: Completion) -> CacheRecord:
+    async def _complete(
+        self, request: Request, route: Route | None, hooks: Callbacks
+    ) -> tuple[Completion, Request, Route | None]:
+        """The answer to `request`, from the next entry of the fallback chain while the one
+        asked is unavailable; with the request that was answered and who answered it."""
+        context = CallContext(session_id=self._id, on_text=hooks.on_text)
+        routes = self._agent.routes
+        while True:
+            provider = self._agent.provider if route is None else route.provider
+            try:
+                completion = await provider.complete(request, context)
+            except ProviderError as exc:
+                index = self._detour.index + 1 if self._detour is not None else 0
+                if not transient(exc) or index >= len(routes):
+                    raise
+                route = routes[index]
+                reason = why(request.prefix.params.model, exc)
+                self._detour = Detour(index=index, since=self._agent.clock.now(), reason=reason)
+                self._declared_break = f"{reason}; continuing on {route.spec}"
+                log.warning("session %s: %s", self._id, self._declared_break)
+                request = self._request(stream=request.stream, route=route)
+                continue
+            family = provider.model_info(request.prefix.params.model).provider
+            if family != self._info().provider:  # its thinking goes back only to its family
+                message = replace(completion.message, origin=family)
+                completion = replace(completion, message=message)
+                self._mixed = True
+            return completion, request, route
+
+    def _measured(
+        self, request: Request, completion: Completion, route: Route | None = None
+    ) -> CacheRecord:
         """The record of a finished call, remembered for planning and explaining the next."""
-        provider = self._agent.provider
+        provider = self._agent.provider if route is None else route.provider
         state = self._state
-        info = self._info()
-        if state.last_started is None and self._role == "main" and self._parent_id is None:
-            self._agent.fleet.arrived(self._prefix, completion.started_at)
-        self._fleet_used(request, completion.started_at)
+        info = provider.model_info(request.prefix.params.model)
+        if route is None:  # a fallback's calls are no part of the agent's fleet
+            if state.last_started is None and self._role == "main" and self._parent_id is None:
+                self._agent.fleet.arrived(self._prefix, completion.started_at)
+            self._fleet_used(request, completion.started_at)
         record = build_record(
             session_id=self._id,
             seq=len(self._records),
@@ -768,8 +828,10 @@ class Session:
             declared_break=self._declared_break,
             ttl_seconds=self._live_for(state.live_ttl),
         )
-        record = warmth.after_stripping(record, request.messages, self._prefix, info)
+        record = warmth.after_stripping(record, request.messages, request.prefix, info)
         record = warmth.after_gap(record, self._gap_plan)
+        if route is not None:
+            record = replace(record, fallback_of=self._prefix.params.model)
         self._gap_plan = None
         self._declared_break = None
         self._anchor = None

@@ -221,8 +221,12 @@ async def _retrying(
             if retries >= policy.max_retries:
                 message = f"{provider} failed after {retries + 1} attempts: {exc}"
                 if exc.timed_out is not None:
-                    raise ProviderTimeout(message, provider=provider, phase=exc.timed_out) from exc
-                raise ProviderError(message, provider=provider, status=exc.status) from exc
+                    timeout = ProviderTimeout(message, provider=provider, phase=exc.timed_out)
+                    timeout.attempts = retries + 1
+                    raise timeout from exc
+                raise ProviderError(
+                    message, provider=provider, status=exc.status, attempts=retries + 1
+                ) from exc
             if exc.retry_after is not None and exc.retry_after > policy.max_retry_after:
                 raise ProviderError(
                     f"{provider} asked to retry after {exc.retry_after:.0f} s, longer than the "

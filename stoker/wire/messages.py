@@ -64,6 +64,9 @@ class AssistantMessage:
     content: tuple[Block, ...]
     stop_reason: str = "end_turn"
     id: str = ""
+    # The provider family ("anthropic", "openai") of a fallback that wrote this turn; ""
+    # for the session's own provider. Its thinking is sent back only to that family.
+    origin: str = ""
     role: Literal["assistant"] = "assistant"
     block_fingerprints: tuple[str, ...] = field(init=False, compare=False, repr=False)
     wire_memo: dict[str, Any] = field(
@@ -107,6 +110,8 @@ def message_to_dict(message: Message) -> dict[str, Any]:
     if isinstance(message, AssistantMessage):
         out["stop_reason"] = message.stop_reason
         out["id"] = message.id
+        if message.origin:
+            out["origin"] = message.origin
     return out
 
 
@@ -118,6 +123,9 @@ def message_from_dict(data: dict[str, Any]) -> Message:
         return UserMessage(content=content)
     if role == "assistant":
         return AssistantMessage(
-            content=content, stop_reason=data.get("stop_reason", "end_turn"), id=data.get("id", "")
+            content=content,
+            stop_reason=data.get("stop_reason", "end_turn"),
+            id=data.get("id", ""),
+            origin=data.get("origin", ""),
         )
     raise WireError(f"unknown message role {role!r}; expected 'user' or 'assistant'")

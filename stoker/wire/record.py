@@ -91,6 +91,7 @@ class CacheRecord:
     declared_break: str | None = None
     explanation: Explanation = field(default_factory=lambda: Explanation(verdict="first"))
     purpose: str = "turn"  # "turn", or a keep-warm request: "ping" or "seal"
+    fallback_of: str | None = None  # the primary model, when a fallback route served this
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -110,6 +111,7 @@ class CacheRecord:
             "declared_break": self.declared_break,
             "explanation": self.explanation.to_dict(),
             "purpose": self.purpose,
+            **({"fallback_of": self.fallback_of} if self.fallback_of is not None else {}),
         }
 
     @classmethod
@@ -130,4 +132,5 @@ class CacheRecord:
             declared_break=data.get("declared_break"),
             explanation=Explanation.from_dict(data["explanation"]),
             purpose=data.get("purpose", "turn"),
+            fallback_of=data.get("fallback_of"),
         )
