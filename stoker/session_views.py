@@ -215,6 +215,7 @@ def record_dict(record: CacheRecord, *, turn: int | None = None) -> dict[str, An
         "usage": usage_dict(record.usage),
         "cost_usd": record.cost_usd,
         "declared_break": record.declared_break,
+        "fallback_of": record.fallback_of,  # the primary model, when a fallback answered
         "explanation": {
             "verdict": record.explanation.verdict,
             "text": str(record.explanation),

@@ -9,11 +9,12 @@ ephemeral prompt moves nothing in the prefix, and `Session.adopt` takes the new 
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
 from stoker.agent.agent import Agent
+from stoker.agent.fallback import Route
 from stoker.agent.session import Session
 from stoker.agent.starts import INHERIT
 from stoker.agent.system_prompt import build_system_prompt
@@ -37,6 +38,7 @@ def build_agent(
     registry: ToolRegistry | None,
     clock: Clock,
     telemetry: Telemetry = NO_TELEMETRY,
+    fallbacks: Sequence[Route] = (),
 ) -> Agent:
     if registry is None and settings.toolsets:
         raise ConfigError(
@@ -56,6 +58,8 @@ def build_agent(
         clock=clock,
         name=AGENT_NAME,
         telemetry=telemetry,
+        fallbacks=tuple(fallbacks),
+        fallback_cooldown=settings.fallback_cooldown,
     )
 
 

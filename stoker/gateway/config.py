@@ -99,6 +99,8 @@ class _Agent(_Strict):
     reasoning: str | None = None
     thinking_budget: int | None = Field(default=None, ge=1024)
     max_tokens: int = Field(default=_SESSION.max_tokens, ge=1)
+    fallbacks: list[str] = []  # "PROVIDER:MODEL" entries tried in order when it is down
+    fallback_cooldown_seconds: float = Field(default=0.0, ge=0)
     workspace: str | None = None
 
 
@@ -251,6 +253,8 @@ def load_config(path: str | Path | None, *, env: Mapping[str, str]) -> GatewayCo
         ephemeral_prompt=a.ephemeral_prompt,
         thinking_budget=a.thinking_budget,
         max_tokens=a.max_tokens,
+        fallbacks=tuple(a.fallbacks),
+        fallback_cooldown=a.fallback_cooldown_seconds,
     )
     if a.reasoning:
         defaults = replace(defaults, **parse_reasoning(a.reasoning))

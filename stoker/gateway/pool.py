@@ -18,11 +18,13 @@ from dataclasses import replace
 from typing import Any, Literal
 
 from stoker.agent.agent import Agent
+from stoker.agent.fallback import Route
 from stoker.agent.telemetry import NO_TELEMETRY, Telemetry
 from stoker.cache.keys import user_scope
 from stoker.cache.models import same_model
 from stoker.clock import Clock, SystemClock
 from stoker.config import DEFAULT_LIMITS
+from stoker.errors import ConfigError
 from stoker.gateway.agents import (
     GATEWAY_KEY,
     apply_changes,
@@ -134,7 +136,26 @@ class AgentPool:
             registry=self.registry,
             clock=self._clock,
             telemetry=self.telemetry,
+            fallbacks=[self._fallback(settings, spec) for spec in settings.fallbacks],
         )
+
+    def _fallback(self, settings: SessionSettings, spec: str) -> Route:
+        """A fallback entry on this gateway's providers and key (so a fallback of another
+        kind of provider, which needs a key of its own, is not yet possible here)."""
+        kind, _, model = spec.partition(":")
+        if not kind or not model:
+            raise ConfigError(f"fallback {spec!r}: write it as PROVIDER:MODEL")
+        same = kind == settings.provider
+        there = replace(
+            settings,
+            provider=kind,
+            model=model,
+            base_url=settings.base_url if same else None,
+            api_mode=settings.api_mode if same else None,
+        )
+        provider = self.provider_for(there)
+        provider.model_info(model)  # an unknown model fails at start, not mid-outage
+        return Route(provider=provider, model=model, spec=spec)
 
     def signature_of(self, settings: SessionSettings, user: str) -> str:
         generation = self.registry.generation if self.registry is not None else 0

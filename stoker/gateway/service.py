@@ -281,7 +281,11 @@ class Gateway:
             raise
         finally:
             self.pool.agents.release(entry)
-        if self._keep_warm_on:
+        if any(r.fallback_of is not None for r in result.records):
+            # A fallback answered: this session's agent is rebuilt at its next message,
+            # which goes to the primary again with the prefix it sent before.
+            self.pool.agents.evict(session_id, "fallback")
+        elif self._keep_warm_on:
             self.keep_warm.turn_ended(user, session)
         return Reply.of_turn(session_id, result)
 

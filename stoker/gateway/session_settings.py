@@ -41,6 +41,10 @@ class SessionSettings:
     effort: str | None = None
     thinking_budget: int | None = None
     max_tokens: int = 4096
+    # Where a turn goes on when the provider is unavailable ("PROVIDER:MODEL", in order),
+    # and how long the primary then rests before it is tried again.
+    fallbacks: tuple[str, ...] = ()
+    fallback_cooldown: float = 0.0
 
     @property
     def reasoning(self) -> tuple[str | None, int | None]:
@@ -51,6 +55,7 @@ class SessionSettings:
         data = asdict(self)
         data["toolsets"] = list(self.toolsets) if self.toolsets is not None else None
         data["disabled_toolsets"] = list(self.disabled_toolsets)
+        data["fallbacks"] = list(self.fallbacks)
         return data
 
     @classmethod
@@ -61,6 +66,8 @@ class SessionSettings:
             values["toolsets"] = tuple(values["toolsets"])
         if "disabled_toolsets" in values:
             values["disabled_toolsets"] = tuple(values["disabled_toolsets"])
+        if "fallbacks" in values:
+            values["fallbacks"] = tuple(values["fallbacks"])
         return cls(**values)
 
     def with_overrides(self, overrides: Mapping[str, Any]) -> SessionSettings:
