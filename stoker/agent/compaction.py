@@ -101,18 +101,13 @@ def choose_cut(history: Sequence[Message], keep_tokens: int) -> int | None:
 
 def instruction(history: Sequence[Message], cut: int) -> str:
     """What the summarising fork is asked: everything before message `cut`, which the
-    compacted conversation will no longer hold."""
-    kept = history[cut]
-    opening = " ".join(kept.text.split())[:120] if isinstance(kept, UserMessage) else ""
-    where = (
-        f'the user message that begins "{opening}"'
-        if opening
-        else f"message {cut} of {len(history)}"
-    )
+    compacted conversation will no longer hold. (It names the cut by count, never by
+    quoting a message: quoted words would be read as a request of their own.)"""
+    kept = len(history) - cut
     return (
         "This conversation is about to be compacted to stay within the context window. "
-        f"Everything before {where} will be replaced by your summary; that message and "
-        "the ones after it stay as they are. Write the summary now, without calling tools: "
+        f"Everything before the last {kept} messages will be replaced by your summary; "
+        "those messages stay as they are. Write the summary now, without calling tools: "
         "the user's goals and constraints, decisions made and why, facts and results the "
         "work depends on (file names, values, errors), and what was left to do. Be complete "
         "but brief; write only the summary."

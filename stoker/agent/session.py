@@ -556,7 +556,7 @@ class Session:
             self._snapshot(),
             role="compaction",
             policy=DispatchPolicy(allowed=frozenset(), reason="a summary is written without tools"),
-            max_iterations=1,
+            max_iterations=2,  # a tool call it tries is refused, and it answers after that
             cost=self._cost,
             anchored=False,
         )

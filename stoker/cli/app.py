@@ -14,7 +14,7 @@ from stoker.bench.overhead import overhead_table, run_overhead
 from stoker.bench.sim import run_sim_bench, sim_table
 from stoker.cli.chat import chat
 from stoker.cli.errors import Commands, fail
-from stoker.cli.options import Db, Model, Provider, Workdir
+from stoker.cli.options import AsJson, Db, Model, Provider, Workdir
 from stoker.cli.proxy import proxy, report_proxy
 from stoker.cli.render import console, cost_text, records_table
 from stoker.cli.report import report
@@ -202,6 +202,23 @@ def bench_fuzz(
 def bench_firstturn(runs: int = typer.Option(10, help="Sessions measured per case.")) -> None:
     """First-turn latency with a warm vs cold toolkit cache (toolkit fetch: 200 ms)."""
     console.print(firstturn_table(asyncio.run(run_firstturn(runs=runs))))
+
+
+@bench_app.command("compaction")
+def bench_compaction(
+    turns: int = typer.Option(300, min=1, help="Turns of the session."),
+    window: int = typer.Option(24_000, min=10_000, help="Context window, in tokens."),
+    as_json: AsJson = False,
+) -> None:
+    """A long tool-using session past a small context window: compactions and cost,
+    idle-aware against a fixed threshold and against no cache."""
+    from stoker.bench.compaction import compaction_table, run_compaction_bench
+
+    figures = asyncio.run(run_compaction_bench(turns=turns, window=window))
+    if as_json:
+        typer.echo(json.dumps(figures.to_dict(), indent=2))
+        return
+    console.print(compaction_table(figures))
 
 
 @bench_app.command("proxy")
