@@ -58,3 +58,37 @@ async def test_each_child_role_resumes_in_a_new_process_as_it_would_have_continu
 
 def _settings(payload: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in payload.items() if k not in ("messages", "tools", "system")}
+
+
+COMPACTED = ROOT / "tests/scripts/compacted_across_processes.py"
+
+
+async def test_a_compacted_session_resumes_in_a_new_process_with_the_compacted_history(
+    store: SqlEventStore,
+) -> None:
+    where, schema = location(store)
+    await store.list_sessions()
+    key, sid = f"sk-sim-{uuid.uuid4().hex}", f"long-{uuid.uuid4().hex[:8]}"
+    args = (where, schema or "-")
+    with serve_in_background(create_app()) as served:
+        sim = served.app.state.sim
+        made = json.loads(await run_script(COMPACTED, "create", *args, served.url, key, sid))
+        assert made["turns"] >= 3
+        last = sim.sent_by(key)[-1]  # the live session's call after its compaction
+        stored = await store.load(sid)
+        assert stored.epoch == 1
+        assert stored.messages[0].text.startswith("Summary of the earlier part")
+        out = await run_script(COMPACTED, "resume", *args, served.url, key, sid)
+        resumed, (first,) = json.loads(out), sim.sent_by(key)[len(sim.sent_by(key)) - 1 :]
+        # byte for byte the compacted history the live session sent, then its stored
+        # answer and the new message; never the history it replaced
+        assert first["system"] == last["system"]
+        assert _settings(first) == _settings(last)
+        sent_now = without_markers(first["messages"])
+        assert sent_now[:-2] == without_markers(last["messages"])
+        assert sent_now[-1]["content"][-1]["text"] == "and one more thing"
+        assert not any("turn 0 word" in json.dumps(m) for m in first["messages"][1:])
+        previous = stored.last_record
+        assert previous is not None
+        assert resumed["why"] == "hit"
+        assert resumed["usage"]["read"] == previous.usage.read + previous.usage.written
