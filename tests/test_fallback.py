@@ -168,6 +168,27 @@ async def test_thinking_signed_by_one_provider_never_reaches_another() -> None:
     assert home[1]["content"][0]["type"] == "thinking"  # its own thinking goes back
 
 
+async def test_turns_and_keep_warm_never_send_another_providers_thinking() -> None:
+    agent, primary, _backup = _chain("gpt-5.6", thinking_budget=2048)
+    foreign = AssistantMessage(
+        content=(ThinkingBlock(thinking="their reasoning", signature="enc"), TextBlock(text="ok")),
+        origin="openai",
+    )
+    session = agent.session(history=[UserMessage(content=(TextBlock(text="earlier"),)), foreign])
+    await session.send("go on")
+    sent = primary.inner.requests[-1]["messages"]
+    assert [b["type"] for b in sent[1]["content"]] == ["text"]
+    assert session.history[1] is foreign  # the history keeps it as it was said
+    plan = session.warm_plan(gaps=[600.0] * 5)
+    assert plan is not None
+    assert plan.sends
+    agent.clock.advance(plan.at - agent.clock.now())  # type: ignore[attr-defined]
+    assert await session.warm(gaps=[600.0] * 5) is not None
+    ping = primary.inner.requests[-1]
+    assert ping["max_tokens"] == 2049  # the keep-warm request
+    assert [b["type"] for b in ping["messages"][1]["content"]] == ["text"]
+
+
 def test_what_counts_as_unavailable_and_how_it_is_said() -> None:
     assert transient(ProviderError("x", status=529, attempts=4))
     assert transient(ProviderError("x", status=None))

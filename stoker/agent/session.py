@@ -367,7 +367,9 @@ class Session:
             info = self._info()
             key = self._cache_key(info, self._prefix)
             shared = plan.scope == "shared"
-            history = () if shared else self._history
+            history: Sequence[Message] = () if shared else self._history
+            if self._mixed:  # as the primary's requests send it (see `fallback.sendable`)
+                history = sendable(history, to=info.provider, home=info.provider)[0]
             request = warmth.request(plan, history, self._prefix, info, cache_key=key)
             provider = self._agent.provider
             with self._agent.telemetry.call(self._call_facts(plan.action, request)) as span:
