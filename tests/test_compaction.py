@@ -273,3 +273,18 @@ async def test_compact_on_request() -> None:
     assert event.kept_from == 2  # all that fits the kept share stays: turns 2 and 3
     result = await session.send("go on")
     assert result.records[0].declared_break == "compaction: the user asked"
+
+
+async def test_a_report_rebuilds_every_call_of_a_compacted_session(tmp_path: Path) -> None:
+    from stoker.report.lineage import load_lineage
+
+    agent, _ = sim_agent(registry=make_registry(), compaction=CompactionPolicy(window=WINDOW))
+    store = open_store(tmp_path / "s.db")
+    session = await agent.open(store, "long")
+    await _drive(session, 14)
+    lineage = await load_lineage(store, "long")
+    assert {s.role for s in lineage.sessions} == {"main", "compaction"}
+    assert lineage.sessions[0].title.startswith("turn 0 word")  # the first ask, not the summary
+    assert len(lineage.calls) == 15
+    assert all(c.request is not None for c in lineage.calls)  # each with the history it sent
+    await store.close()

@@ -19,7 +19,13 @@ from stoker.agent.warmth import PLACEHOLDER
 from stoker.errors import SessionNotFound, WireError
 from stoker.store.base import SqlEventStore
 from stoker.store.codec import decode
-from stoker.wire.events import CacheRecorded, PrefixRebased, SessionCreated
+from stoker.wire.events import (
+    CacheRecorded,
+    HistoryCompacted,
+    MessageAppended,
+    PrefixRebased,
+    SessionCreated,
+)
 from stoker.wire.fingerprint import EMPTY_CHAIN, chain_step, key_of
 from stoker.wire.messages import Message
 from stoker.wire.prefix import Prefix
@@ -110,6 +116,11 @@ def _check(record: CacheRecord) -> None:
             raise ValueError(f"breakpoint {b!r} is not one a request can carry")
 
 
+_READ = frozenset(
+    {"session_created", "prefix_rebased", "cache_recorded", "message_appended", "history_compacted"}
+)
+
+
 def _history_hash(messages: Sequence[Message]) -> str:
     chain = EMPTY_CHAIN
     for m in messages:
@@ -143,8 +154,13 @@ async def load_lineage(store: SqlEventStore, root_id: str) -> StoredLineage:
             continue
         prefixes: dict[str, Prefix] = {}
         title = ""
+        # The history as it stood at each call: a compaction replaced it from its event on,
+        # so calls made before one were sent the history it replaced.
+        forked_at = stored.config.get("forked_at")
+        running = list(stored.messages[:forked_at] if isinstance(forked_at, int) else ())
+        first: Message | None = None
         for seq, type_, created, body in await store.events(sid):
-            if type_ not in ("session_created", "prefix_rebased", "cache_recorded"):
+            if type_ not in _READ:
                 continue
             try:
                 event = decode(sid, type_, body)
@@ -155,7 +171,13 @@ async def load_lineage(store: SqlEventStore, root_id: str) -> StoredLineage:
                     f"session {sid!r}: stored event {seq} ({type_}) does not parse "
                     f"({type(exc).__name__}: {exc}); `stoker sessions export {sid}` shows it"
                 ) from exc
-            if isinstance(event, SessionCreated | PrefixRebased):
+            if isinstance(event, MessageAppended):
+                running.append(event.message)
+                if first is None and event.message.role == "user":
+                    first = event.message
+            elif isinstance(event, HistoryCompacted):
+                running = list(event.messages)
+            elif isinstance(event, SessionCreated | PrefixRebased):
                 prefixes[key_of(event.prefix)] = event.prefix
             elif isinstance(event, CacheRecorded):
                 record = event.record
@@ -165,10 +187,11 @@ async def load_lineage(store: SqlEventStore, root_id: str) -> StoredLineage:
                         record=record,
                         order=(record.started_at, created, seq),
                         prefix=prefix,
-                        request=_rebuilt(record, prefixes, stored.messages),
+                        request=_rebuilt(record, prefixes, running)
+                        or _rebuilt(record, prefixes, stored.messages),
                     )
                 )
-        first = next((m for m in stored.messages if m.role == "user"), None)
+        first = first or next((m for m in stored.messages if m.role == "user"), None)
         if first is not None and sid == root_id:
             title = " ".join(getattr(first, "prompt", "").split())[:80]
         sessions.append(
