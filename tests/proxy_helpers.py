@@ -13,6 +13,7 @@ from stoker.providers.sim.server import SimServer, create_app, serve_in_backgrou
 from stoker.proxy import ProxyConfig
 from stoker.proxy import create_app as create_proxy
 from stoker.proxy.app import Proxy
+from stoker.proxy.recorder_process import RecorderProcess
 from stoker.store.sqlite import SQLiteStore
 
 # Long enough for every model's minimum (1,024 tokens; 2,048-token steps on gpt-5.5).
@@ -50,17 +51,25 @@ class Behind:
         assert self.proxy.wait_recorded(), "the proxy did not finish recording in time"
 
 
+RECORDING = ["inline", "process"]  # on the proxy's loop, or in `stoker proxy`'s child process
+
+
 @contextmanager
-def behind_proxy(tmp: Path, *, optimize: bool = False, **config: Any) -> Iterator[Behind]:
+def behind_proxy(
+    tmp: Path, *, optimize: bool = False, recording: str = "inline", **config: Any
+) -> Iterator[Behind]:
     clock = FrozenClock()
+    tmp.mkdir(parents=True, exist_ok=True)
     db = tmp / "proxy.db"
     with ExitStack() as stack:
         upstream = stack.enter_context(serve_in_background(create_app(clock=clock)))
         direct = stack.enter_context(serve_in_background(create_app(clock=clock)))
+        process = RecorderProcess(str(db)) if recording == "process" else None
         app = create_proxy(
             ProxyConfig(upstream=upstream.url, optimize=optimize, **config),
-            sink=SQLiteStore(db),
+            sink=SQLiteStore(db) if process is None else None,
             clock=clock,
+            process=process,
         )
         proxied = stack.enter_context(serve_in_background(app))
         stack.callback(app.state.proxy.close_from_thread)

@@ -25,12 +25,12 @@ from stoker.proxy.routes import tenant_of
 from stoker.store.sqlite import SQLiteStore
 from stoker.wire.dialects import dialect_module
 from stoker.wire.exchange import Exchange, LineageSummary
-from tests.proxy_helpers import SYSTEM, TOOLS, Behind, behind_proxy
+from tests.proxy_helpers import RECORDING, SYSTEM, TOOLS, Behind, behind_proxy
 
 
-@pytest.fixture
-def behind(tmp_path: Path) -> Iterator[Behind]:
-    with behind_proxy(tmp_path) as b:
+@pytest.fixture(params=RECORDING)
+def behind(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Behind]:
+    with behind_proxy(tmp_path, recording=request.param) as b:
         yield b
 
 

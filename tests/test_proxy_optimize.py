@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 from typer.testing import CliRunner
 
 from stoker.cli import app
@@ -22,7 +23,7 @@ from stoker.proxy import proxy_report
 from stoker.proxy.replay import full_bodies
 from stoker.store.sqlite import SQLiteStore
 from stoker.wire.exchange import Exchange
-from tests.proxy_helpers import SYSTEM, TOOLS, behind_proxy
+from tests.proxy_helpers import RECORDING, SYSTEM, TOOLS, behind_proxy
 
 HEADERS = {"anthropic-version": "2023-06-01"}
 
@@ -52,12 +53,13 @@ async def _calls(db: Path) -> list[list[Exchange]]:
         return [await store.proxy_calls(x.id) for x in await store.proxy_lineages()]
 
 
+@pytest.mark.parametrize("recording", RECORDING)
 def test_a_caching_off_sequence_replayed_through_optimize_reads_after_the_first_call(
-    tmp_path: Path,
+    tmp_path: Path, recording: str
 ) -> None:
     key = f"sk-test-{uuid.uuid4().hex}"
     headers = {**HEADERS, "x-api-key": key}
-    with behind_proxy(tmp_path / "audit") as audit:
+    with behind_proxy(tmp_path / "audit", recording=recording) as audit:
         with httpx.Client(base_url=audit.url, headers=headers) as client:
             _conversation(client, turns=4)
         audit.recorded()
@@ -67,7 +69,7 @@ def test_a_caching_off_sequence_replayed_through_optimize_reads_after_the_first_
     assert all("cache_control" not in str(b) for b in bodies)
     assert [r.record.usage.read for r in recorded if r.record] == [0] * 8
 
-    with behind_proxy(tmp_path / "optimize", optimize=True) as optimize:
+    with behind_proxy(tmp_path / "optimize", optimize=True, recording=recording) as optimize:
         with httpx.Client(base_url=optimize.url, headers=headers) as client:
             usages = [
                 client.post("/v1/messages", json=b).raise_for_status().json()["usage"]
@@ -114,13 +116,14 @@ def _unmarked(value: Any) -> Any:
     return value
 
 
+@pytest.mark.parametrize("recording", RECORDING)
 def test_report_command_lists_added_breakpoints_and_a_timestamp_it_cannot_fix(
-    tmp_path: Path,
+    tmp_path: Path, recording: str
 ) -> None:
     """A system prompt carrying the time moves on every call: optimize mode cannot fix it
     without changing what the model reads, so it names the slot and the cost."""
     headers = {**HEADERS, "x-api-key": f"sk-test-{uuid.uuid4().hex}"}
-    with behind_proxy(tmp_path, optimize=True) as optimize:
+    with behind_proxy(tmp_path, optimize=True, recording=recording) as optimize:
         with httpx.Client(base_url=optimize.url, headers=headers) as client:
             history: list[dict[str, Any]] = []
             for minute in (10, 11):

@@ -1,4 +1,4 @@
-"""`stoker bench proxy`: a caching-off framework's traffic, direct and through --optimize.
+"""`stoker bench proxy`: a caching-off framework's traffic, direct and through the proxy.
 
 The workload is `stoker bench cache`'s *hard* one, sent the way a framework with caching
 off sends it: plain HTTP, the whole history every call, no `cache_control` anywhere, tool
@@ -6,18 +6,23 @@ schemas in the framework's own key order. A 24-call tool loop and a follow-up, a
 idle gap, a turn after it, a fork (the history plus another question), and a resume by a
 new client that resends the history and runs 3 more steps.
 
-It runs twice on the simulator over HTTP with one frozen clock: directly, and through
-`stoker proxy --optimize` (whose keep-warm crosses the gap on the same clock). For each it
-reports the input cost against sending the same tokens with no cache (keep-warm pings
-included), next to Stoker's own sessions on the same workload. Added latency is the
-per-request difference between the two runs on loopback: each run is repeated and each
-request's fastest time kept, so the figure is the proxy's own cost, not the noise of a
-shared machine; p50 and p99 over the requests.
+Cost: the workload runs on the simulator over HTTP with one frozen clock, directly and
+through `--optimize` (whose keep-warm crosses the gap on the same clock), and each is
+priced against sending the same tokens with no cache (keep-warm pings included), next to
+Stoker's own sessions on the same workload.
+
+Latency: the proxy as it is deployed, a `stoker proxy` process of its own (with its
+recorder process), in audit and in optimize mode, in front of a simulator process, the
+client in this one; the gap is not waited out (time is not what this half measures).
+Each request's time through a proxy less its time sent directly is what the proxy added;
+every run is repeated and each request's fastest time kept, so the figure is the proxy's
+own cost and not the noise of a shared machine; p50 and p99 over the requests.
 """
 
 from __future__ import annotations
 
 import statistics
+import sys
 import tempfile
 import time
 import uuid
@@ -31,6 +36,7 @@ import httpx
 from rich.table import Table
 
 from stoker.bench.cache import SYSTEM, TOOLS, WorkloadModel, hard
+from stoker.bench.children import child_server, free_port
 from stoker.cache.models import model_info
 from stoker.clock import FrozenClock
 from stoker.config import DEFAULT_MODEL
@@ -49,17 +55,38 @@ _RUN = {t.name: t.fn for t in TOOLS}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class Added:
+    """Latency a proxy added to each request, in milliseconds."""
+
+    p50: float
+    p99: float
+
+    @classmethod
+    def of(cls, through: list[list[float]], direct: list[list[float]]) -> Added:
+        fastest = [min(run[i] for run in direct) for i in range(len(direct[0]))]
+        proxied = [min(run[i] for run in through) for i in range(len(fastest))]
+        added = [(p - d) * 1000 for p, d in zip(proxied, fastest, strict=True)]
+        return cls(p50=statistics.median(added), p99=_percentile(added, 0.99))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ProxyFigures:
     calls: int
     direct_cost: float  # input cost / input cost with no cache, sent directly
     optimized_cost: float  # the same through --optimize, keep-warm pings included
     stoker_cost: float  # Stoker's own sessions on the same workload (bench cache hard)
     pings: int
-    added_p50_ms: float
-    added_p99_ms: float
+    audit: Added | None  # None: the latency half was not run
+    optimize: Added | None
     rounds: int
 
     def to_dict(self) -> dict[str, Any]:
+        latency = {
+            f"{mode}_added_latency_{q}_ms": round(getattr(added, q), 3)
+            for mode, added in (("audit", self.audit), ("optimize", self.optimize))
+            if added is not None
+            for q in ("p50", "p99")
+        }
         return {
             "calls": self.calls,
             "direct_cost_vs_no_cache": round(self.direct_cost, 4),
@@ -67,8 +94,7 @@ class ProxyFigures:
             "stoker_sessions_cost_vs_no_cache": round(self.stoker_cost, 4),
             "optimize_vs_stoker": round(self.optimized_cost / self.stoker_cost, 4),
             "keep_warm_pings": self.pings,
-            "added_latency_p50_ms": round(self.added_p50_ms, 3),
-            "added_latency_p99_ms": round(self.added_p99_ms, 3),
+            **latency,
             "rounds": self.rounds,
         }
 
@@ -212,24 +238,52 @@ def _percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
 
 
-async def run_proxy_bench(rounds: int = 3) -> ProxyFigures:
+def _latency(home: Path, rounds: int) -> tuple[Added, Added]:
+    """Added latency of `stoker proxy` processes, audit and optimize, before a simulator
+    process serving the workload's model."""
+    python = sys.executable
+    with ExitStack() as stack:
+        port = free_port()
+        sim = f"http://127.0.0.1:{port}"
+        workload = [python, "-m", "stoker.bench.workload_server", str(port)]
+        stack.enter_context(child_server(workload, sim + "/stats"))
+        proxies = {}
+        for mode in ("audit", "optimize"):
+            port = free_port()
+            command = [python, "-m", "stoker", "proxy", "--listen", f"127.0.0.1:{port}"]
+            command += ["--upstream", sim, "--db", str(home / f"latency-{mode}.db")]
+            if mode == "optimize":
+                command.append("--optimize")
+            proxies[mode] = f"http://127.0.0.1:{port}"
+            stack.enter_context(child_server(command, proxies[mode] + "/stats"))
+        timings: dict[str, list[list[float]]] = {"direct": [], "audit": [], "optimize": []}
+        for _ in range(rounds):
+            for name, url in (("direct", sim), *proxies.items()):
+                timings[name].append(_workload(url, f"sk-bench-{uuid.uuid4().hex}", _no_gap)[1])
+    direct = timings["direct"]
+    return Added.of(timings["audit"], direct), Added.of(timings["optimize"], direct)
+
+
+def _no_gap(seconds: float) -> None:
+    return None
+
+
+async def run_proxy_bench(rounds: int = 3, *, latency: bool = True) -> ProxyFigures:
     with tempfile.TemporaryDirectory(prefix="stoker-bench-proxy-") as tmp:
         home = Path(tmp)
         stoker = (await hard(home / "stoker")).total.cost_ratio
-        direct = [_one(home, through_proxy=False) for _ in range(rounds)]
-        proxied = [_one(home, through_proxy=True) for _ in range(rounds)]
-    baseline = sum(u.input_total for u in direct[0].usage)
-    fastest_direct = [min(r.timings[i] for r in direct) for i in range(len(direct[0].timings))]
-    fastest_proxied = [min(r.timings[i] for r in proxied) for i in range(len(fastest_direct))]
-    added = [(p - d) * 1000 for p, d in zip(fastest_proxied, fastest_direct, strict=True)]
+        direct = _one(home, through_proxy=False)
+        proxied = _one(home, through_proxy=True)
+        audit, optimize = _latency(home, rounds) if latency else (None, None)
+    baseline = sum(u.input_total for u in direct.usage)
     return ProxyFigures(
-        calls=len(direct[0].usage),
-        direct_cost=_units(direct[0].ledger) / baseline,
-        optimized_cost=_units(proxied[0].ledger) / baseline,
+        calls=len(direct.usage),
+        direct_cost=_units(direct.ledger) / baseline,
+        optimized_cost=_units(proxied.ledger) / baseline,
         stoker_cost=stoker,
-        pings=proxied[0].pings,
-        added_p50_ms=statistics.median(added),
-        added_p99_ms=_percentile(added, 0.99),
+        pings=proxied.pings,
+        audit=audit,
+        optimize=optimize,
         rounds=rounds,
     )
 
@@ -238,12 +292,17 @@ def proxy_table(f: ProxyFigures) -> Table:
     table = Table(title=f"bench proxy: {f.calls} calls, caching off", title_justify="left")
     for col in ("sent", "cost vs no cache", "keep-warm pings", "added latency p50 / p99"):
         table.add_column(col, justify="left" if col == "sent" else "right")
+
+    def added(a: Added | None) -> str:
+        return "-" if a is None else f"{a.p50:.2f} / {a.p99:.2f} ms"
+
     table.add_row("directly to the simulator", f"{f.direct_cost:.3f}", "0", "-")
+    table.add_row("through stoker proxy (audit)", "-", "-", added(f.audit))
     table.add_row(
         "through stoker proxy --optimize",
         f"{f.optimized_cost:.3f}",
         str(f.pings),
-        f"{f.added_p50_ms:.2f} / {f.added_p99_ms:.2f} ms",
+        added(f.optimize),
     )
     table.add_row("Stoker's own sessions (bench cache hard)", f"{f.stoker_cost:.3f}", "-", "-")
     return table

@@ -33,8 +33,9 @@ from typing import Protocol
 
 from rich.table import Table
 
+from stoker.bench.children import free_port
 from stoker.bench.gateway import Connection
-from stoker.bench.sim import free_port, sim_serve
+from stoker.bench.sim import sim_serve
 
 USER = "bench"
 

@@ -12,10 +12,7 @@ both ways included). Both APIs are measured: Anthropic Messages and OpenAI Respo
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import socket
 import statistics
-import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -26,6 +23,7 @@ from typing import Any
 import httpx
 from rich.table import Table
 
+from stoker.bench.children import child_server, free_port
 from stoker.clock import FrozenClock
 from stoker.config import DEFAULT_MODEL
 from stoker.providers.base import CallContext
@@ -127,12 +125,6 @@ def _over_http(client: httpx.Client, dialect: str, history: int, calls: int) -> 
     return _row(dialect, "HTTP", history, samples[1:])
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @contextmanager
 def sim_serve() -> Iterator[str]:
     """A child `stoker sim serve` on a free loopback port, for as long as the block runs.
@@ -141,32 +133,10 @@ def sim_serve() -> Iterator[str]:
     client that times it (and answered ~40 ms late per request when tried).
     """
     port = free_port()
-    command = [sys.executable, "-m", "stoker", "sim", "serve", "--port", str(port)]
-    child = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 30.0
-        while not _answers(url):
-            if child.poll() is not None or time.monotonic() > deadline:
-                error = child.stderr.read().decode() if child.stderr and child.poll() else ""
-                raise RuntimeError(f"stoker sim serve did not start: {error[-2000:]}")
-            time.sleep(0.05)
+    command = [sys.executable, "-m", "stoker", "sim", "serve", "--port", str(port)]
+    with child_server(command, url + "/stats"):
         yield url
-    finally:
-        child.terminate()
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            child.wait(10)
-        child.kill()  # nothing happens when it has already exited
-        child.wait()
-        if child.stderr is not None:
-            child.stderr.close()
-
-
-def _answers(url: str) -> bool:
-    try:
-        return httpx.get(url + "/stats", timeout=1.0).status_code == 200
-    except httpx.TransportError:
-        return False
 
 
 def run_sim_bench(

@@ -32,6 +32,7 @@ def proxy(
     import uvicorn
 
     from stoker.proxy import ProxyConfig, create_app
+    from stoker.proxy.recorder_process import RecorderProcess
     from stoker.proxy.routes import upstream_url
 
     host, _, port = listen.rpartition(":")
@@ -41,8 +42,18 @@ def proxy(
             raise StokerError(f"--listen {listen!r}: expected HOST:PORT")
     except StokerError as exc:
         fail(str(exc), code=2)
-    store = open_store(settings(db=db).database)
-    app = create_app(ProxyConfig(upstream=target, optimize=optimize), sink=store)
+    database = str(settings(db=db).database)
+
+    async def migrate() -> None:  # here, once, before the recorder process opens it
+        async with open_store(database) as store:
+            await store.schema_version()
+
+    try:
+        asyncio.run(migrate())
+    except StokerError as exc:
+        fail(str(exc))
+    config = ProxyConfig(upstream=target, optimize=optimize)
+    app = create_app(config, sink=None, process=RecorderProcess(database))
     url = f"http://{host}:{port}"
     mode = "optimize" if optimize else "audit"
     console.print(
@@ -52,7 +63,7 @@ def proxy(
         "shows what was recorded",
         soft_wrap=True,
     )
-    uvicorn.run(app, host=host, port=int(port), ws="none", lifespan="off", log_level="warning")
+    uvicorn.run(app, host=host, port=int(port), ws="none", lifespan="on", log_level="warning")
 
 
 def report_proxy(

@@ -11,6 +11,10 @@ gets back, exactly the bytes it would without the proxy. Optimize mode parses th
 first and forwards the rewritten one (`stoker.proxy.optimize`).
 
 An upstream that cannot be reached gets the client a 502 in its API's error shape.
+
+Recording happens on this loop (`Recorder`, as tests and benchmarks of cost use it) or,
+under `stoker proxy`, in a child process (`RecorderProcess`), so that none of its CPU
+sits between a client's answer and its next request.
 """
 
 from __future__ import annotations
@@ -21,8 +25,9 @@ import logging
 import threading
 import time
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 from starlette.applications import Starlette
@@ -37,7 +42,7 @@ from stoker.clock import Clock, SystemClock
 from stoker.errors import StokerError
 from stoker.providers.sim._http import error_response
 from stoker.proxy.keepwarm import ProxyKeepWarm, ping_body
-from stoker.proxy.lineage import Admission, LineageState
+from stoker.proxy.lineage import LineageState
 from stoker.proxy.optimize import encode, rewrite
 from stoker.proxy.recorder import Call, ExchangeSink, Recorder, info_of
 from stoker.proxy.routes import (
@@ -48,6 +53,9 @@ from stoker.proxy.routes import (
     tenant_of,
     upstream_url,
 )
+
+if TYPE_CHECKING:
+    from stoker.proxy.recorder_process import RecorderProcess
 
 log = logging.getLogger(__name__)
 
@@ -79,10 +87,12 @@ class Proxy:
         sink: ExchangeSink | None,
         clock: Clock | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
+        process: RecorderProcess | None = None,
     ) -> None:
         self.config = config
         self.clock = clock or SystemClock()
-        self.recorder = Recorder(sink)
+        self.process = process
+        self.recorder = process.local if process is not None else Recorder(sink)
         self.shards = KeyShards()
         self.client = httpx.AsyncClient(
             base_url=upstream_url(config.upstream),
@@ -96,6 +106,7 @@ class Proxy:
         self._pending = 0
         self._idle = threading.Condition()
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._closed = False
 
     # -- a request ----------------------------------------------------------------------------
 
@@ -117,6 +128,7 @@ class Proxy:
             )
             if self.config.optimize:
                 body = self._optimized(call, body, headers)
+            call.body = body
         target = path + (f"?{request.url.query}" if request.url.query else "")
         outgoing = self.client.build_request(
             request.method, target, headers=forwarded_headers(headers), content=body
@@ -128,7 +140,7 @@ class Proxy:
             message = f"the proxy could not reach the upstream: {type(exc).__name__}"
             if call is not None:
                 call.status, call.error = 502, message
-                self._finish(call, body, began)
+                self._finish(call, began)
             anthropic = path.startswith("/v1/messages")
             return error_response("anthropic" if anthropic else "openai", 502, message)
         if call is not None:
@@ -186,7 +198,7 @@ class Proxy:
             await upstream.aclose()
             if call is not None:
                 call.response = b"".join(chunks)
-                self._finish(call, body, began)
+                self._finish(call, began)
 
     # -- after a request ---------------------------------------------------------------------
 
@@ -194,23 +206,19 @@ class Proxy:
         with self._idle:
             self._pending += 1
 
-    def _finish(self, call: Call, body: bytes, began: float) -> None:
+    def _finish(self, call: Call, began: float) -> None:
         """Record the call in a task of its own: the client has its bytes already."""
         call.duration = time.perf_counter() - began
-        task = asyncio.get_running_loop().create_task(self._record(call, body))
+        task = asyncio.get_running_loop().create_task(self._record(call))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _record(self, call: Call, body: bytes) -> None:
+    async def _record(self, call: Call) -> None:
         try:
-            if call.sent is None and call.error is None:
-                try:
-                    sent = json.loads(body)
-                    call.sent = sent if isinstance(sent, dict) else None
-                    call.client = call.sent
-                except ValueError:
-                    call.error = "the request body is not JSON"
-            await self.recorder.record(call)
+            if self.process is not None:
+                await self.process.record(call)
+            else:
+                await self.recorder.record(call)
             admission = call.admission
             if (
                 self.keep_warm is not None
@@ -245,34 +253,35 @@ class Proxy:
             mode="optimize",
             started_at=self.clock.now(),
             sent=body,
+            body=encode(body),
             purpose="ping",
             request=self.recorder.parse(lineage.dialect, body),
-            admission=Admission(
-                lineage=lineage,
-                seq=lineage.seq,
-                new=False,
-                shared=lineage.count,
-                previous=lineage.previous,
-                previous_started_at=lineage.refreshed_at,
-            ),
+            admission=self.recorder.index.admit_ping(lineage),
         )
-        lineage.seq += 1
         began = time.perf_counter()
         try:
-            response = await self.client.post(
-                lineage.path, headers=lineage.auth, content=encode(body)
-            )
+            response = await self.client.post(lineage.path, headers=lineage.auth, content=call.body)
             call.status, call.response = response.status_code, response.content
         except httpx.HTTPError as exc:
             call.status, call.error = 502, f"keep-warm ping failed: {type(exc).__name__}"
         call.duration = time.perf_counter() - began
-        await self._record(call, b"")
+        await self._record(call)
+
+    async def start(self) -> None:
+        """Start the recorder process now, not at the first call (which it would delay)."""
+        if self.process is not None:
+            await self.process.start()
 
     async def aclose(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
         if self.keep_warm is not None:
             await self.keep_warm.aclose()
         if self._tasks:
             await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self.process is not None:
+            await self.process.aclose()
         await self.client.aclose()
 
     def run_on_loop(self, coroutine: Any, timeout: float = 60.0) -> Any:
@@ -295,9 +304,20 @@ def create_app(
     sink: ExchangeSink | None,
     clock: Clock | None = None,
     transport: httpx.AsyncBaseTransport | None = None,
+    process: RecorderProcess | None = None,
 ) -> Starlette:
-    """The ASGI app; its state is `app.state.proxy` (a `Proxy`)."""
-    proxy = Proxy(config, sink=sink, clock=clock, transport=transport)
-    app = Starlette(routes=[Route("/{path:path}", proxy.handle, methods=_METHODS)])
+    """The ASGI app; its state is `app.state.proxy` (a `Proxy`). Calls are recorded to
+    `sink` on the app's own loop, or by `process` (`stoker proxy`) in a child process."""
+    proxy = Proxy(config, sink=sink, clock=clock, transport=transport, process=process)
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        await proxy.start()
+        yield
+        await proxy.aclose()
+
+    app = Starlette(
+        routes=[Route("/{path:path}", proxy.handle, methods=_METHODS)], lifespan=lifespan
+    )
     app.state.proxy = proxy
     return app

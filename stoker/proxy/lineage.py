@@ -64,6 +64,19 @@ class LineageState:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class Placement:
+    """Where a call was placed, as plain data: a recorder in another process follows it,
+    so both sides agree on every lineage without either guessing the other's order.
+    `ping`: a keep-warm request of the lineage, never a step of its conversation."""
+
+    lineage_id: str
+    parent_id: str | None
+    new: bool
+    shared: int
+    ping: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Admission:
     """A call's place: its lineage, and what its explanation compares it with."""
 
@@ -73,6 +86,18 @@ class Admission:
     shared: int  # leading messages it shares with the previous call of its lineage
     previous: Request | None
     previous_started_at: float | None
+    ping: bool = False
+
+    @property
+    def placement(self) -> Placement:
+        lineage = self.lineage
+        return Placement(
+            lineage_id=lineage.id,
+            parent_id=lineage.parent_id,
+            new=self.new,
+            shared=self.shared,
+            ping=self.ping,
+        )
 
 
 def chain_hashes(messages: tuple[Message, ...]) -> list[str]:
@@ -106,16 +131,35 @@ class LineageIndex:
     def lineages(self) -> list[LineageState]:
         return list(self._lineages.values())
 
-    def admit(self, tenant: str, dialect: str, request: Request, *, at: float) -> Admission:
-        """Place a call in its lineage (made if new) and move the lineage's head to it."""
+    def admit(
+        self,
+        tenant: str,
+        dialect: str,
+        request: Request,
+        *,
+        at: float,
+        placement: Placement | None = None,
+    ) -> Admission:
+        """Place a call in its lineage (made if new) and move the lineage's head to it;
+        where `placement` says, when another index placed it first."""
         hashes = chain_hashes(request.messages)
         found: tuple[LineageState, int] | None = None
-        for k in range(len(hashes), 0, -1):
-            point = self._points.get((tenant, hashes[k - 1]))
-            if point is not None and point[0] in self._lineages:
-                found = (self._lineages[point[0]], k)
-                break
-        if found is not None and found[0].count == found[1] and found[0].dialect == dialect:
+        if placement is None:
+            for k in range(len(hashes), 0, -1):
+                point = self._points.get((tenant, hashes[k - 1]))
+                if point is not None and point[0] in self._lineages:
+                    found = (self._lineages[point[0]], k)
+                    break
+            continues = found is not None and found[0].count == found[1]
+            continues = continues and found is not None and found[0].dialect == dialect
+        else:
+            own = self._lineages.get(placement.lineage_id)
+            continues = own is not None and not placement.new
+            if continues and own is not None:
+                found = (own, placement.shared)
+            elif placement.parent_id is not None and placement.parent_id in self._lineages:
+                found = (self._lineages[placement.parent_id], placement.shared)
+        if continues and found is not None:
             lineage, shared = found
             self._lineages.move_to_end(lineage.id)
             admission = Admission(
@@ -128,7 +172,8 @@ class LineageIndex:
             )
         else:
             parent, shared = found if found is not None else (None, 0)
-            lineage = self._new(tenant, dialect, hashes, at, parent)
+            given = placement.lineage_id if placement is not None else None
+            lineage = self._new(tenant, dialect, hashes, at, parent, given)
             previous = None
             if parent is not None and parent.previous is not None:
                 # A fork is explained against the history it shares with its parent: what
@@ -151,6 +196,20 @@ class LineageIndex:
             self._points[(tenant, hashes[-1])] = (lineage.id, len(hashes))
         return admission
 
+    def admit_ping(self, lineage: LineageState) -> Admission:
+        """A keep-warm request's place: its lineage's head, which it does not move."""
+        admission = Admission(
+            lineage=lineage,
+            seq=lineage.seq,
+            new=False,
+            shared=lineage.count,
+            previous=lineage.previous,
+            previous_started_at=lineage.refreshed_at,
+            ping=True,
+        )
+        lineage.seq += 1
+        return admission
+
     def _new(
         self,
         tenant: str,
@@ -158,9 +217,11 @@ class LineageIndex:
         hashes: list[str],
         at: float,
         parent: LineageState | None,
+        lineage_id: str | None = None,
     ) -> LineageState:
-        seed = f"{tenant}|{dialect}|{hashes[0] if hashes else ''}|{at!r}|{len(self._lineages)}"
-        lineage_id = "pl_" + hashlib.sha256(seed.encode()).hexdigest()[:16]
+        if lineage_id is None:
+            seed = f"{tenant}|{dialect}|{hashes[0] if hashes else ''}|{at!r}|{len(self._lineages)}"
+            lineage_id = "pl_" + hashlib.sha256(seed.encode()).hexdigest()[:16]
         lineage = LineageState(
             id=lineage_id,
             tenant=tenant,

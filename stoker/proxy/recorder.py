@@ -2,28 +2,28 @@
 
 The usage is what the upstream reported. The facts behind a miss (an entry expired, a
 write outside the lookback, a prefix under the minimum) come from a shadow of the
-provider's cache: the same pure accountant the simulator bills with
-(`stoker.cache.accounting`), fed every body the proxy forwarded. The explanation is the
-one Stoker's own sessions get (`stoker.cache.record.build_record`): the first slot that
-moved against the lineage's previous call, with its key path and class.
+provider's cache (`stoker.proxy.shadow`), fed every body the proxy forwarded. The
+explanation is the one Stoker's own sessions get (`stoker.cache.record.build_record`):
+the first slot that moved against the lineage's previous call, with its key path and
+class.
 
 Lineage state lives in memory (`LineageIndex`); the store keeps what was recorded.
+`stoker proxy` runs the recorder in a process of its own (`recorder_process`).
 """
 
 from __future__ import annotations
 
+import json
 import logging
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
-from stoker.cache.accounting import AnthropicAccountant, OpenAIAccountant
-from stoker.cache.accounting.anthropic import prefix_blocks
 from stoker.cache.models import ModelInfo, fallback_info, model_info
 from stoker.cache.record import build_record
 from stoker.errors import ConfigError, StokerError
-from stoker.providers.sim.provider import facts_of
 from stoker.proxy.capture import response_body
-from stoker.proxy.lineage import Admission, LineageIndex, LineageState, chain_hashes
+from stoker.proxy.lineage import Admission, LineageIndex, LineageState, Placement, chain_hashes
+from stoker.proxy.shadow import ShadowCache
 from stoker.wire.dialects import dialect_module
 from stoker.wire.dialects._chain import ChainMemo
 from stoker.wire.exchange import Exchange
@@ -35,7 +35,6 @@ from stoker.wire.usage import Usage
 log = logging.getLogger(__name__)
 
 _PROVIDER = {"anthropic": "anthropic", "openai_chat": "openai", "openai_responses": "openai"}
-_API = {"openai_chat": "chat", "openai_responses": "responses"}
 MAX_GAPS = 50
 
 
@@ -58,7 +57,8 @@ class Call:
     status: int = 0
     streamed: bool = False
     client: dict[str, Any] | None = None  # the client's body, parsed (None: not JSON)
-    sent: dict[str, Any] | None = None  # the body forwarded upstream
+    body: bytes = b""  # the bytes forwarded upstream
+    sent: dict[str, Any] | None = None  # their parse (None: not a JSON object)
     request: Request | None = None  # its parse
     admission: Admission | None = None  # its lineage, when placed before forwarding
     response: bytes = b""
@@ -82,33 +82,42 @@ def messages_key(body: dict[str, Any]) -> str:
 
 
 class Recorder:
-    """Lineages, the shadow cache per tenant, and the sink the exchanges go to."""
+    """Lineages, the shadow cache per tenant, and the sink the exchanges go to.
 
-    def __init__(self, sink: ExchangeSink | None) -> None:
+    `measure=False` keeps only the lineages (placing calls and moving each lineage on
+    when its response is read): what a proxy that records in another process still
+    needs for optimize mode's rewrites and keep-warm, without the costly half.
+    """
+
+    def __init__(self, sink: ExchangeSink | None, *, measure: bool = True) -> None:
         self.sink = sink
+        self.measure = measure
+        self.shadow = ShadowCache()
         self.index = LineageIndex()
         self.memo = ChainMemo()
-        self._anthropic = AnthropicAccountant()
-        self._openai = OpenAIAccountant()
-        self._seen: dict[str, set[str]] = {}  # per tenant: prefix blocks sent so far
         self._unread = 0
 
     def parse(self, dialect: str, body: dict[str, Any]) -> Request:
         """The request a body describes (a `WireError` when it is not one of the API's)."""
         return dialect_module(dialect).parse_request(body, memo=self.memo)  # type: ignore[no-any-return]
 
-    def admit(self, call: Call) -> Admission | None:
+    def admit(self, call: Call, placement: Placement | None = None) -> Admission | None:
         """Place the call in its lineage (once): before forwarding in optimize mode, after
-        the response in audit mode, where nothing may delay the bytes."""
+        the response in audit mode, where nothing may delay the bytes; where `placement`
+        says when the proxy placed it in another process."""
         if call.admission is None and call.request is not None:
-            call.admission = self.index.admit(
-                call.tenant, call.dialect, call.request, at=call.started_at
-            )
+            lineage = self.index.get(placement.lineage_id) if placement is not None else None
+            if placement is not None and placement.ping and lineage is not None:
+                call.admission = self.index.admit_ping(lineage)
+            else:
+                call.admission = self.index.admit(
+                    call.tenant, call.dialect, call.request, at=call.started_at, placement=placement
+                )
         return call.admission
 
-    async def record(self, call: Call) -> Exchange:
+    async def record(self, call: Call, placement: Placement | None = None) -> Exchange:
         """Build the call's exchange, update its lineage, and hand it to the sink."""
-        exchange = self._exchange(call)
+        exchange = self._exchange(call, placement)
         if self.sink is not None:
             try:
                 await self.sink.record_exchange(exchange)
@@ -116,13 +125,20 @@ class Recorder:
                 log.warning("could not record a proxied call: %r", exc)
         return exchange
 
-    def _exchange(self, call: Call) -> Exchange:
+    def _exchange(self, call: Call, placement: Placement | None) -> Exchange:
+        if call.sent is None and call.error is None:
+            try:
+                sent = json.loads(call.body)
+                call.sent = sent if isinstance(sent, dict) else None
+                call.client = call.sent
+            except ValueError:
+                call.error = "the request body is not JSON"
         if call.request is None and call.sent is not None and call.error is None:
             try:
                 call.request = self.parse(call.dialect, call.sent)
             except StokerError as exc:
                 call.error = f"the request is not one the {call.dialect} API reads: {exc}"
-        admission = self.admit(call)
+        admission = self.admit(call, placement)
         base = Exchange(
             lineage_id="",
             seq=0,
@@ -164,14 +180,21 @@ class Recorder:
             _, usage = dialect_module(call.dialect).parse_response(body)
         except StokerError as exc:
             return replace(base, error=f"the response could not be read: {exc}")
-        record = self._record(call, admission, usage)
+        if not self.measure:
+            self._advance(lineage, call, usage)
+            return base
+        turn = call.purpose == "turn"
+        observed = self.shadow.observe(
+            call.tenant, call.dialect, call.sent, at=call.started_at, turn=turn
+        )
+        record = self._record(call, admission, usage, observed.facts)
         self._advance(lineage, call, usage)
         return replace(
             base,
             response=body,
             record=record,
             cannot_fix=self._cannot_fix(call, record),
-            ideal=self._ideal(call) if call.purpose == "turn" else 0,
+            ideal=observed.ideal,
         )
 
     def _stored_request(self, call: Call, admission: Admission) -> dict[str, Any]:
@@ -182,28 +205,11 @@ class Recorder:
             return dict(body)
         return {**body, key: items[admission.shared :]}
 
-    def _facts(self, call: Call) -> tuple[tuple[str, str], ...]:
-        assert call.sent is not None
-        try:
-            if call.dialect == "anthropic":
-                outcome = self._anthropic.account(
-                    call.sent, at=call.started_at, workspace=call.tenant
-                )
-            else:
-                outcome = self._openai.account(
-                    call.sent,
-                    api=_API[call.dialect],  # type: ignore[arg-type]
-                    at=call.started_at,
-                    org=call.tenant,
-                )
-        except StokerError:
-            return ()
-        return facts_of(outcome)
-
-    def _record(self, call: Call, admission: Admission, usage: Usage) -> CacheRecord:
+    def _record(
+        self, call: Call, admission: Admission, usage: Usage, facts: tuple[tuple[str, str], ...]
+    ) -> CacheRecord:
         assert call.request is not None
         lineage = admission.lineage
-        facts = self._facts(call)
         hashes = chain_hashes(call.request.messages)
         record = build_record(
             session_id=lineage.id,
@@ -258,19 +264,3 @@ class Recorder:
         if e.offset is not None:
             where += f" at byte {e.offset}"
         return (f"{where} [{e.classification}]: {e.detail}",)
-
-    def _ideal(self, call: Call) -> int:
-        """Prefix tokens this call was the first of its tenant to send (Anthropic)."""
-        if call.dialect != "anthropic" or call.sent is None:
-            return 0
-        seen = self._seen.setdefault(call.tenant, set())
-        new = 0
-        try:
-            blocks = prefix_blocks(call.sent, workspace=call.tenant)
-        except StokerError:
-            return 0
-        for key, tokens in blocks:
-            if key not in seen:
-                seen.add(key)
-                new += tokens
-        return new

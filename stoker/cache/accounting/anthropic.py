@@ -296,13 +296,20 @@ class AnthropicAccountant:
                 store.touch(key, expires_at=at + s.ttl_seconds[entry.ttl], at=at)
 
 
-def prefix_blocks(payload: dict[str, Any], *, workspace: str = "default") -> list[tuple[str, int]]:
+def prefix_blocks(
+    payload: dict[str, Any], *, workspace: str = "default", memo: ChainMemo | None = None
+) -> list[tuple[str, int]]:
     """(cache key, tokens) of each block of `payload` in render order: what "every distinct
-    prefix token written once" counts when a benchmark holds a session to the ideal."""
+    prefix token written once" counts when a benchmark holds a session to the ideal.
+    `memo` (kept across calls) renders only what the previous payloads did not hold."""
     model = payload.get("model")
     if not isinstance(model, str):
         raise InvalidRequest("model: Field required", provider="anthropic")
     r = render(
-        payload, model_info(model), workspace=workspace, collapse_tool_runs=True, memo=ChainMemo()
+        payload,
+        model_info(model),
+        workspace=workspace,
+        collapse_tool_runs=True,
+        memo=ChainMemo() if memo is None else memo,
     )
     return [(r.key(i), block.tokens) for i, block in enumerate(r.blocks)]

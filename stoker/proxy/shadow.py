@@ -1,0 +1,77 @@
+"""The provider's cache as the proxied calls left it: the costly half of recording a call.
+
+Why a call missed (an entry expired, a write outside the lookback, a prefix under the
+minimum) and how many of its prefix tokens no earlier call of its tenant had sent (the
+"ideal" writes) both come from replaying every forwarded body, in order, through the
+pure accountant the simulator bills with (`stoker.cache.accounting`). That replay is
+most of a recording's CPU time; `stoker proxy` records in a process of its own
+(`stoker.proxy.recorder_process`) so that none of it runs on the loop that forwards.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from stoker.cache.accounting import AnthropicAccountant, OpenAIAccountant
+from stoker.cache.accounting.anthropic import prefix_blocks
+from stoker.errors import StokerError
+from stoker.providers.sim.provider import facts_of
+from stoker.wire.dialects._chain import ChainMemo
+
+_API: dict[str, Literal["chat", "responses"]] = {
+    "openai_chat": "chat",
+    "openai_responses": "responses",
+}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Observation:
+    """What one forwarded body did to the shadow cache.
+
+    `facts`: the accountant's reasons for what the call could not read, as (cause,
+    sentence) pairs for the explainer. `ideal`: prefix tokens no earlier call of the
+    tenant sent (Anthropic; 0 elsewhere, and for calls that are not turns).
+    """
+
+    facts: tuple[tuple[str, str], ...] = ()
+    ideal: int = 0
+
+
+@dataclass(slots=True)
+class ShadowCache:
+    """The accountants' entries per tenant, and the prefix blocks each tenant has sent."""
+
+    anthropic: AnthropicAccountant = field(default_factory=AnthropicAccountant)
+    openai: OpenAIAccountant = field(default_factory=OpenAIAccountant)
+    seen: dict[str, set[str]] = field(default_factory=dict)
+    memos: dict[str, ChainMemo] = field(default_factory=dict)  # per tenant, as the accountant's
+
+    def observe(
+        self, tenant: str, dialect: str, payload: dict[str, Any], *, at: float, turn: bool
+    ) -> Observation:
+        """Account `payload` (a request the upstream answered) as started at `at`. A body
+        the accountant cannot read leaves no facts; it never raises for what a client sent."""
+        try:
+            if dialect == "anthropic":
+                outcome = self.anthropic.account(payload, at=at, workspace=tenant)
+            else:
+                outcome = self.openai.account(payload, api=_API[dialect], at=at, org=tenant)
+        except StokerError:
+            return Observation()
+        ideal = self._ideal(tenant, payload) if turn and dialect == "anthropic" else 0
+        return Observation(facts=facts_of(outcome), ideal=ideal)
+
+    def _ideal(self, tenant: str, payload: dict[str, Any]) -> int:
+        seen = self.seen.setdefault(tenant, set())
+        try:
+            memo = self.memos.setdefault(tenant, ChainMemo())
+            blocks = prefix_blocks(payload, workspace=tenant, memo=memo)
+        except StokerError:
+            return 0
+        new = 0
+        for key, tokens in blocks:
+            if key not in seen:
+                seen.add(key)
+                new += tokens
+        return new
