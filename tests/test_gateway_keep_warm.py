@@ -6,11 +6,15 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
 
 from stoker.gateway.views import usage_view
 from stoker.store.base import SqlEventStore
 from stoker.store.postgres import PostgresStore
-from tests.store_fixtures import reopen
+from tests.store_fixtures import make_store, reopen
 from tests.test_gateway_support import make_rig
 
 
@@ -77,9 +81,22 @@ async def test_a_restarted_gateway_reschedules_from_the_store(store: SqlEventSto
         await again.store.close()
 
 
-async def test_two_gateways_on_one_store_fire_each_keep_warm_once(store: SqlEventStore) -> None:
-    if not isinstance(store, PostgresStore):
-        return  # replicas share a session only through PostgreSQL's advisory locks
+@pytest.fixture
+async def postgres(tmp_path: Path) -> AsyncIterator[SqlEventStore]:
+    """Replicas share a session only through PostgreSQL's advisory locks and leases."""
+    store = make_store("postgres", tmp_path)
+    yield store
+    assert isinstance(store, PostgresStore)
+    await store.drop_schema()
+    await store.close()
+
+
+async def test_two_gateways_on_one_store_fire_each_keep_warm_once(
+    postgres: SqlEventStore,
+) -> None:
+    """Two gateways on their own connections, as two replicas are: the session's timer
+    is due on both at once, and exactly one of them sends the seal."""
+    store = postgres
     rig = make_rig(store)
     first = rig.gateway
     sid = await first.create_session("alice")

@@ -268,7 +268,7 @@ def _no_gap(seconds: float) -> None:
     return None
 
 
-async def run_proxy_bench(rounds: int = 3, *, latency: bool = True) -> ProxyFigures:
+async def run_proxy_bench(rounds: int = 5, *, latency: bool = True) -> ProxyFigures:
     with tempfile.TemporaryDirectory(prefix="stoker-bench-proxy-") as tmp:
         home = Path(tmp)
         stoker = (await hard(home / "stoker")).total.cost_ratio

@@ -223,11 +223,12 @@ def bench_compaction(
 
 @bench_app.command("proxy")
 def bench_proxy(
-    rounds: int = typer.Option(3, min=1, help="Runs of the workload each way."),
+    rounds: int = typer.Option(5, min=1, help="Runs of the workload each way."),
     as_json: bool = typer.Option(False, "--json", help="Print the figures as JSON."),
 ) -> None:
     """A caching-off framework's traffic (tool loop, 6-minute gap, fork, resume) sent
-    directly and through `stoker proxy --optimize`: cost vs no cache and added latency."""
+    directly and through `stoker proxy --optimize`: cost vs no cache; and the latency
+    `stoker proxy` processes add in audit and optimize mode."""
     from stoker.bench.proxy import proxy_table, run_proxy_bench
 
     figures = asyncio.run(run_proxy_bench(rounds=rounds))
