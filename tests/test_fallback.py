@@ -116,6 +116,12 @@ async def test_a_529_turn_falls_back_and_the_next_turn_reads_the_primarys_cache(
         "assistant",
         "user",
     ]
+    # the messages since are the ones the fallback was sent, then its answer and the new ask
+    detoured = len(sent["messages"])
+    assert without_markers(restored["messages"][:detoured]) == without_markers(sent["messages"])
+    answer, ask = without_markers(restored["messages"][detoured:])
+    assert answer == {"role": "assistant", "content": [{"type": "text", "text": detour.text}]}
+    assert "back to normal?" in str(ask["content"])
     # ... and it reads all it wrote before the outage
     last_good = session.records[1]
     assert first.usage.read == last_good.usage.read + last_good.usage.written
