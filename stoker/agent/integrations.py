@@ -19,11 +19,16 @@ from stoker.integrations import (
     ToolkitCache,
     ToolkitRegistry,
     ToolkitView,
+    ToolSpec,
     describe_change,
 )
 from stoker.tools import Tool, ToolContext, tool
 
 USE_TOOLKIT = "use_toolkit"
+_GATE_NOTE = {
+    "approval": " (runs only once the user approves the call)",
+    "connection": " (cannot run until the user connects an account)",
+}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -32,6 +37,14 @@ class Integrations:
 
     registry: ToolkitRegistry
     cache: ToolkitCache
+
+    def spec(self, toolkit: str, name: str) -> ToolSpec | None:
+        """What the toolkit's fresh listing says of its tool `name` (None: not listed, or
+        no fresh listing; the toolkit itself then decides)."""
+        snapshot = self.cache.peek(toolkit)
+        if snapshot is None:
+            return None
+        return next((s for s in snapshot.tools if s.name == name), None)
 
 
 def use_toolkit_tool(integrations: Integrations) -> Tool:
@@ -49,6 +62,12 @@ def use_toolkit_tool(integrations: Integrations) -> Tool:
             name: The name of the toolkit's tool.
             arguments: The tool's arguments, as its schema asks.
         """
+        spec = integrations.spec(toolkit, name)
+        if spec is not None and spec.gate == "connection":
+            raise ToolError(
+                f"{name} of toolkit {toolkit!r} waits for the user to connect an account, "
+                f"so it did not run; ask the user to connect {toolkit}, then try again"
+            )
         return await integrations.registry.call(
             toolkit, name, arguments or {}, IntegrationContext.from_tool_context(context)
         )
@@ -93,7 +112,7 @@ class ToolkitTracker:
             known = ", ".join(self.announced.names) or "(none)"
             raise ToolError(f"no connected toolkit named {toolkit!r}; connected: {known}")
         lines = [
-            f"- {s.name}: {s.description} Arguments schema: "
+            f"- {s.name}{_GATE_NOTE.get(s.gate or '', '')}: {s.description} Arguments schema: "
             + json.dumps(s.input_schema, sort_keys=True, ensure_ascii=False)
             for s in specs
         ]

@@ -29,7 +29,7 @@ from stoker.integrations.toolkit import (
     sorted_specs,
     specs_bytes,
 )
-from stoker.integrations.view import ToolkitView, describe_change
+from stoker.integrations.view import ToolkitView, catalogue, describe_change
 
 __all__ = [
     "IntegrationContext",
@@ -48,6 +48,7 @@ __all__ = [
     "ToolkitUnavailable",
     "ToolkitView",
     "UnknownToolkit",
+    "catalogue",
     "describe_change",
     "sorted_specs",
     "specs_bytes",

@@ -124,6 +124,7 @@ class McpToolkit:
                         name=t.name,
                         description=t.description or "",
                         input_schema=dict(t.input_schema),
+                        gate="approval" if _destructive(t.annotations) else None,
                     )
                     for t in page.tools
                 )
@@ -290,3 +291,13 @@ def _result_text(result: Any) -> str:
     if not parts and result.structured_content is not None:
         parts.append(canonical_json(result.structured_content).decode("utf-8"))
     return "\n".join(parts)
+
+
+def _destructive(annotations: Any) -> bool:
+    """Whether the server says the tool may destroy something: only an explicit
+    `destructiveHint: true` on a tool not marked read-only counts. The protocol's default
+    for an unannotated tool is "may be destructive", but a gate on every tool of every
+    server that never annotates would bury the ones that say so."""
+    if annotations is None:
+        return False
+    return annotations.destructive_hint is True and annotations.read_only_hint is not True

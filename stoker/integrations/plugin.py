@@ -29,7 +29,12 @@ class PluginToolkit:
         self._specs = sorted_specs(
             name,
             (
-                ToolSpec(name=t.name, description=t.description, input_schema=t.input_schema)
+                ToolSpec(
+                    name=t.name,
+                    description=t.description,
+                    input_schema=t.input_schema,
+                    gate="approval" if t.risky else None,  # risky tools run once approved
+                )
                 for t in self._tools.values()
             ),
         )

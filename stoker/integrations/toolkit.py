@@ -18,7 +18,7 @@ import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 
 from stoker.errors import ToolError
 from stoker.tools import ToolContext
@@ -63,19 +63,32 @@ class IntegrationContext:
         )
 
 
+Gate = Literal["approval", "connection"]
+GATES: tuple[Gate, ...] = ("approval", "connection")
+LINE_CHARS = 120
+"""The longest one-line description a catalogue entry shows."""
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ToolSpec:
-    """One tool as a toolkit describes it: name, description, input schema.
+    """One tool as a toolkit describes it: name, description, input schema, gate.
 
     `input_schema` is replaced by its canonical copy (keys sorted at every depth) and
     `spec_bytes` is computed once from it; treat the dict as read-only. Names are not
     checked against provider rules: toolkit tools are called through a fixed tool,
     never sent in `tools[]` under their own names.
+
+    `gate` puts the tool in its toolkit's catalogue of gated actions instead of among
+    the tools it may call freely: "approval" runs each call only once the user approves
+    it (a plugin's risky tools, an MCP tool annotated destructive), "connection" cannot
+    run until the user connects the account it acts on. The model is told the catalogue
+    with the tools, so it can offer what it cannot do unasked.
     """
 
     name: str
     description: str = ""
     input_schema: dict[str, Any] = field(default_factory=lambda: {"type": "object"}, hash=False)
+    gate: Gate | None = None
     spec_bytes: bytes = field(init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -85,11 +98,18 @@ class ToolSpec:
             raise ToolError(f"toolkit tool {self.name!r}: description must be a str")
         if not isinstance(self.input_schema, dict):
             raise ToolError(f"toolkit tool {self.name!r}: input_schema must be a JSON object")
-        spec = {
+        if self.gate is not None and self.gate not in GATES:
+            raise ToolError(
+                f"toolkit tool {self.name!r}: gate must be one of {', '.join(GATES)} "
+                f"or None, not {self.gate!r}"
+            )
+        spec: dict[str, Any] = {
             "description": self.description,
             "input_schema": self.input_schema,
             "name": self.name,
         }
+        if self.gate is not None:  # absent when open: views from before gates keep their bytes
+            spec["gate"] = self.gate
         try:
             spec_bytes = canonical_json(spec)
         except (TypeError, ValueError) as exc:
@@ -98,6 +118,12 @@ class ToolSpec:
             ) from exc
         object.__setattr__(self, "input_schema", json.loads(spec_bytes)["input_schema"])
         object.__setattr__(self, "spec_bytes", spec_bytes)
+
+    @property
+    def line(self) -> str:
+        """The description's first line, cut to `LINE_CHARS`: what a catalogue shows."""
+        first = self.description.strip().split("\n", 1)[0].strip()
+        return first if len(first) <= LINE_CHARS else first[: LINE_CHARS - 1] + "…"
 
 
 def specs_bytes(specs: Iterable[ToolSpec]) -> bytes:

@@ -1,5 +1,8 @@
 """What a session knows about its toolkits, and how a change is told to the model.
 
+A toolkit's gated actions (`ToolSpec.gate`) are told with its tools, as a catalogue:
+what it can do once the user approves or connects an account, so the model can offer it.
+
 A session keeps the `fingerprint` of its view. At a turn boundary a new view with
 another fingerprint means a toolkit connected, disconnected or changed; the session
 says so in a note in the new user message (`describe_change`) instead of changing
@@ -69,13 +72,32 @@ def describe_change(old: ToolkitView, new: ToolkitView) -> str:
     for name in sorted({*old.toolkits, *new.toolkits}):
         before, after = old.toolkits.get(name), new.toolkits.get(name)
         if before is None and after is not None:
-            parts.append(f"Toolkit {name!r} connected: {_tools(s.name for s in after)}.")
+            free = (s.name for s in after if s.gate is None)
+            parts.append(f"Toolkit {name!r} connected: {_tools(free)}{catalogue(after)}.")
         elif after is None:
             state = "is unavailable for now" if name in new.missing else "disconnected"
             parts.append(f"Toolkit {name!r} {state}.")
         elif before is not None and specs_bytes(before) != specs_bytes(after):
             parts.append(f"Toolkit {name!r} changed: {_delta(before, after)}.")
     return " ".join(parts)
+
+
+_GATED = {
+    "approval": "behind the user's approval",
+    "connection": "waiting for the user to connect an account",
+}
+
+
+def catalogue(specs: Iterable[ToolSpec]) -> str:
+    """The gated actions of a toolkit as a note tells them ("" when it has none): name and
+    one line each, grouped by what they wait for, in name order."""
+    given = tuple(specs)
+    parts = []
+    for gate, label in _GATED.items():
+        entries = [f"{s.name} ({s.line})" if s.line else s.name for s in given if s.gate == gate]
+        if entries:
+            parts.append(f"{label}: {_names(entries)}")
+    return "; " + "; ".join(parts) if parts else ""
 
 
 def _tools(names: Iterable[str]) -> str:
