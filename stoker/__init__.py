@@ -65,7 +65,17 @@ from stoker.providers.retry import RetryableError
 from stoker.providers.sim.model import RuleModel, ScriptedModel
 from stoker.providers.sim.provider import SimProvider
 from stoker.store import SessionStore, open_store
-from stoker.tools import DispatchPolicy, Tool, ToolContext, ToolRegistry, Toolset, tool
+from stoker.tools import (
+    ApprovalDecision,
+    ApprovalRequest,
+    Approver,
+    DispatchPolicy,
+    Tool,
+    ToolContext,
+    ToolRegistry,
+    Toolset,
+    tool,
+)
 from stoker.tools._schema import ArgumentError
 from stoker.wire.blocks import (
     ImageBlock,
@@ -119,6 +129,9 @@ __all__ = [
     "AmbiguousEntry",
     "AmbiguousSessionId",
     "AnthropicProvider",
+    "ApprovalDecision",
+    "ApprovalRequest",
+    "Approver",
     "ArgumentError",
     "AssistantMessage",
     "AuthenticationError",
