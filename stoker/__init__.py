@@ -101,6 +101,7 @@ _LAZY = {
     "OtelTelemetry": "stoker.agent.otel",  # needs the `otel` extra
     "OpenAIProvider": "stoker.providers.openai",
     "select_provider": "stoker.providers.select",
+    "ApprovalNotFound": "stoker.gateway.errors",
     "BadRequest": "stoker.gateway.errors",
     "Conflict": "stoker.gateway.errors",
     "GatewayError": "stoker.gateway.errors",
@@ -130,6 +131,7 @@ __all__ = [
     "AmbiguousSessionId",
     "AnthropicProvider",
     "ApprovalDecision",
+    "ApprovalNotFound",
     "ApprovalRequest",
     "Approver",
     "ArgumentError",
