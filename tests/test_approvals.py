@@ -323,3 +323,13 @@ def test_a_summary_is_one_bounded_line() -> None:
     assert len(long) == 160
     assert long.endswith("…")
     assert summarize("list_files", {}) == "list_files()"
+
+
+async def test_a_wait_past_the_entrys_lifetime_rewrites_it_once_and_says_why(
+    tmp_path: Path,
+) -> None:
+    a, b = _two_workspaces(tmp_path)
+    _, instant = await _turn_with_a_wait(a, approved=True, wait=0)
+    _, (first, second) = await _turn_with_a_wait(b, approved=True, wait=6 * 60)
+    assert (second.explanation.verdict, second.usage.read) == ("expired", 0)
+    assert second.usage.written == first.usage.written + instant[1].usage.written
