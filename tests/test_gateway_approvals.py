@@ -215,7 +215,9 @@ def test_a_message_that_is_not_streamed_denies_at_once(served: Served) -> None:
     with served.client() as c:
         reply = c.post(f"/v1/sessions/{sid}/messages", json={"text": ASK}).json()
     assert reply["text"].startswith("Done. Tool results: add_note was not approved (no approver)")
-    assert [(d["approved"], d["by"]) for d in _decisions(served, sid)] == [(False, "no approver")]
+    assert [(d["approved"], d["by"], d["at"]) for d in _decisions(served, sid)] == [
+        (False, "no approver", served.rig.clock.now())
+    ]
 
 
 def test_unknown_ids_and_other_users_sessions_are_404(served: Served) -> None:

@@ -50,16 +50,6 @@ class _Waiting:
     answer: asyncio.Future[ApprovalDecision]
 
 
-async def nobody_to_ask(request: ApprovalRequest, context: ToolContext) -> ApprovalDecision:
-    """The approver of a message that is not streamed: nobody sees the question."""
-    return ApprovalDecision(
-        approved=False,
-        by=BY_NOBODY,
-        reason="this message was not streamed, so nobody could be asked; send it with "
-        "?stream=true to approve risky tools",
-    )
-
-
 class PendingApprovals:
     """The approvals this process's streamed turns wait for, and the last ones answered."""
 
@@ -71,6 +61,16 @@ class PendingApprovals:
 
     def __len__(self) -> int:
         return len(self._waiting)
+
+    async def unattended(self, request: ApprovalRequest, context: ToolContext) -> ApprovalDecision:
+        """The approver of a message that is not streamed: nobody sees the question."""
+        return ApprovalDecision(
+            approved=False,
+            by=BY_NOBODY,
+            reason="nobody could be asked: only a message streamed from "
+            "/v1/sessions/{sid}/messages?stream=true can approve risky tools",
+            at=self.clock.now(),
+        )
 
     def approver(self, user: str, session_id: str, show: Show) -> Approver:
         """The approver of one streamed message of `user` in `session_id`."""

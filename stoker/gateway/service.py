@@ -26,7 +26,7 @@ from stoker.agent.telemetry import NO_TELEMETRY, Telemetry
 from stoker.clock import Clock, SystemClock
 from stoker.config import DEFAULT_LIMITS
 from stoker.errors import SessionNotFound, StoreError, StoreUnavailable
-from stoker.gateway.approvals import DEFAULT_TIMEOUT, PendingApprovals, nobody_to_ask
+from stoker.gateway.approvals import DEFAULT_TIMEOUT, PendingApprovals
 from stoker.gateway.cache import AgentCache
 from stoker.gateway.commands import Command
 from stoker.gateway.commands import parse as parse_command
@@ -271,7 +271,7 @@ class Gateway:
         session = entry.session
         note = entry.settings.ephemeral_prompt or None
         if callbacks is None or callbacks.approver is None:  # nobody sees a question
-            callbacks = replace(callbacks or Callbacks(), approver=nobody_to_ask)
+            callbacks = replace(callbacks or Callbacks(), approver=self.approvals.unattended)
         try:
             if retry and answered(session.history, text):  # done; only its response was lost
                 view = await show_session(self.store, session_id)
