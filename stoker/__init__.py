@@ -65,7 +65,17 @@ from stoker.providers.retry import RetryableError
 from stoker.providers.sim.model import RuleModel, ScriptedModel
 from stoker.providers.sim.provider import SimProvider
 from stoker.store import SessionStore, open_store
-from stoker.tools import DispatchPolicy, Tool, ToolContext, ToolRegistry, Toolset, tool
+from stoker.tools import (
+    ApprovalDecision,
+    ApprovalRequest,
+    Approver,
+    DispatchPolicy,
+    Tool,
+    ToolContext,
+    ToolRegistry,
+    Toolset,
+    tool,
+)
 from stoker.tools._schema import ArgumentError
 from stoker.wire.blocks import (
     ImageBlock,
@@ -91,6 +101,7 @@ _LAZY = {
     "OtelTelemetry": "stoker.agent.otel",  # needs the `otel` extra
     "OpenAIProvider": "stoker.providers.openai",
     "select_provider": "stoker.providers.select",
+    "ApprovalNotFound": "stoker.gateway.errors",
     "BadRequest": "stoker.gateway.errors",
     "Conflict": "stoker.gateway.errors",
     "GatewayError": "stoker.gateway.errors",
@@ -119,6 +130,10 @@ __all__ = [
     "AmbiguousEntry",
     "AmbiguousSessionId",
     "AnthropicProvider",
+    "ApprovalDecision",
+    "ApprovalNotFound",
+    "ApprovalRequest",
+    "Approver",
     "ArgumentError",
     "AssistantMessage",
     "AuthenticationError",

@@ -16,13 +16,14 @@ from stoker.toolsets.workspace import WORKSPACE_SYSTEM, workspace_toolset
 from stoker.wire.messages import Message, UserMessage
 
 
-def default_agent(*, config: Config, workdir: Path) -> Agent:
-    """The agent of `stoker run` and `stoker chat`: read-only workspace tools, on the
+def default_agent(*, config: Config, workdir: Path, writable: bool = False) -> Agent:
+    """The agent of `stoker run` and `stoker chat`: read-only workspace tools (`writable`
+    adds `add_note`, a risky tool: for a caller that can ask before it runs), on the
     provider `config` names (a model named in its spec wins over `config.model`), with
     the OpenTelemetry export `config.telemetry` asks for (flushed at process exit)."""
     choice = select_provider(config.provider, config=config)
     registry = ToolRegistry()
-    registry.register(workspace_toolset(workdir, writable=False))
+    registry.register(workspace_toolset(workdir, writable=writable))
     return Agent(
         provider=choice.provider,
         model=choice.model or config.model,

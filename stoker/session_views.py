@@ -31,6 +31,7 @@ class TurnView:
     user: str
     answer: str = ""
     tools: list[str] = field(default_factory=list)
+    approvals: list[str] = field(default_factory=list)  # "approved add_note(...) by user:x"
     records: list[CacheRecord] = field(default_factory=list)
     keep_warm: list[CacheRecord] = field(default_factory=list)
 
@@ -179,6 +180,10 @@ async def show_session(store: SqlEventStore, session_id: str) -> SessionView:
                 turns[-1].tools += [c.name for c in message.tool_calls]
                 if message.text:
                     turns[-1].answer = message.text
+        elif type_ == "approval_decided" and turns:
+            verdict = "approved" if data["approved"] else "denied"
+            why = f" ({data['reason']})" if data.get("reason") else ""
+            turns[-1].approvals.append(f"{verdict} {data['summary']} by {data['by']}{why}")
         elif type_ == "cache_recorded" and turns:
             record = CacheRecord.from_dict(data)
             (turns[-1].records if record.purpose == "turn" else turns[-1].keep_warm).append(record)
@@ -252,6 +257,7 @@ def view_dict(view: SessionView) -> dict[str, Any]:
                 "user": t.user,
                 "answer": t.answer,
                 "tools": t.tools,
+                "approvals": t.approvals,
                 "usage": usage_dict(t.usage),
                 "cost_usd": t.cost_usd,
                 "requests": [record_dict(r, turn=t.number) for r in t.records],

@@ -214,6 +214,7 @@ def templates(sid: str) -> list[Template]:
         Template(path=messages, body={"text": "hello"}, text_at=("text",)),
         Template(path=messages + "?stream=true", body={"text": "hello"}, text_at=("text",)),
         Template(path=f"/v1/sessions/{sid}/commands/help", body={"argument": ""}),
+        Template(path=f"/v1/sessions/{sid}/approvals/{'a' * 22}", body={"decision": "deny"}),
         Template(path=f"/v1/sessions/{sid}/commands/model", body={"argument": "claude-sonnet-4-6"}),
         Template(path=f"/v1/sessions/{sid}/commands/reasoning", body={"argument": "low"}),
         Template(
@@ -236,8 +237,8 @@ def templates(sid: str) -> list[Template]:
     ]
 
 
-_STRINGS = {"text", "role", "type", "argument"}  # anything but a string there is a 400
-_OPTIONAL_STRINGS = {"model", "reasoning", "instructions"}  # a string or null
+_STRINGS = {"text", "role", "type", "argument", "decision"}  # anything but a string: 400
+_OPTIONAL_STRINGS = {"model", "reasoning", "instructions", "reason"}  # a string or null
 
 
 def expected(template: Template, at: tuple[Any, ...], value: Any) -> frozenset[int] | None:

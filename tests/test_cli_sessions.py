@@ -117,3 +117,37 @@ def test_show_lists_keep_warm_apart_from_the_turns(tmp_path: Path) -> None:
     assert shown.exit_code == 0, shown.output
     assert "keep-warm seal" in shown.output
     assert "keep-warm: 1 requests" in shown.output
+
+
+def test_chat_asks_before_a_risky_tool_and_show_lists_each_decision(tmp_path: Path) -> None:
+    db = tmp_path / "s.db"
+    out = runner.invoke(
+        app,
+        ["chat", "--db", str(db), "--workdir", str(tmp_path)],
+        input="add_note 'ship on friday'\ny\nadd_note 'and on monday'\n\n/exit\n",
+    )
+    assert out.exit_code == 0, out.output
+    assert 'Allow add_note(text="ship on friday")? [y/N]' in out.output
+    assert 'Allow add_note(text="and on monday")? [y/N]' in out.output
+    assert "Done. Tool results: noted in NOTES.md" in out.output
+    assert "Done. Tool results: the user denied add_note (user:" in out.output
+    assert (tmp_path / "NOTES.md").read_text() == "- ship on friday\n"  # only the first ran
+    shown = runner.invoke(app, ["sessions", "show", _session_id(out.output), "--db", str(db)])
+    lines = [line.strip() for line in shown.output.splitlines() if "approval:" in line]
+    who = lines[0].rsplit(" by ", 1)[1] if lines else ""
+    assert who.startswith("user:")
+    assert lines == [
+        f'approval: approved add_note(text="ship on friday") by {who}',
+        f'approval: denied add_note(text="and on monday") by {who}',
+    ]
+
+
+def test_chat_denies_a_risky_tool_when_the_input_ends_at_the_question(tmp_path: Path) -> None:
+    out = runner.invoke(
+        app,
+        ["chat", "--db", str(tmp_path / "s.db"), "--workdir", str(tmp_path)],
+        input="add_note 'ship on friday'\n",
+    )
+    assert out.exit_code == 0, out.output
+    assert "add_note was not approved (no approver): the input ended." in out.output
+    assert not (tmp_path / "NOTES.md").exists()

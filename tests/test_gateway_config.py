@@ -203,3 +203,21 @@ async def test_provider_timeouts_come_from_the_file_and_reach_the_provider(
     path.write_text("[timeouts]\ntotal_seconds = 0\n")
     with pytest.raises(ConfigError, match=r"timeouts\.total_seconds"):
         load_config(path, env={})
+
+
+async def test_the_approval_timeout_comes_from_the_file_and_reaches_the_gateway(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "gateway.toml"
+    assert load_config(None, env={}).approval_timeout == 240.0  # under the 5-minute TTL
+    path.write_text("[approvals]\ntimeout_seconds = 90\n")
+    config = load_config(path, env={})
+    assert config.approval_timeout == 90.0
+    gateway = build_gateway(config, store=SQLiteStore(tmp_path / "s.db"))
+    try:
+        assert gateway.approvals.timeout == 90.0
+    finally:
+        await gateway.store.close()
+    path.write_text("[approvals]\ntimeout_seconds = 0\n")
+    with pytest.raises(ConfigError, match=r"approvals\.timeout_seconds"):
+        load_config(path, env={})

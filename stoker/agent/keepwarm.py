@@ -8,6 +8,9 @@ milliseconds and sees exactly the requests a real one would send.
 
 Money caps that span sessions live here too: `hourly_usd` over any rolling hour and
 `total_usd` over the scheduler's life. A keep-warm that would pass a cap is not sent.
+
+A session whose turn is running is not idle: it has no plan (`Session.warm_plan`), so
+nothing fires while a turn waits, for instance on a person approving a tool call.
 """
 
 from __future__ import annotations
@@ -25,6 +28,9 @@ from stoker.errors import ConfigError
 from stoker.wire.record import CacheRecord
 
 log = logging.getLogger(__name__)
+
+RECHECK_SECONDS = 30.0
+"""How often `run` looks again at watched sessions that have no plan now (a turn runs)."""
 
 GapSource = Callable[[Session], Sequence[float]]
 Fire = Callable[[Session, Sequence[float]], Awaitable[CacheRecord | None]]
@@ -134,6 +140,10 @@ class KeepWarm:
             self._changed.clear()
             due = self._target = self.next_due()
             wait = None if due is None else max(0.0, due - self.clock.now())
+            if wait is None and self._sessions:
+                # A running turn has no plan (it may be waiting for an approval): look
+                # again later even if nobody calls `watch` when it ends.
+                wait = RECHECK_SECONDS
             if wait is None or wait > 0:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._changed.wait(), wait)

@@ -20,13 +20,18 @@ from stoker.cache.keys import KeyShards
 from stoker.cache.planner import CachePolicy
 from stoker.clock import Clock
 from stoker.providers.base import Provider
-from stoker.tools import Tool, ToolProgress
+from stoker.tools import Approver, Tool, ToolProgress
 from stoker.wire.record import CacheRecord
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Callbacks:
-    """Hooks for one `send`: they end with it, so a finished run's consumer is let go."""
+    """Hooks for one `send`: they end with it, so a finished run's consumer is let go.
+
+    `approver` is asked before each risky tool call the run's policy allows (see
+    `stoker.tools.approval`); None runs them unasked. Sub-agents started in the turn ask
+    it too; background reviews never do (their policy denies risky tools).
+    """
 
     on_text: Callable[[str], object] | None = None
     on_tool: Callable[[ToolProgress], object] | None = None
@@ -34,6 +39,7 @@ class Callbacks:
     on_record: Callable[[CacheRecord], object] | None = None  # after each provider call
     on_review: Callable[[str], object] | None = None  # one summary line per review
     on_review_error: Callable[[BaseException], object] | None = None
+    approver: Approver | None = None
 
 
 class SessionAgent(Protocol):

@@ -72,9 +72,19 @@ from stoker.errors import (
     ToolError,
 )
 from stoker.providers.base import CallContext, Completion
-from stoker.tools import DispatchPolicy, Tool, ToolContext, run_tool_calls, unavailable_tool
+from stoker.tools import (
+    ApprovalDecision,
+    ApprovalRequest,
+    Approvals,
+    DispatchPolicy,
+    Tool,
+    ToolContext,
+    run_tool_calls,
+    unavailable_tool,
+)
 from stoker.wire.blocks import TextBlock, ToolResultBlock, ToolUseBlock
 from stoker.wire.events import (
+    ApprovalDecided,
     CacheRecorded,
     ConfigChanged,
     Event,
@@ -286,15 +296,22 @@ class Session:
 
     def warm_plan(self, *, gaps: Sequence[float] = ()) -> WarmPlan | None:
         """What the time policy will do before this session's cache entry expires, and
-        when; None while nothing is cached, a turn is unfinished or a rebase waits for the
-        next call (what is cached is the old prefix), and for forks, reviews and
-        sub-agents (they end soon; only what they share with their parent lives on).
+        when; None while nothing is cached, a turn is running (it may wait minutes for an
+        approval: the turn's next call refreshes the entry, not a keep-warm) or unfinished,
+        or a rebase waits for the next call (what is cached is the old prefix), and for
+        forks, reviews and sub-agents (they end soon; only what they share with their
+        parent lives on).
         `gaps` adds observed idle gaps (seconds) to the ones this session saw, e.g. the
         user's other sessions.
 
         When the session lets its own entry go and it made the last call of its agent's
         fleet (`stoker.cache.fleet`), the plan may keep only the shared tools and system
         prompt warm for the next new session (`scope="shared"`)."""
+        if self._lock.locked():  # a turn (or a rebase) is running: not an idle gap
+            return None
+        return self._plan(gaps=gaps)
+
+    def _plan(self, *, gaps: Sequence[float] = ()) -> WarmPlan | None:
         own = self._own_plan(gaps=gaps)
         if own is None or own.sends:
             return own
@@ -357,7 +374,7 @@ class Session:
         record, or None when nothing was due. It never changes the history, and a failed
         one is logged and leaves the session as it was."""
         async with self._lock:
-            plan = self.warm_plan(gaps=gaps)
+            plan = self._plan(gaps=gaps)
             now = self._agent.clock.now()
             state = self._state
             if plan is None or not plan.sends or now < plan.at or state.last_started is None:
@@ -863,14 +880,33 @@ class Session:
     async def _run_tools(
         self, calls: Sequence[ToolUseBlock], hooks: Callbacks
     ) -> list[ToolResultBlock]:
-        with running(self._delegator()):
+        approvals = Approvals(
+            approver=hooks.approver, record=self._decided, now=self._agent.clock.now
+        )
+        with running(self._delegator(hooks)):
             return await run_tool_calls(
                 calls,
                 self._tools,
                 context_factory=lambda call: self._tool_context(call.id),
                 policy=self._policy,
                 on_progress=hooks.on_tool,
+                approvals=approvals,
             )
+
+    async def _decided(self, request: ApprovalRequest, decision: ApprovalDecision) -> None:
+        """Store who allowed or refused a risky call (an event; the history is unchanged)."""
+        await self._emit(
+            ApprovalDecided(
+                session_id=self._id,
+                tool=request.tool,
+                tool_use_id=request.tool_use_id,
+                summary=request.summary,
+                approved=decision.approved,
+                by=decision.by,
+                reason=decision.reason,
+                at=decision.at,
+            )
+        )
 
     def _tool_context(self, tool_use_id: str) -> ToolContext:
         return ToolContext(
@@ -885,13 +921,15 @@ class Session:
             },
         )
 
-    def _delegator(self) -> Delegator:
+    def _delegator(self, hooks: Callbacks) -> Delegator:
         async def subagent(
             task: str, max_iterations: int, first_response: Callable[[], object] | None
         ) -> TurnResult:
             child = self.fork(role="subagent", max_iterations=max_iterations)
             on_record = (lambda _record: first_response()) if first_response else None
-            return await child.send(task, callbacks=Callbacks(on_record=on_record))
+            # The child works for the same person: it asks them what this turn would.
+            callbacks = Callbacks(on_record=on_record, approver=hooks.approver)
+            return await child.send(task, callbacks=callbacks)
 
         return Delegator(
             history_length=lambda: len(self._history),

@@ -1,9 +1,15 @@
-"""`stoker chat`: a stored conversation in the terminal."""
+"""`stoker chat`: a stored conversation in the terminal.
+
+Its workspace is writable: `add_note` is a risky tool, so before each call the terminal
+asks "Allow add_note(...)? [y/N]", and anything but y or yes denies it (Enter, n, the
+end of the input).
+"""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import getpass
 from pathlib import Path
 
 import typer
@@ -17,11 +23,13 @@ from stoker.cli.render import console, records_table
 from stoker.cli.sessions import with_store
 from stoker.cli.settings import settings
 from stoker.cli.slash import Chat, answer, message_text, parse
+from stoker.clock import Clock
 from stoker.config import DEFAULT_MODEL, DEFAULT_PROVIDER
 from stoker.run import default_agent, turns_in
 from stoker.session_ids import resolve
 from stoker.store.base import SqlEventStore
-from stoker.tools import ToolProgress
+from stoker.tools import ApprovalDecision, ApprovalRequest, Approver, ToolContext, ToolProgress
+from stoker.tools.approval import BY_NOBODY
 
 
 def _progress(event: ToolProgress) -> None:
@@ -33,9 +41,33 @@ def _progress(event: ToolProgress) -> None:
         console.print(f"[dim]  {mark} {escape(event.name)} done[/]")
 
 
+def _terminal_approver(clock: Clock) -> Approver:
+    """Asks at the terminal before a risky call runs, one question at a time (calls of
+    one reply may run together); the decision names the login that answered."""
+    asking = asyncio.Lock()
+    try:
+        who = f"user:{getpass.getuser()}"
+    except (OSError, KeyError):  # no login name (a container without USER)
+        who = "user:terminal"
+
+    async def ask(request: ApprovalRequest, context: ToolContext) -> ApprovalDecision:
+        question = f"[bold]Allow {escape(request.summary)}? {escape('[y/N]')}[/] "
+        async with asking:
+            try:
+                reply = await asyncio.to_thread(console.input, question)
+            except EOFError:
+                return ApprovalDecision(
+                    approved=False, by=BY_NOBODY, reason="the input ended", at=clock.now()
+                )
+        approved = reply.strip().lower() in ("y", "yes")
+        return ApprovalDecision(approved=approved, by=who, at=clock.now())
+
+    return ask
+
+
 async def _converse(session: Session, store: SqlEventStore) -> None:
     chat = Chat(session=session, store=store, out=console)
-    callbacks = Callbacks(on_tool=_progress)
+    callbacks = Callbacks(on_tool=_progress, approver=_terminal_approver(session.agent.clock))
     while True:
         try:
             line = await asyncio.to_thread(console.input, "[bold]you> [/]")
@@ -80,7 +112,7 @@ def chat(
         # the command names another: that is then a resume mismatch, said clearly.
         stored = (await store.load(sid)).prefix.params.model if sid and not model else None
         config = settings(db=db, provider=provider, model=model or stored)
-        async with default_agent(config=config, workdir=Path(workdir)) as agent:
+        async with default_agent(config=config, workdir=Path(workdir), writable=True) as agent:
             session = await agent.open(store, sid, create=resume is None)
             console.print(f"[dim]session {session.id} — /help for commands, /exit to leave[/]")
             # While you read or think, the time policy keeps the cache warm if it pays.

@@ -141,6 +141,8 @@ def show(session_id: SessionId, db: Db = None, as_json: AsJson = False) -> None:
             f"   [dim]read {u.read} · written {u.written} · uncached {u.uncached} · "
             f"output {u.output} · {cost_text(t.cost_usd)} · why: {why}[/]"
         )
+        for line in t.approvals:
+            console.print(f"   [magenta]approval:[/] {escape(line)}")
         for r in t.keep_warm:
             k = r.usage
             console.print(

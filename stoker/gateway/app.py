@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.applications import Starlette
@@ -22,6 +22,7 @@ from starlette.routing import Route
 from stoker.agent.seams import Callbacks
 from stoker.config import DEFAULT_LIMITS
 from stoker.errors import StokerError
+from stoker.gateway.approvals import Show, decision_view
 from stoker.gateway.auth import TokenTable
 from stoker.gateway.dashboard import page as dashboard_page
 from stoker.gateway.events import session_events
@@ -47,6 +48,7 @@ from stoker.gateway.sse import encode, turn_events
 from stoker.gateway.timing import timed
 from stoker.gateway.tracing import TraceContext
 from stoker.gateway.views import Reply, history_view, summary_view, totals_view, usage_view
+from stoker.tools import Approver
 
 
 class _Strict(BaseModel):
@@ -64,6 +66,11 @@ class SendMessage(_Strict):
 
 class RunCommand(_Strict):
     argument: str = Field(default="", max_length=1000)
+
+
+class AnswerApproval(_Strict):
+    decision: Literal["approve", "deny"]
+    reason: str | None = Field(default=None, max_length=1000)
 
 
 async def create_session(request: Request) -> Response:
@@ -119,7 +126,11 @@ async def send_message(request: Request) -> Response:
         def start(callbacks: Callbacks) -> Coroutine[Any, Any, Reply]:
             return gateway.send(user, sid, body.text, idempotency_key=key, callbacks=callbacks)
 
-        events = await turn_events(gateway, start)  # a bad message is a 4xx, not a stream
+        def approver(show: Show) -> Approver:
+            return gateway.approvals.approver(user, sid, show)
+
+        # a bad message is a 4xx, not a stream
+        events = await turn_events(gateway, start, approver=approver)
 
         async def frames() -> AsyncIterator[bytes]:
             async for event, data in events:
@@ -128,6 +139,17 @@ async def send_message(request: Request) -> Response:
         return StreamingResponse(frames(), media_type="text/event-stream", headers=SSE_HEADERS)
     reply, timing = await timed(gateway.send(user, sid, body.text, idempotency_key=key))
     return _reply(reply, timing)
+
+
+async def answer_approval(request: Request) -> Response:
+    """Approve or deny a risky call the session's streamed turn waits on."""
+    user, sid = user_of(request), request.path_params["sid"]
+    body = await read_body(request, AnswerApproval)
+    approval_id = request.path_params["approval_id"]
+    decision = await app_state(request).gateway.answer_approval(
+        user, sid, approval_id, approve=body.decision == "approve", reason=body.reason or ""
+    )
+    return JSONResponse(decision_view(approval_id, decision))
 
 
 async def post_command(request: Request) -> Response:
@@ -207,6 +229,7 @@ def create_app(
         Route(sid + "/events", session_events, methods=["GET"]),
         Route(sid + "/messages", send_message, methods=["POST"]),
         Route(sid + "/commands/{name}", post_command, methods=["POST"]),
+        Route(sid + "/approvals/{approval_id}", answer_approval, methods=["POST"]),
         Route("/v1/chat/completions", chat_completions, methods=["POST"]),
         Route("/v1/responses", responses, methods=["POST"]),
         Route("/v1/models", models, methods=["GET"]),

@@ -35,6 +35,10 @@
     [lifecycle]
     grace_seconds = 30            # on SIGTERM, how long running turns may take to finish
 
+    [approvals]                   # risky tool calls of streamed messages (gateway.approvals)
+    timeout_seconds = 240         # no answer by then denies (by "timeout"); keep it under
+                                  # the 5-minute cache lifetime so the next call still reads
+
     [timeouts]                    # each provider call; why these: stoker.providers.retry.Timeouts
     connect_seconds = 10          # no connection: retried
     first_byte_seconds = 120      # a streamed answer that does not start: retried
@@ -72,6 +76,7 @@ from stoker.config import (
     repr_without_secrets,
 )
 from stoker.errors import ConfigError
+from stoker.gateway.approvals import DEFAULT_TIMEOUT
 from stoker.gateway.auth import TokenTable, token_digest
 from stoker.gateway.session_settings import SessionSettings, parse_reasoning
 from stoker.providers.retry import Timeouts
@@ -144,6 +149,10 @@ class _Lifecycle(_Strict):
     grace_seconds: float = Field(default=30.0, ge=0, le=MAX_GRACE)
 
 
+class _Approvals(_Strict):
+    timeout_seconds: float = Field(default=DEFAULT_TIMEOUT, gt=0, le=MAX_GRACE)
+
+
 class _User(_Strict):
     id: str
     token_sha256: str | None = None
@@ -161,6 +170,7 @@ class _File(_Strict):
     timeouts: _Timeouts = _Timeouts()
     store: _Store = _Store()
     lifecycle: _Lifecycle = _Lifecycle()
+    approvals: _Approvals = _Approvals()
     users: list[_User] = []
 
 
@@ -188,6 +198,7 @@ class GatewayConfig:
     telemetry: TelemetrySettings | None = None  # OpenTelemetry export (the OTEL_* variables)
     pool: PoolSettings = field(default_factory=PoolSettings)
     grace: float = 30.0  # seconds running turns get to finish on SIGTERM
+    approval_timeout: float = DEFAULT_TIMEOUT  # seconds a risky call waits for its answer
 
     def __repr__(self) -> str:
         return repr_without_secrets(self)
@@ -304,6 +315,7 @@ def load_config(path: str | Path | None, *, env: Mapping[str, str]) -> GatewayCo
         telemetry=settings.telemetry,
         pool=PoolSettings(size=int(pool_size), wait=f.store.wait_seconds),
         grace=grace,
+        approval_timeout=f.approvals.timeout_seconds,
     )
 
 

@@ -7,6 +7,7 @@
         │   └── InvalidParam     400 invalid_request: names the field at fault and a code
         ├── Unauthorized         401 unauthorized: no bearer token, or an unknown one
         ├── NotFound             404 not_found: no such session *for this user*
+        ├── ApprovalNotFound     404 not_found: no such approval waits here for the session
         ├── Conflict             409 conflict: the stored session cannot be continued as is
         │   └── ToolsRemoved     409 tools_removed: the configuration dropped tools it used
         ├── PayloadTooLarge      413 payload_too_large: body or message over the limit
@@ -85,6 +86,23 @@ class NotFound(GatewayError):
     def __init__(self, session_id: str) -> None:
         super().__init__(f"no session {shown(session_id, 64)}")
         self.session_id = session_id
+
+
+class ApprovalNotFound(GatewayError):
+    """No approval with this id waits for this user's session in this process (it was
+    never asked, belongs to someone else, or waits on another replica)."""
+
+    status = 404
+    type = "not_found"
+
+    def __init__(self, session_id: str, approval_id: str) -> None:
+        super().__init__(
+            f"no approval {shown(approval_id, 64)} is waiting in session "
+            f"{shown(session_id, 64)} on this gateway replica; an approval waits in the "
+            "replica that streams its message: send the answer there"
+        )
+        self.session_id = session_id
+        self.approval_id = approval_id
 
 
 class PayloadTooLarge(GatewayError):

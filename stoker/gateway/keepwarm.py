@@ -87,6 +87,11 @@ class GatewayKeepWarm:
 
     async def _fire(self, session: Session, gaps: Sequence[float]) -> CacheRecord | None:
         sid, store = session.id, self.pool.store
+        plan = session.warm_plan(gaps=gaps)
+        if plan is None or not plan.sends:
+            # A turn started since the timer was read (it may wait minutes on an
+            # approval): do not queue behind its lock, its next call refreshes the entry.
+            return None
         lease = f"keep-warm:{sid}"
         if not await store.take_lease(lease, self.holder, seconds=LEASE_SECONDS):
             return None  # another replica is sending this session's keep-warm

@@ -20,8 +20,9 @@ def _errors(*codes: int) -> dict[str, Any]:
     words = {
         400: "Bad input",
         401: "Missing or unknown bearer token",
-        404: "No such session for this user",
-        409: "The stored session cannot be continued as configured",
+        404: "No such session for this user (or no such approval waiting here)",
+        409: "The stored session cannot be continued as configured (or the approval was "
+        "already answered or expired)",
         413: "Body or message over the limit",
         415: "A body sent as anything but application/json (UTF-8)",
         502: "The provider failed or answered something that is not a response",
@@ -40,7 +41,11 @@ def _body(schema: dict[str, Any]) -> dict[str, Any]:
     return {"required": True, "content": {"application/json": {"schema": schema}}}
 
 
-_SID = [{"name": "sid", "in": "path", "required": True, "schema": {"type": "string"}}]
+def _path(name: str) -> dict[str, Any]:
+    return {"name": name, "in": "path", "required": True, "schema": {"type": "string"}}
+
+
+_SID = [_path("sid")]
 _IDEMPOTENCY = {
     "name": "Idempotency-Key",
     "in": "header",
@@ -116,7 +121,8 @@ def openapi_document() -> dict[str, Any]:
     reply = _json({"$ref": "#/components/schemas/Reply"})
     sse: dict[str, Any] = {
         "description": "A turn as it happens (`Accept: text/event-stream` or `?stream=true`)"
-        ": events text, tool, status, then done (a Reply) or error",
+        ": events text, tool, status, approval (a risky call waiting for "
+        "POST .../approvals/{id}), then done (a Reply) or error",
         "content": {"text/event-stream": {"schema": {"type": "string"}}},
     }
     text_body = {"type": "object", "required": ["text"], "properties": {"text": {"type": "string"}}}
@@ -220,12 +226,7 @@ def openapi_document() -> dict[str, Any]:
                     415,
                     parameters=[
                         *_SID,
-                        {
-                            "name": "name",
-                            "in": "path",
-                            "required": True,
-                            "schema": {"type": "string"},
-                        },
+                        _path("name"),
                         _IDEMPOTENCY,
                     ],
                     requestBody={
@@ -238,6 +239,33 @@ def openapi_document() -> dict[str, Any]:
                             }
                         }
                     },
+                )
+            },
+            "/v1/sessions/{sid}/approvals/{approval_id}": {
+                "post": _op(
+                    "Approve or deny a risky tool call the session's streamed message waits "
+                    "on (the id comes in its `approval` event); the answer must reach the "
+                    "replica that streams the message",
+                    {"200": _json(_OBJ, "{id, approved, by, reason, at}")},
+                    400,
+                    404,
+                    409,
+                    413,
+                    415,
+                    parameters=[
+                        *_SID,
+                        _path("approval_id"),
+                    ],
+                    requestBody=_body(
+                        {
+                            "type": "object",
+                            "required": ["decision"],
+                            "properties": {
+                                "decision": {"enum": ["approve", "deny"]},
+                                "reason": {"type": "string", "maxLength": 1000},
+                            },
+                        }
+                    ),
                 )
             },
             "/v1/chat/completions": {

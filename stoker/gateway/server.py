@@ -59,6 +59,7 @@ def build_gateway(
         keep_warm_limits=config.keep_warm_limits,
         cache_key_scope=config.cache_key_scope,
         telemetry=telemetry_from(config.telemetry),
+        approval_timeout=config.approval_timeout,
     )
 
 

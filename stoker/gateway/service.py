@@ -17,6 +17,7 @@ import socket
 import time
 from collections import Counter
 from collections.abc import Callable, Coroutine, Mapping
+from dataclasses import replace
 from typing import Any, Literal, TypeVar
 
 from stoker.agent.keepwarm import SpendLimits
@@ -25,6 +26,7 @@ from stoker.agent.telemetry import NO_TELEMETRY, Telemetry
 from stoker.clock import Clock, SystemClock
 from stoker.config import DEFAULT_LIMITS
 from stoker.errors import SessionNotFound, StoreError, StoreUnavailable
+from stoker.gateway.approvals import DEFAULT_TIMEOUT, PendingApprovals
 from stoker.gateway.cache import AgentCache
 from stoker.gateway.commands import Command
 from stoker.gateway.commands import parse as parse_command
@@ -42,7 +44,7 @@ from stoker.gateway.views import Reply, event_view
 from stoker.session_views import SessionView, answered, show_session
 from stoker.store.base import STARTED, SqlEventStore
 from stoker.store.schema import LATEST
-from stoker.tools import ToolRegistry
+from stoker.tools import ApprovalDecision, ToolRegistry
 from stoker.wire.stored import SessionSummary
 
 log = logging.getLogger(__name__)
@@ -71,6 +73,7 @@ class Gateway:
         cache_key_scope: Literal["agent", "user"] = "agent",
         telemetry: Telemetry = NO_TELEMETRY,
         replica: str | None = None,
+        approval_timeout: float = DEFAULT_TIMEOUT,
     ) -> None:
         self.store = store
         self.telemetry = telemetry  # spans of its agents' turns; the app adds trace context
@@ -94,6 +97,7 @@ class Gateway:
         self.keep_warm = GatewayKeepWarm(self.pool, clock, keep_warm_limits, holder=self.replica)
         self._keep_warm_on = keep_warm
         self.max_message_chars = max_message_chars
+        self.approvals = PendingApprovals(clock=clock, timeout=approval_timeout)
         self._tasks: set[asyncio.Task[Any]] = set()
 
     @property
@@ -266,6 +270,8 @@ class Gateway:
         entry = await self.pool.acquire(user, session_id, head)
         session = entry.session
         note = entry.settings.ephemeral_prompt or None
+        if callbacks is None or callbacks.approver is None:  # nobody sees a question
+            callbacks = replace(callbacks or Callbacks(), approver=self.approvals.unattended)
         try:
             if retry and answered(session.history, text):  # done; only its response was lost
                 view = await show_session(self.store, session_id)
@@ -288,6 +294,16 @@ class Gateway:
         elif self._keep_warm_on:
             self.keep_warm.turn_ended(user, session)
         return Reply.of_turn(session_id, result)
+
+    # -- approvals -------------------------------------------------------------------------
+
+    async def answer_approval(
+        self, user: str, session_id: str, approval_id: str, *, approve: bool, reason: str = ""
+    ) -> ApprovalDecision:
+        """Answer a risky call that a streamed turn of `user`'s session waits on. It takes
+        no session lock: the waiting turn holds it."""
+        await self.authorize(user, session_id)
+        return self.approvals.answer(user, session_id, approval_id, approve=approve, reason=reason)
 
     # -- lifecycle -------------------------------------------------------------------------
 

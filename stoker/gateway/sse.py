@@ -3,7 +3,8 @@
 The turn runs as a gateway task, not inside the response: a client that disconnects
 mid-stream does not cancel a turn whose user message is already stored (the next
 message would otherwise find half a turn). Events: `text` (a delta), `tool` (a call
-starting or ending), `status`, then `done` with the reply, or `error`.
+starting or ending), `status`, `approval` (a risky call waiting for its answer, see
+`stoker.gateway.approvals`), then `done` with the reply, or `error`.
 """
 
 from __future__ import annotations
@@ -16,12 +17,13 @@ from typing import TYPE_CHECKING, Any
 
 from stoker.agent.seams import Callbacks
 from stoker.errors import StokerError
+from stoker.gateway.approvals import Show
 from stoker.gateway.errors import GatewayError, as_gateway_error
 from stoker.gateway.views import Reply
 
 if TYPE_CHECKING:
     from stoker.gateway.service import Gateway
-    from stoker.tools import ToolProgress
+    from stoker.tools import Approver, ToolProgress
 
 log = logging.getLogger(__name__)
 
@@ -37,9 +39,13 @@ def encode(event: str | None, data: Any) -> bytes:
 
 
 async def turn_events(
-    gateway: Gateway, start: Callable[[Callbacks], Coroutine[Any, Any, Reply]]
+    gateway: Gateway,
+    start: Callable[[Callbacks], Coroutine[Any, Any, Reply]],
+    *,
+    approver: Callable[[Show], Approver] | None = None,
 ) -> AsyncIterator[Event]:
     """Events of the turn `start(callbacks)` runs, ending with `done` or `error`.
+    `approver(show)` makes the turn's approver, which shows each question on the stream.
 
     Returns once the turn has produced its first event. A turn that fails before that
     (a bad or empty message, an unknown command, a session that is not there) raises
@@ -57,6 +63,7 @@ async def turn_events(
         on_text=lambda delta: queue.put_nowait(("text", {"delta": delta})),
         on_tool=tool,
         on_status=lambda status: queue.put_nowait(("status", {"status": status})),
+        approver=approver(lambda data: queue.put_nowait(("approval", data))) if approver else None,
     )
     task = gateway.spawn(start(callbacks))
     task.add_done_callback(lambda _: queue.put_nowait(None))

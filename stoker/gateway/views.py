@@ -189,11 +189,12 @@ def history_view(view: SessionView) -> dict[str, Any]:
 
 
 def event_view(seq: int, type_: str, created_at: float, body: str) -> dict[str, Any]:
-    """One stored event as a client may see it: a message as stored, a provider call as
-    `record_view` shows it; for the others (the session's creation, its prefix and
-    configuration, which hold the operator's system prompt) only what and when."""
+    """One stored event as a client may see it: a message or an approval decision as
+    stored, a provider call as `record_view` shows it; for the others (the session's
+    creation, its prefix and configuration, which hold the operator's system prompt)
+    only what and when."""
     data: dict[str, Any] | None = None
-    if type_ == "message_appended":
+    if type_ in ("message_appended", "approval_decided"):
         data = json.loads(body)
     elif type_ == "cache_recorded":
         data = record_view(CacheRecord.from_dict(json.loads(body)))

@@ -8,6 +8,7 @@ from typing import Any
 
 from stoker.errors import WireError
 from stoker.wire.events import (
+    ApprovalDecided,
     CacheRecorded,
     ConfigChanged,
     Event,
@@ -58,6 +59,16 @@ def encode(event: Event) -> str:
             "estimated_rewrite_tokens": event.estimated_rewrite_tokens,
             "estimated_cost_usd": event.estimated_cost_usd,
         }
+    elif isinstance(event, ApprovalDecided):
+        body = {
+            "tool": event.tool,
+            "tool_use_id": event.tool_use_id,
+            "summary": event.summary,
+            "approved": event.approved,
+            "by": event.by,
+            "reason": event.reason,
+            "at": event.at,
+        }
     else:
         raise WireError(f"cannot store event {event!r}")
     return dumps(body)
@@ -100,6 +111,17 @@ def decode(session_id: str, type_: str, body: str) -> Event:
             summarised_by=data.get("summarised_by", ""),
             estimated_rewrite_tokens=data.get("estimated_rewrite_tokens", 0),
             estimated_cost_usd=data.get("estimated_cost_usd"),
+        )
+    if type_ == "approval_decided":
+        return ApprovalDecided(
+            session_id=session_id,
+            tool=data["tool"],
+            tool_use_id=data["tool_use_id"],
+            summary=data["summary"],
+            approved=data["approved"],
+            by=data["by"],
+            reason=data.get("reason", ""),
+            at=data.get("at", 0.0),
         )
     raise WireError(
         f"unknown stored event type {type_!r}; this store was written by a newer Stoker"

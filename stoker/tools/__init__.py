@@ -3,11 +3,18 @@ and the dispatcher that turns a response's tool calls into results.
 
 Imports only `stoker.errors` and `stoker.wire`. What a request *sends* is resolved
 once (`ToolRegistry.resolve`, `Tool.spec_bytes`); what a run may *call* is a
-`DispatchPolicy` — advertising is not allowing.
+`DispatchPolicy` — advertising is not allowing; who is asked before a risky call runs is
+an `Approver` (`stoker.tools.approval`).
 """
 
 from __future__ import annotations
 
+from stoker.tools.approval import (
+    ApprovalDecision,
+    ApprovalRequest,
+    Approvals,
+    Approver,
+)
 from stoker.tools.context import ToolContext
 from stoker.tools.dispatch import ToolProgress, render_result, run_tool_calls
 from stoker.tools.policy import ALLOW_ALL, DispatchPolicy, current_policy, use_policy
@@ -18,6 +25,10 @@ from stoker.tools.unavailable import unavailable_tool
 
 __all__ = [
     "ALLOW_ALL",
+    "ApprovalDecision",
+    "ApprovalRequest",
+    "Approvals",
+    "Approver",
     "DispatchPolicy",
     "Tool",
     "ToolContext",

@@ -1,8 +1,9 @@
 """Run one model response's tool calls and turn every outcome into a tool result.
 
 The model's mistakes — an unknown tool, a call the policy refuses, arguments that are
-not JSON or do not fit the schema, a tool that raises — come back as `is_error`
-results the model can act on; they never end the turn. Only cancellation, and errors
+not JSON or do not fit the schema, a tool that raises — and a risky call someone denied
+(see `approval`) come back as `is_error` results the model can act on; they never end
+the turn. Only cancellation, and errors
 raised by the caller's own `context_factory`, propagate.
 
 Calls of `concurrent` tools run together; a non-concurrent tool runs alone, after the
@@ -22,6 +23,14 @@ from typing import Any, Literal
 from pydantic_core import to_jsonable_python
 
 from stoker.errors import StokerError, WireError
+from stoker.tools.approval import (
+    BY_POLICY,
+    ApprovalDecision,
+    ApprovalRequest,
+    Approvals,
+    ask,
+    refusal,
+)
 from stoker.tools.context import ToolContext
 from stoker.tools.policy import DispatchPolicy, current_policy, use_policy
 from stoker.tools.tool import Tool
@@ -51,30 +60,44 @@ async def run_tool_calls(
     context_factory: ContextFactory,
     policy: DispatchPolicy | None = None,
     on_progress: ProgressCallback | None = None,
+    approvals: Approvals | None = None,
 ) -> list[ToolResultBlock]:
     """One result per call, in call order.
 
     `policy` defaults to the current context's (`current_policy()`); tools run with it
     as the current policy, so a tool that starts a nested run inherits it.
     `on_progress` may be sync or async; its failures are logged, never raised, since
-    the tools it reports on may already have had effects.
+    the tools it reports on may already have had effects. `approvals` says who is asked
+    before a risky call runs and where decisions go (None: nobody, nowhere).
     """
-    effective = policy if policy is not None else current_policy()
+    run = _Run(
+        tools=tools,
+        policy=policy if policy is not None else current_policy(),
+        context_factory=context_factory,
+        on_progress=on_progress,
+        approvals=approvals or Approvals(),
+    )
     results: list[ToolResultBlock] = []
-    with use_policy(effective):
+    with use_policy(run.policy):
         for batch in _batches(calls, tools):
             if len(batch) == 1:
-                results.append(
-                    await _run_one(batch[0], tools, effective, context_factory, on_progress)
-                )
+                results.append(await _run_one(batch[0], run))
                 continue
             async with asyncio.TaskGroup() as group:
-                tasks = [
-                    group.create_task(_run_one(c, tools, effective, context_factory, on_progress))
-                    for c in batch
-                ]
+                tasks = [group.create_task(_run_one(c, run)) for c in batch]
             results.extend(task.result() for task in tasks)
     return results
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Run:
+    """What every call of one `run_tool_calls` shares."""
+
+    tools: Mapping[str, Tool]
+    policy: DispatchPolicy
+    context_factory: ContextFactory
+    on_progress: ProgressCallback | None
+    approvals: Approvals
 
 
 def _batches(
@@ -98,37 +121,34 @@ def _batches(
         yield batch
 
 
-async def _run_one(
-    call: ToolUseBlock,
-    tools: Mapping[str, Tool],
-    policy: DispatchPolicy,
-    context_factory: ContextFactory,
-    on_progress: ProgressCallback | None,
-) -> ToolResultBlock:
-    await _notify(on_progress, ToolProgress(name=call.name, tool_use_id=call.id, phase="start"))
-    result = await _outcome(call, tools, policy, context_factory)
+async def _run_one(call: ToolUseBlock, run: _Run) -> ToolResultBlock:
+    progress = run.on_progress
+    await _notify(progress, ToolProgress(name=call.name, tool_use_id=call.id, phase="start"))
+    result = await _outcome(call, run)
     await _notify(
-        on_progress,
+        progress,
         ToolProgress(name=call.name, tool_use_id=call.id, phase="end", is_error=result.is_error),
     )
     return result
 
 
-async def _outcome(
-    call: ToolUseBlock,
-    tools: Mapping[str, Tool],
-    policy: DispatchPolicy,
-    context_factory: ContextFactory,
-) -> ToolResultBlock:
+async def _outcome(call: ToolUseBlock, run: _Run) -> ToolResultBlock:
     def error(text: str) -> ToolResultBlock:
         return ToolResultBlock(tool_use_id=call.id, content=text, is_error=True)
 
+    tools, policy, approvals = run.tools, run.policy, run.approvals
     found = tools.get(call.name)
     if found is None:
         callable_names = ", ".join(sorted(n for n in tools if policy.allows(n))) or "(none)"
         return error(f"unknown tool {call.name!r}; available tools: {callable_names}")
     denial = policy.denial(found)
     if denial is not None:
+        if found.risky and policy.allows(found.name) and approvals.record is not None:
+            session_id = run.context_factory(call).session_id
+            request = ApprovalRequest.of(call, _parsed(call), session_id=session_id)
+            why = policy.reason or "this run denies risky tools"
+            decided = ApprovalDecision(approved=False, by=BY_POLICY, reason=why, at=approvals.now())
+            await approvals.record(request, decided)
         return error(denial)
     try:
         raw = call.arguments()
@@ -141,7 +161,14 @@ async def _outcome(
         kwargs = found.validate_arguments(raw)
     except ValueError as exc:
         return error(f"tool {found.name}: invalid arguments: {exc}")
-    context = context_factory(call)
+    context = run.context_factory(call)
+    if found.risky and approvals.approver is not None:
+        request = ApprovalRequest.of(call, _parsed(call), session_id=context.session_id)
+        decision = await ask(approvals.approver, request, context, approvals.now)
+        if approvals.record is not None:
+            await approvals.record(request, decision)
+        if not decision.approved:
+            return error(refusal(found.name, decision))
     try:
         content = render_result(await found.invoke(kwargs, context))
     except StokerError as exc:
@@ -157,6 +184,15 @@ async def _outcome(
         logger.debug("traceback of tool %s (call %s)", found.name, call.id, exc_info=exc)
         return error(message)
     return ToolResultBlock(tool_use_id=call.id, content=content)
+
+
+def _parsed(call: ToolUseBlock) -> dict[str, Any]:
+    """The call's arguments when they are a JSON object (for a summary), else {}."""
+    try:
+        raw = call.arguments()
+    except WireError:
+        return {}
+    return raw if isinstance(raw, dict) else {}
 
 
 def render_result(value: Any) -> str:

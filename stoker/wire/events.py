@@ -78,6 +78,23 @@ class HistoryCompacted:
     type: Literal["history_compacted"] = "history_compacted"
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ApprovalDecided:
+    """A risky tool call was allowed or refused, and who decided ("user:alice",
+    "timeout", "policy:background", "no approver"). The call's arguments are in the
+    history, under `tool_use_id`; `summary` is the line the person was shown."""
+
+    session_id: str
+    tool: str
+    tool_use_id: str
+    summary: str
+    approved: bool
+    by: str
+    reason: str = ""
+    at: float = 0.0
+    type: Literal["approval_decided"] = "approval_decided"
+
+
 Event = (
     SessionCreated
     | MessageAppended
@@ -85,6 +102,7 @@ Event = (
     | PrefixRebased
     | ConfigChanged
     | HistoryCompacted
+    | ApprovalDecided
 )
 
 
