@@ -10,6 +10,7 @@ import pytest
 from mcp import types
 
 from stoker.agent.integrations import Integrations
+from stoker.agent.seams import Callbacks
 from stoker.clock import FrozenClock
 from stoker.errors import ToolError
 from stoker.integrations import (
@@ -24,7 +25,13 @@ from stoker.integrations import (
 )
 from stoker.integrations.mcp import _destructive
 from stoker.providers.sim.model import tool_call
-from stoker.tools import tool
+from stoker.tools import (
+    ApprovalDecision,
+    ApprovalRequest,
+    DispatchPolicy,
+    ToolContext,
+    tool,
+)
 from stoker.wire.blocks import Block, TextBlock
 from stoker.wire.messages import UserMessage
 from stoker.wire.request import Request
@@ -177,3 +184,55 @@ async def test_risky_plugin_tools_and_destructive_mcp_tools_are_behind_approval(
     assert _destructive(hints(destructive_hint=True, read_only_hint=True)) is False
     assert _destructive(hints(read_only_hint=False)) is False  # the protocol's default: not a gate
     assert _destructive(None) is False
+
+
+class Answer:
+    """An approver that answers `approved` and keeps what it was asked."""
+
+    def __init__(self, approved: bool) -> None:
+        self.approved = approved
+        self.asked: list[ApprovalRequest] = []
+
+    async def __call__(self, request: ApprovalRequest, context: ToolContext) -> ApprovalDecision:
+        self.asked.append(request)
+        reason = "" if self.approved else "not today"
+        return ApprovalDecision(approved=self.approved, by="user:alice", reason=reason)
+
+
+async def test_an_approval_gated_action_runs_only_once_the_user_approves() -> None:
+    clock = FrozenClock()
+    mail = Mail(SEARCH, SEND, POST)
+    agent, _, _ = _setup(clock, mail)
+    session = agent.session()
+    yes, no = Answer(True), Answer(False)
+    sent = await session.send("call mail.send_email", callbacks=Callbacks(approver=yes))
+    assert sent.text == "result: send_email done"
+    ((request,),) = [yes.asked]
+    assert request.tool == "use_toolkit"
+    assert request.summary == 'use_toolkit(toolkit="mail", name="send_email")'
+    refused = await session.send("call mail.send_email", callbacks=Callbacks(approver=no))
+    assert refused.text.startswith(
+        "result: the user denied use_toolkit (user:alice): not today. It did not run"
+    )
+    searched = await session.send("call mail.search", callbacks=Callbacks(approver=no))
+    assert searched.text == "result: search done"  # an open tool asks nobody
+    assert len(no.asked) == 1
+    assert mail.calls == ["send_email", "search"]
+
+
+async def test_a_run_that_denies_risky_calls_refuses_a_gated_action_unasked() -> None:
+    clock = FrozenClock()
+    mail = Mail(SEARCH, SEND)
+    agent, _, _ = _setup(clock, mail)
+    session = agent.session()
+    await session.send("hello")
+    answer = Answer(True)
+    background = session.fork(policy=DispatchPolicy(deny_risky=True, reason="background"))
+    refused = await background.send("call mail.send_email", callbacks=Callbacks(approver=answer))
+    searched = await background.send("call mail.search", callbacks=Callbacks(approver=answer))
+    assert refused.text == (
+        "result: tool use_toolkit: this call needs approval and this run denies it"
+    )
+    assert searched.text == "result: search done"
+    assert answer.asked == []
+    assert mail.calls == ["search"]

@@ -10,7 +10,8 @@ shared cache is warm already knows its view (prewarm): its first turn fetches no
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
 from typing import Any
 
 from stoker.errors import ToolError
@@ -72,7 +73,11 @@ def use_toolkit_tool(integrations: Integrations) -> Tool:
             toolkit, name, arguments or {}, IntegrationContext.from_tool_context(context)
         )
 
-    return use_toolkit
+    def gated(arguments: Mapping[str, Any]) -> bool:
+        spec = integrations.spec(str(arguments.get("toolkit")), str(arguments.get("name")))
+        return spec is not None and spec.gate == "approval"
+
+    return replace(use_toolkit, asks=gated)
 
 
 class ToolkitTracker:

@@ -143,12 +143,8 @@ async def _outcome(call: ToolUseBlock, run: _Run) -> ToolResultBlock:
         return error(f"unknown tool {call.name!r}; available tools: {callable_names}")
     denial = policy.denial(found)
     if denial is not None:
-        if found.risky and policy.allows(found.name) and approvals.record is not None:
-            session_id = run.context_factory(call).session_id
-            request = ApprovalRequest.of(call, _parsed(call), session_id=session_id)
-            why = policy.reason or "this run denies risky tools"
-            decided = ApprovalDecision(approved=False, by=BY_POLICY, reason=why, at=approvals.now())
-            await approvals.record(request, decided)
+        if found.risky and policy.allows(found.name):
+            await _denied_by_policy(call, run, run.context_factory(call).session_id)
         return error(denial)
     try:
         raw = call.arguments()
@@ -162,7 +158,11 @@ async def _outcome(call: ToolUseBlock, run: _Run) -> ToolResultBlock:
     except ValueError as exc:
         return error(f"tool {found.name}: invalid arguments: {exc}")
     context = run.context_factory(call)
-    if found.risky and approvals.approver is not None:
+    gated = not found.risky and found.needs_approval(kwargs)
+    if gated and policy.deny_risky:  # a risky tool was refused above; this call is gated
+        await _denied_by_policy(call, run, context.session_id)
+        return error(f"tool {found.name}: this call needs approval and this run denies it")
+    if (found.risky or gated) and approvals.approver is not None:
         request = ApprovalRequest.of(call, _parsed(call), session_id=context.session_id)
         decision = await ask(approvals.approver, request, context, approvals.now)
         if approvals.record is not None:
@@ -184,6 +184,17 @@ async def _outcome(call: ToolUseBlock, run: _Run) -> ToolResultBlock:
         logger.debug("traceback of tool %s (call %s)", found.name, call.id, exc_info=exc)
         return error(message)
     return ToolResultBlock(tool_use_id=call.id, content=content)
+
+
+async def _denied_by_policy(call: ToolUseBlock, run: _Run, session_id: str) -> None:
+    """Record that the run's policy, not a person, refused a call that needed approval."""
+    approvals = run.approvals
+    if approvals.record is None:
+        return
+    request = ApprovalRequest.of(call, _parsed(call), session_id=session_id)
+    why = run.policy.reason or "this run denies risky tools"
+    decided = ApprovalDecision(approved=False, by=BY_POLICY, reason=why, at=approvals.now())
+    await approvals.record(request, decided)
 
 
 def _parsed(call: ToolUseBlock) -> dict[str, Any]:

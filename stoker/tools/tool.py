@@ -52,8 +52,11 @@ class Tool:
 
     `concurrent` says the tool may run alongside other calls of the same response;
     `risky` says it needs approval, so runs that deny risky calls (background review)
-    refuse it. Equality ignores the callable: two tools are the same definition when
-    they send the same bytes and have the same flags.
+    refuse it. `asks` makes some calls need approval, as `risky` makes all of them: a
+    call whose validated arguments it holds true is asked about, or refused where risky
+    calls are (a toolkit action gated behind approval, reached through `use_toolkit`).
+    Equality ignores the callables: two tools are the same definition when they send
+    the same bytes and have the same flags.
 
     `input_schema` is stored as its own canonical copy; treat it as read-only, since
     `spec_bytes` was computed from it once.
@@ -67,6 +70,9 @@ class Tool:
     risky: bool = False
     context_param: str | None = field(default=None, compare=False, repr=False)
     validator: Validator | None = field(default=None, compare=False, repr=False)
+    asks: Callable[[Mapping[str, Any]], bool] | None = field(
+        default=None, compare=False, repr=False
+    )
     spec_bytes: bytes = field(init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -123,6 +129,10 @@ class Tool:
             risky=risky,
             context_param=context_parameter(fn),
         )
+
+    def needs_approval(self, arguments: Mapping[str, Any]) -> bool:
+        """Whether this call (its validated arguments) needs someone's approval to run."""
+        return self.risky or (self.asks is not None and self.asks(arguments))
 
     def validate_arguments(self, arguments: Any) -> dict[str, Any]:
         """Keyword arguments for `fn` from the model's parsed arguments.
