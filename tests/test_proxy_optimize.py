@@ -157,3 +157,55 @@ def test_proxy_command_refuses_a_bad_upstream_or_listen_address() -> None:
         result = CliRunner().invoke(app, ["proxy", *args])
         assert result.exit_code == 2
         assert "error:" in result.output
+
+
+NOTE_SCHEMA = {  # a framework's own key order: not canonical
+    "type": "object",
+    "required": ["text"],
+    "properties": {"text": {"type": "string", "description": "What to note."}},
+}
+
+
+@pytest.mark.parametrize("recording", RECORDING)
+def test_a_client_that_flaps_its_tool_order_sends_the_lineages_first_order(
+    tmp_path: Path, recording: str
+) -> None:
+    """Calls 2 and 3 send the tools in another order (the same list twice: the second
+    time the rewrite is the one the lineage remembers); the upstream always gets the
+    first order with canonical schemas, and each call reads what the last one wrote."""
+    key = f"sk-test-{uuid.uuid4().hex}"
+    note = {"name": "add_note", "description": "Note a fact.", "input_schema": NOTE_SCHEMA}
+    orders = [[*TOOLS, note], [note, *TOOLS], [note, *TOOLS]]
+    with behind_proxy(tmp_path, optimize=True, recording=recording) as optimize:
+        history: list[dict[str, Any]] = []
+        reads = []
+        with httpx.Client(base_url=optimize.url, headers={**HEADERS, "x-api-key": key}) as c:
+            for n, tools in enumerate(orders):
+                history.append({"role": "user", "content": f"Question {n}?"})
+                body = {"model": "claude-sonnet-4-6", "max_tokens": 64, "system": SYSTEM}
+                answer = c.post("/v1/messages", json={**body, "tools": tools, "messages": history})
+                reads.append(answer.raise_for_status().json()["usage"]["cache_read_input_tokens"])
+                history.append({"role": "assistant", "content": answer.json()["content"]})
+        optimize.recorded()
+        sent = optimize.sim.sent_by(key)
+        (calls,) = asyncio.run(_calls(optimize.db))
+    first = [json.loads(json.dumps(t, sort_keys=True)) for t in orders[0]]
+    for payload in sent:
+        tools = [{k: v for k, v in t.items() if k != "cache_control"} for t in payload["tools"]]
+        assert tools == first
+        assert [list(t["input_schema"]) for t in tools] == [
+            sorted(t["input_schema"]) for t in tools
+        ]
+    kept = (
+        "tools: kept the lineage's order ['read_file', 'add_note'] "
+        "(client sent ['add_note', 'read_file'])"
+    )
+    assert [kept in c.rewrites for c in calls] == [False, True, True]
+    canonical = [
+        "tools: canonical JSON key order in read_file, add_note",
+        "tools: canonical JSON key order in add_note, read_file",
+        "tools: canonical JSON key order in add_note, read_file",
+    ]
+    assert [c.rewrites[0] for c in calls] == canonical
+    assert reads[0] == 0
+    assert all(r > 0 for r in reads[1:])

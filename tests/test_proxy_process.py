@@ -170,3 +170,31 @@ def test_the_proxy_command_records_each_call_in_its_child_and_stores_no_key(
 @pytest.fixture(autouse=True)
 def _warnings_logged(caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.WARNING)
+
+
+@pytest.mark.parametrize("path", ["/v1/messages", "/v1/chat/completions"])
+def test_an_upstream_that_cannot_be_reached_is_a_502_in_the_apis_shape(
+    tmp_path: Path, path: str
+) -> None:
+    key = f"sk-test-{uuid.uuid4().hex}"
+    port = _free_port()  # nothing listens there
+    db = tmp_path / "proxy.db"
+    app = create_proxy(ProxyConfig(upstream=f"http://127.0.0.1:{port}"), sink=SQLiteStore(db))
+    with (
+        serve_in_background(app) as proxied,
+        httpx.Client(headers={**HEADERS, "x-api-key": key}) as c,
+    ):
+        answer = c.post(proxied.url + path, json=_body("hello"))
+        assert app.state.proxy.wait_recorded()
+        app.state.proxy.close_from_thread()
+    assert answer.status_code == 502
+    error = answer.json()
+    message = error["error"]["message"]
+    assert message.startswith("the proxy could not reach the upstream: ClientConnectorError")
+    if path == "/v1/messages":
+        assert error["type"] == "error"
+    else:
+        assert error["error"]["type"] == "server_error"
+    assert key not in answer.text
+    (calls,) = asyncio.run(_stored(db))
+    assert [(c.status, c.error) for c in calls] == [(502, message)]

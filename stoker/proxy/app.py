@@ -1,9 +1,10 @@
 """The proxy's ASGI app: bytes forwarded as they arrive, calls recorded after.
 
 Each request goes upstream with the client's own headers (its key included) and the
-response comes back chunk by chunk as the upstream sends it (`httpx` streaming into a
-Starlette `StreamingResponse`), so a streamed answer starts reaching the client at the
-moment it leaves the provider. A copy of the chunks is kept; once the response is over
+response comes back chunk by chunk as the upstream sends it (`aiohttp`'s client, whose
+per-request cost on the proxy's loop is half `httpx`'s, streaming into a Starlette
+`StreamingResponse`), so a streamed answer starts reaching the client at the moment it
+leaves the provider. A copy of the chunks is kept; once the response is over
 the recorder reads it, off the path of the bytes.
 
 Audit mode forwards the client's body untouched: the upstream receives, and the client
@@ -29,7 +30,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-import httpx
+import aiohttp
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
@@ -86,7 +87,6 @@ class Proxy:
         *,
         sink: ExchangeSink | None,
         clock: Clock | None = None,
-        transport: httpx.AsyncBaseTransport | None = None,
         process: RecorderProcess | None = None,
     ) -> None:
         self.config = config
@@ -94,11 +94,8 @@ class Proxy:
         self.process = process
         self.recorder = process.local if process is not None else Recorder(sink)
         self.shards = KeyShards()
-        self.client = httpx.AsyncClient(
-            base_url=upstream_url(config.upstream),
-            timeout=httpx.Timeout(config.timeout, connect=10.0),
-            transport=transport,
-        )
+        self.upstream = upstream_url(config.upstream)
+        self._client: aiohttp.ClientSession | None = None  # made on the loop that serves
         self.keep_warm = (
             ProxyKeepWarm(self.clock, config.policy, self._ping) if config.optimize else None
         )
@@ -129,28 +126,36 @@ class Proxy:
             if self.config.optimize:
                 body = self._optimized(call, body, headers)
             call.body = body
-        target = path + (f"?{request.url.query}" if request.url.query else "")
-        outgoing = self.client.build_request(
-            request.method, target, headers=forwarded_headers(headers), content=body
-        )
+        target = self.upstream + path + (f"?{request.url.query}" if request.url.query else "")
         began = time.perf_counter()
         try:
-            upstream = await self.client.send(outgoing, stream=True)
-        except httpx.HTTPError as exc:
-            message = f"the proxy could not reach the upstream: {type(exc).__name__}"
+            upstream = await self.client().request(
+                request.method, target, headers=forwarded_headers(headers), data=body
+            )
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            message = f"the proxy could not reach the upstream: {_named(exc)}"
             if call is not None:
                 call.status, call.error = 502, message
                 self._finish(call, began)
             anthropic = path.startswith("/v1/messages")
             return error_response("anthropic" if anthropic else "openai", 502, message)
         if call is not None:
-            call.status = upstream.status_code
+            call.status = upstream.status
             call.streamed = upstream.headers.get("content-type", "").startswith("text/event-stream")
         return StreamingResponse(
-            self._relay(upstream, call, body, began),
-            status_code=upstream.status_code,
+            self._relay(upstream, call, began),
+            status_code=upstream.status,
             headers=returned_headers(upstream.headers.items()),
         )
+
+    def client(self) -> aiohttp.ClientSession:
+        """The upstream client: one session (its connection pool) for the proxy's life."""
+        if self._client is None:
+            self._client = aiohttp.ClientSession(
+                timeout=aiohttp.ClientTimeout(total=self.config.timeout, connect=10.0),
+                auto_decompress=False,  # the bytes relayed are the bytes recorded
+            )
+        return self._client
 
     def _optimized(self, call: Call, body: bytes, headers: Any) -> bytes:
         """The rewritten body; the client's own when it is not a request the proxy reads
@@ -183,19 +188,19 @@ class Proxy:
         return encode(done.payload)
 
     async def _relay(
-        self, upstream: httpx.Response, call: Call | None, body: bytes, began: float
+        self, upstream: aiohttp.ClientResponse, call: Call | None, began: float
     ) -> AsyncIterator[bytes]:
         chunks: list[bytes] = []
         try:
-            async for chunk in upstream.aiter_raw():
+            async for chunk in upstream.content.iter_any():
                 if call is not None:
                     chunks.append(chunk)
                 yield chunk
-        except httpx.HTTPError as exc:
+        except (aiohttp.ClientError, TimeoutError) as exc:
             if call is not None:
-                call.error = f"the upstream broke off the response: {type(exc).__name__}"
+                call.error = f"the upstream broke off the response: {_named(exc)}"
         finally:
-            await upstream.aclose()
+            upstream.release()
             if call is not None:
                 call.response = b"".join(chunks)
                 self._finish(call, began)
@@ -260,10 +265,11 @@ class Proxy:
         )
         began = time.perf_counter()
         try:
-            response = await self.client.post(lineage.path, headers=lineage.auth, content=call.body)
-            call.status, call.response = response.status_code, response.content
-        except httpx.HTTPError as exc:
-            call.status, call.error = 502, f"keep-warm ping failed: {type(exc).__name__}"
+            target = self.upstream + lineage.path
+            async with self.client().post(target, headers=lineage.auth, data=call.body) as got:
+                call.status, call.response = got.status, await got.read()
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            call.status, call.error = 502, f"keep-warm ping failed: {_named(exc)}"
         call.duration = time.perf_counter() - began
         await self._record(call)
 
@@ -282,7 +288,8 @@ class Proxy:
             await asyncio.gather(*self._tasks, return_exceptions=True)
         if self.process is not None:
             await self.process.aclose()
-        await self.client.aclose()
+        if self._client is not None:
+            await self._client.close()
 
     def run_on_loop(self, coroutine: Any, timeout: float = 60.0) -> Any:
         """Run `coroutine` on the loop serving the app, from another thread (a benchmark
@@ -303,12 +310,11 @@ def create_app(
     *,
     sink: ExchangeSink | None,
     clock: Clock | None = None,
-    transport: httpx.AsyncBaseTransport | None = None,
     process: RecorderProcess | None = None,
 ) -> Starlette:
     """The ASGI app; its state is `app.state.proxy` (a `Proxy`). Calls are recorded to
     `sink` on the app's own loop, or by `process` (`stoker proxy`) in a child process."""
-    proxy = Proxy(config, sink=sink, clock=clock, transport=transport, process=process)
+    proxy = Proxy(config, sink=sink, clock=clock, process=process)
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -321,3 +327,10 @@ def create_app(
     )
     app.state.proxy = proxy
     return app
+
+
+def _named(exc: BaseException) -> str:
+    """What went wrong, for the client and the record: the error's kind, and its text when
+    it has one (aiohttp's say which host and why; none carries a header of the client's)."""
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__

@@ -23,6 +23,8 @@ import json
 from dataclasses import dataclass, replace
 from typing import Any
 
+from pydantic_core import PydanticSerializationError, to_json
+
 from stoker.cache.keys import KeyShards, cache_key
 from stoker.cache.models import ModelInfo
 from stoker.cache.planner import BlockRef, CachePolicy, plan
@@ -55,6 +57,12 @@ def _tools(payload: dict[str, Any], lineage: LineageState, notes: list[str]) -> 
     tools = payload.get("tools")
     if not isinstance(tools, list) or not tools:
         return
+    memo = lineage.tools_memo
+    if memo is not None and memo[0] == tools:  # what the lineage's last call sent: as then
+        payload["tools"] = list(memo[1])  # a list of its own: markers replace its items
+        notes.extend(memo[2])
+        return
+    given = len(notes)
     canonical = [canonicalize(t) for t in tools]
     moved = [_name(t) for t, c in zip(tools, canonical, strict=True) if compact(t) != compact(c)]
     if moved:
@@ -69,6 +77,7 @@ def _tools(payload: dict[str, Any], lineage: LineageState, notes: list[str]) -> 
         notes.append(f"tools: kept the lineage's order {list(order)} (client sent {names})")
     elif set(order) != set(names):
         lineage.tool_order = tuple(names)  # another tool set: that is a change to report
+    lineage.tools_memo = (tools, tuple(canonical), tuple(notes[given:]))
     payload["tools"] = canonical
 
 
@@ -161,5 +170,12 @@ def rewrite(
 
 
 def encode(payload: dict[str, Any]) -> bytes:
-    """The rewritten body's bytes (compact; what is not rewritten keeps its key order)."""
-    return json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    """The rewritten body's bytes (compact; what is not rewritten keeps its key order).
+
+    pydantic-core's serializer: it runs before the request can go upstream, and is four
+    times faster than `json`. A lone surrogate (which a client may send escaped) has no
+    UTF-8 form: such a body goes as `json` writes it, with `\\u` escapes."""
+    try:
+        return to_json(payload)
+    except PydanticSerializationError:
+        return json.dumps(payload, separators=(",", ":")).encode("ascii")

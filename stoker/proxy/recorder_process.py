@@ -98,6 +98,7 @@ class RecorderProcess:
         self._waiting: dict[int, asyncio.Future[None]] = {}
         self._next = 0
         self._closing = False
+        self._starting = asyncio.Lock()
 
     async def record(self, call: Call) -> None:
         """Move the call's lineage on here, then have the child record it; returns once
@@ -137,8 +138,12 @@ class RecorderProcess:
         await self._running()
 
     async def _running(self) -> asyncio.subprocess.Process | None:
-        if self._child is not None and self._child.returncode is None:
-            return self._child
+        async with self._starting:  # calls finishing together start one child, not several
+            if self._child is not None and self._child.returncode is None:
+                return self._child
+            return await self._spawn()
+
+    async def _spawn(self) -> asyncio.subprocess.Process | None:
         try:
             child = await asyncio.create_subprocess_exec(
                 self._python,
@@ -155,6 +160,7 @@ class RecorderProcess:
             child.stdin.write(frame({"database": self._database}))
         except (ConnectionError, RuntimeError) as exc:  # uvloop: RuntimeError, closed pipe
             self._lost(f"it exited at once: {exc}")
+            child.stdin.close()  # its pipes and process handle close once it has exited
             await child.wait()
             return None
         self._child = child
@@ -172,6 +178,8 @@ class RecorderProcess:
                 stored = self._waiting.get(header["id"])
                 if stored is not None and not stored.done():
                     stored.set_result(None)
+            if child.stdin is not None:
+                child.stdin.close()  # a dead child's pipes close, and its process handle
             status = await child.wait()
             if not self._closing:
                 self._lost(f"it exited with status {status}")

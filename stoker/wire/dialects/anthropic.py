@@ -197,6 +197,28 @@ def _parse_message(m: dict[str, Any]) -> Message:
     raise WireError(f"unexpected role {m['role']!r} in messages")
 
 
+TOOL = "anthropic-tool"
+
+
+def _tool_bytes(tool: dict[str, Any]) -> bytes:
+    return canonical_json({k: v for k, v in tool.items() if k != "cache_control"})
+
+
+def _prefix(
+    memo: ChainMemo | None, params: CacheParams, tools: tuple[bytes, ...], system: str
+) -> Prefix:
+    """The prefix of these parts; the very one a previous body with equal parts got (a
+    client resends the same tools and system every call: no need to hash them again)."""
+    if memo is None:
+        return Prefix(params=params, tools=tools, system=system)
+    key = ("anthropic-prefix", params, tools, system)
+    found: Prefix | None = memo.get(key)
+    if found is None:
+        found = Prefix(params=params, tools=tools, system=system)
+        memo.put(key, found)
+    return found
+
+
 def parse_request(
     body: dict[str, Any], *, memo: ChainMemo | None = None, trusted: bool = False
 ) -> Request:
@@ -206,8 +228,7 @@ def parse_request(
         if isinstance(system, list):
             system = "".join(b.get("text", "") for b in system)
         tools = tuple(
-            canonical_json({k: v for k, v in t.items() if k != "cache_control"})
-            for t in body.get("tools") or ()
+            remembered(memo, TOOL, t, trusted, _tool_bytes) for t in body.get("tools") or ()
         )
         choice, parallel = _parse_tool_choice(body)
         thinking = body.get("thinking") or {}
@@ -222,7 +243,7 @@ def parse_request(
         )
         messages = [remembered(memo, NAME, m, trusted, _parse_message) for m in body["messages"]]
         return Request(
-            prefix=Prefix(params=params, tools=tools, system=system),
+            prefix=_prefix(memo, params, tools, system),
             messages=tuple(messages),
             max_tokens=int(body.get("max_tokens", 0)),
             stream=bool(body.get("stream", False)),
