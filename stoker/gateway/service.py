@@ -20,6 +20,7 @@ from collections.abc import Callable, Coroutine, Mapping
 from typing import Any, Literal, TypeVar
 
 from stoker.agent.keepwarm import SpendLimits
+from stoker.agent.review import ReviewConfig
 from stoker.agent.seams import Callbacks
 from stoker.agent.telemetry import NO_TELEMETRY, Telemetry
 from stoker.clock import Clock, SystemClock
@@ -71,6 +72,7 @@ class Gateway:
         cache_key_scope: Literal["agent", "user"] = "agent",
         telemetry: Telemetry = NO_TELEMETRY,
         replica: str | None = None,
+        review: ReviewConfig | None = None,
     ) -> None:
         self.store = store
         self.telemetry = telemetry  # spans of its agents' turns; the app adds trace context
@@ -90,6 +92,7 @@ class Gateway:
             on_evict=lambda session_id: self.keep_warm.forget(session_id),
             cache_key_scope=cache_key_scope,
             telemetry=telemetry,
+            review=review,
         )
         self.keep_warm = GatewayKeepWarm(self.pool, clock, keep_warm_limits, holder=self.replica)
         self._keep_warm_on = keep_warm
