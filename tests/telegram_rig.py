@@ -48,7 +48,8 @@ class Clock:
 def settings(url: str, **kwargs: object) -> TelegramSettings:
     kwargs.setdefault("allowlist", Allowlist(users=frozenset({str(USER)})))
     kwargs.setdefault("rate", RateLimit(per_minute=600, burst=100))
-    return TelegramSettings(token=TOKEN, api_url=url, poll_timeout=1, **kwargs)  # type: ignore[arg-type]
+    kwargs.setdefault("token", TOKEN)
+    return TelegramSettings(api_url=url, poll_timeout=1, **kwargs)  # type: ignore[arg-type]
 
 
 def bridge(gateway: Gateway, url: str, *, now: Clock | None = None, **kwargs: object) -> Bridge:

@@ -120,7 +120,7 @@ async def test_a_button_question_approves_and_another_denies(
         answers = []
         for button in (0, 1):
             ask = asyncio.create_task(b.ask(key, "Run shell 'ls'?", ["Allow", "Deny"]))
-            await api.fake.wait_for(lambda n=button: len(api.fake.sent()) == n + 1)
+            await api.fake.wait_for(lambda n=button: len(api.fake.posted) == n + 1)
             question = api.fake.posted[-1]
             api.fake.press(question, button, user=43)  # another user: not theirs to answer
             await api.fake.wait_for(
@@ -330,3 +330,41 @@ async def test_a_photo_gets_a_clear_reply_and_its_caption_an_answer(
         await api.fake.wait_for(lambda: len(api.fake.sent()) == 3)
     assert api.fake.texts() == [NO_ATTACHMENTS, "Understood: what is in it?", NO_ATTACHMENTS]
     assert await store.pending_updates("telegram") == []
+
+
+async def test_each_user_in_each_group_topic_has_their_own_session(
+    store: SqlEventStore, api: Api
+) -> None:
+    group = -100123
+    rig = _rig(store)
+    allow = Allowlist(chats=frozenset({str(group)}))
+    async with running(bridge(rig.gateway, api.url, allowlist=allow)):
+        api.fake.user_message("in the group", user=42, chat=group)
+        api.fake.user_message("in topic 7", user=43, chat=group, thread=7)
+        api.fake.user_message("me too in topic 7", user=42, chat=group, thread=7)
+        api.fake.user_message("elsewhere", user=42, chat=-100999)  # a chat not allowed
+        await api.fake.wait_for(lambda: len(api.fake.sent()) == 3)
+    replies = sorted((p["text"], p["chat_id"], p.get("message_thread_id")) for p in api.fake.sent())
+    assert replies == [
+        ("Understood: in the group", group, None),
+        ("Understood: in topic 7", group, 7),
+        ("Understood: me too in topic 7", group, 7),
+    ]
+    keys = [f"{group}//42", f"{group}/7/43", f"{group}/7/42"]
+    sessions = [await store.chat_session("telegram", k) for k in keys]
+    assert len(set(sessions)) == 3
+    owners = [await store.owner(s) for s in sessions if s is not None]
+    assert owners == ["telegram:42", "telegram:43", "telegram:42"]
+    assert len(await store.list_sessions()) == 3
+
+
+async def test_a_question_nobody_answers_gives_none_and_says_so(
+    store: SqlEventStore, api: Api
+) -> None:
+    rig = _rig(store)
+    key = ChatKey(platform="telegram", chat=str(USER), user=str(USER))
+    async with running(bridge(rig.gateway, api.url)) as b:
+        assert await b.ask(key, "Delete the branch?", ["Allow", "Deny"], wait=0.3) is None
+    assert [e["text"] for e in api.fake.sent("editMessageText")] == [
+        "Delete the branch?\n(no answer in time)"
+    ]

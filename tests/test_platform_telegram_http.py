@@ -5,6 +5,7 @@ token never reaches a log line or the database."""
 from __future__ import annotations
 
 import logging
+import traceback
 import uuid
 from pathlib import Path
 
@@ -13,6 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from stoker.errors import ConfigError
 from stoker.gateway.app import create_app
 from stoker.gateway.config import load_config
 from stoker.gateway.platforms.telegram import SECRET_HEADER
@@ -146,3 +148,17 @@ async def test_any_webhook_body_is_answered_without_a_server_error(
     finally:
         await b.idle()
         await store.close()
+
+
+async def test_a_rejected_token_fails_the_start_without_showing_it(
+    store: SqlEventStore, api: Api, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    wrong = "987654321:AAF-not_the_bot_token_987654321abcdef"
+    rig = make_rig(store)
+    b = bridge(rig.gateway, api.url, token=wrong)
+    with pytest.raises(ConfigError, match="Telegram rejected the bot token") as caught:
+        await b.start()
+    shown = "".join(traceback.format_exception(caught.value)) + caplog.text
+    assert wrong.split(":")[1] not in shown
+    assert [name for name, _ in api.fake.calls] == []  # the fake refused it: no method ran

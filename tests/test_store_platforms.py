@@ -8,12 +8,14 @@ import asyncio
 
 from stoker.store.base import SqlEventStore
 from stoker.store.platform_log import PendingUpdate
+from stoker.store.schema import LATEST
 from tests.store_fixtures import reopen
 
 
 async def test_an_update_is_accepted_once_across_store_objects(store: SqlEventStore) -> None:
     other = reopen(store)
     try:
+        assert [await s.schema_version() for s in (store, other)] == [LATEST, LATEST]
         results = await asyncio.gather(
             *(s.accept_update("telegram", "1001", chat="c", body="{}") for s in (store, other)),
         )

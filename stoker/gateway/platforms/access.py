@@ -29,7 +29,8 @@ class Allowlist:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RateLimit:
-    """`per_minute` messages a minute on average per chat, `burst` at once."""
+    """`per_minute` messages a minute on average per chat, `burst` at once; a
+    `per_minute` of 0 turns the limit off."""
 
     per_minute: float = 20.0
     burst: int = 5
@@ -53,6 +54,8 @@ class ChatRates:
     def take(self, chat: str) -> tuple[bool, bool]:
         """(allowed, tell): whether this message may run, and when not, whether it is
         the first refused since the chat last had room (the one that gets a notice)."""
+        if self.limit.per_minute <= 0:
+            return True, False
         now = self.now()
         b = self._buckets.get(chat)
         if b is None:
@@ -71,6 +74,6 @@ class ChatRates:
     def wait(self, chat: str) -> float:
         """Seconds until the chat has room for one message again."""
         b = self._buckets.get(chat)
-        if b is None or b.tokens >= 1 or self.limit.per_minute <= 0:
+        if b is None or b.tokens >= 1:
             return 0.0
         return (1 - b.tokens) * 60 / self.limit.per_minute

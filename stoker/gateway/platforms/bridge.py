@@ -116,15 +116,13 @@ class Bridge:
         self._questions: dict[str, _Question] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         self._closing = False
-
-    @property
-    def store(self) -> Any:
-        return self.gateway.store
+        self._ready = asyncio.Event()  # set once the adapter can send
 
     # -- lifecycle -------------------------------------------------------------------------
 
     async def start(self) -> None:
-        """Answer what a previous run accepted and did not deliver, then receive."""
+        """Answer what a previous run accepted and did not deliver, then receive. The
+        pending updates are queued first, so each comes before its chat's new ones."""
         for pending in await self.gateway.store.pending_updates(self.name):
             update = self.adapter.parse(json.loads(pending.body))
             if isinstance(update, Message):
@@ -132,6 +130,7 @@ class Bridge:
             else:  # nothing to answer (cannot happen: only messages are stored)
                 await self.gateway.store.finish_update(self.name, pending.key)
         await self.adapter.start(self)
+        self._ready.set()
 
     async def stop(self, *, grace: float | None = None) -> None:
         """Stop receiving, give the updates being handled `grace` seconds (None: as long
@@ -203,11 +202,13 @@ class Bridge:
 
         async def in_order() -> None:
             async with lock:  # asyncio locks wake waiters in the order they came
+                await self._ready.wait()
                 await self._handle(message)
 
         self._spawn(in_order())
 
     async def _say(self, message: Message, text: str) -> None:
+        await self._ready.wait()
         await self.adapter.send(
             Context(update=message.id), chat_of(message.key), text, markup=False
         )

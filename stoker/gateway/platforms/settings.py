@@ -5,7 +5,7 @@
     token_env = "TELEGRAM_BOT_TOKEN"  # or token_file = "/run/secrets/telegram" (first line)
     allowed_users = [123456789]       # Telegram user ids; "*" for everyone. Default: nobody
     allowed_chats = [-1001234567890]  # group ids whose members may all talk to the bot
-    rate_per_minute = 20              # per chat, on average ...
+    rate_per_minute = 20              # per chat, on average (0: no limit) ...
     burst = 5                         # ... and at once
     # mode = "webhook" also needs:
     webhook_url = "https://bot.example.com/platforms/telegram"  # public URL of the route

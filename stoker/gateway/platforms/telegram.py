@@ -19,6 +19,7 @@ import html
 import json
 import logging
 import re
+import warnings
 from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from typing import Any
@@ -28,9 +29,11 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 from telegram import Bot, InlineKeyboardButton, InlineKeyboardMarkup, Update
 from telegram.constants import ChatAction, MessageLimit, ParseMode
-from telegram.error import BadRequest, RetryAfter, TelegramError
+from telegram.error import BadRequest, InvalidToken, RetryAfter, TelegramError
+from telegram.warnings import PTBDeprecationWarning
 
 from stoker.config import DEFAULT_LIMITS
+from stoker.errors import ConfigError
 from stoker.gateway.platforms.base import (
     ButtonPress,
     ChatKey,
@@ -52,8 +55,16 @@ NAME = "telegram"
 SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
 ALLOWED_UPDATES = ("message", "callback_query")
 MAX_WEBHOOK_BODY = DEFAULT_LIMITS.max_body_bytes  # an update is a few kilobytes
-# Loggers that may print an API URL, which holds the token.
-LOGGERS = ("httpx", "telegram", "telegram.Bot", "telegram.BaseRequest", "telegram.HTTPXRequest")
+# Loggers that may print an API URL or an error holding the token.
+LOGGERS = (
+    "httpx",
+    "telegram",
+    "telegram.Bot",
+    "telegram.BaseRequest",
+    "telegram.HTTPXRequest",
+    __name__,
+    "stoker.gateway.platforms.bridge",
+)
 FORMATTING = (
     "You are chatting with the user in Telegram, where replies are read on a phone. Keep "
     "them short. Formatting that shows: **bold**, *italic*, `inline code`, fenced code "
@@ -64,7 +75,12 @@ _ATTACHMENTS = ("photo", "document", "audio", "voice", "video", "video_note", "s
 _COMMAND = re.compile(r"^(/\w+)@(\w+)")
 
 
-def _seconds(value: int | float | timedelta) -> float:
+def _pause(exc: RetryAfter) -> float:
+    """Seconds Telegram asks to wait. PTB 22 warns on reading `retry_after` (an int now,
+    a timedelta later); either is fine here."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PTBDeprecationWarning)
+        value = exc.retry_after
     return value.total_seconds() if isinstance(value, timedelta) else float(value)
 
 
@@ -100,7 +116,15 @@ class TelegramAdapter:
             logging.getLogger(name).addFilter(self._redact)
         api = self.settings.api_url
         self._bot = Bot(self.settings.token, base_url=f"{api}/bot", base_file_url=f"{api}/file/bot")
-        await self._bot.initialize()  # getMe: a wrong token fails the start, clearly
+        try:
+            await self._bot.initialize()  # getMe: a wrong token fails the start, clearly
+        except InvalidToken:
+            # PTB's message quotes the token: say what happened without it.
+            await self.stop()
+            raise ConfigError(
+                "platforms.telegram: Telegram rejected the bot token (getMe: Unauthorized); "
+                "check the token that token_env or token_file gives"
+            ) from None
         self._username = self._bot.username or ""
         if self.settings.mode == "webhook":
             await self._bot.set_webhook(
@@ -135,7 +159,7 @@ class TelegramAdapter:
                     allowed_updates=list(ALLOWED_UPDATES),
                 )
             except RetryAfter as exc:
-                await asyncio.sleep(_seconds(exc.retry_after))
+                await asyncio.sleep(_pause(exc))
                 continue
             except TelegramError as exc:
                 log.warning("telegram: getUpdates failed: %s", exc)
