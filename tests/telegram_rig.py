@@ -52,7 +52,14 @@ def settings(url: str, **kwargs: object) -> TelegramSettings:
     return TelegramSettings(api_url=url, poll_timeout=1, **kwargs)  # type: ignore[arg-type]
 
 
-def bridge(gateway: Gateway, url: str, *, now: Clock | None = None, **kwargs: object) -> Bridge:
+def bridge(
+    gateway: Gateway,
+    url: str,
+    *,
+    now: Clock | None = None,
+    retry_every: float = 60.0,
+    **kwargs: object,
+) -> Bridge:
     s = settings(url, **kwargs)
     rates = ChatRates(s.rate, now=now) if now is not None else ChatRates(s.rate)
     return Bridge(
@@ -61,6 +68,7 @@ def bridge(gateway: Gateway, url: str, *, now: Clock | None = None, **kwargs: ob
         allowlist=s.allowlist,
         rates=rates,
         typing_every=0.05,
+        retry_every=retry_every,
     )
 
 

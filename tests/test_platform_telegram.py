@@ -178,12 +178,15 @@ async def test_a_restart_mid_turn_loses_nothing_and_answers_nothing_twice(
     update = api.fake.user_message("stuck two")
     await stuck.entered.wait()
     await first.stop(grace=0)  # the process dies mid-turn (its writes are shielded)
+    # ...without letting go of its lease on the update, as a killed process does
+    lease = f"platform:telegram:{update['update_id']}"
+    assert await store.take_lease(lease, "the-dead-process", seconds=1.0)
     api.fake.user_message("three, sent while the gateway was down")
     api.fake.redeliver(update)  # and Telegram sends the cut-off update again
     rig.provider = sim
     reopened = reopen(store)
     try:
-        second = bridge(rig.another_process(reopened), api.url)
+        second = bridge(rig.another_process(reopened), api.url, retry_every=0.2)
         await second.start()
         try:
             await api.fake.wait_for(lambda: len(api.fake.sent()) == 3)
@@ -368,3 +371,20 @@ async def test_a_question_nobody_answers_gives_none_and_says_so(
     assert [e["text"] for e in api.fake.sent("editMessageText")] == [
         "Delete the branch?\n(no answer in time)"
     ]
+
+
+async def test_an_answer_the_platform_refused_is_sent_again_without_a_restart(
+    store: SqlEventStore, api: Api
+) -> None:
+    rig = _rig(store)
+    sim = rig.provider
+    assert isinstance(sim, SimProvider)
+    api.fake.fail_next["sendMessage"] = 2  # Telegram fails the answer twice
+    async with running(bridge(rig.gateway, api.url, retry_every=0.1)):
+        api.fake.user_message("hello")
+        await api.fake.wait_for(lambda: len(api.fake.sent()) == 3)
+        calls = len(sim.requests)
+        assert await _exchange(api, "next") == ["Understood: next"]
+    assert api.fake.texts() == ["Understood: hello"] * 3 + ["Understood: next"]
+    assert calls == 1  # one turn: the tries replayed its stored answer
+    assert await store.pending_updates("telegram") == []

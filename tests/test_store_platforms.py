@@ -30,6 +30,11 @@ async def test_pending_updates_survive_a_restart_until_finished(store: SqlEventS
     for key, body in (("7", '{"a":1}'), ("8", '{"b":2}'), ("9", '{"c":3}')):
         assert await store.accept_update("telegram", key, chat=f"chat{key}", body=body)
     await store.finish_update("telegram", "8")
+    assert [await store.is_pending("telegram", k) for k in ("7", "8", "10")] == [
+        True,
+        False,
+        False,
+    ]
     again = reopen(store)
     try:
         assert await again.pending_updates("telegram") == [

@@ -65,6 +65,15 @@ class PlatformLog:
         )
         return [PendingUpdate(key=k, chat=c, body=b) for k, c, b in rows]
 
+    async def is_pending(self, platform: str, key: str) -> bool:
+        """Whether the update is accepted and not finished (by any process)."""
+        rows = await self._read(
+            "SELECT 1 FROM platform_updates WHERE platform = ? AND update_key = ? "
+            "AND done_at IS NULL",
+            (platform, key),
+        )
+        return bool(rows)
+
     async def finish_update(self, platform: str, key: str) -> None:
         """The update was answered (or needs no answer): it is never handled again."""
         await self._write(

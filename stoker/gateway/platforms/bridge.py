@@ -8,9 +8,15 @@ idempotency key "PLATFORM:ID", so a restart finishes a turn that was cut off ins
 running it again, and replays one that was answered but not delivered; a duplicate
 delivery finds the stored row and is dropped.
 
-Updates of one chat are handled in the order they came; chats run side by side. While a
-turn runs the chat shows typing, tool calls appear as edits of one status message, and a
-background review's summary comes as a quiet follow-up.
+Updates of one chat are handled in the order they came; chats run side by side. Whoever
+handles an update holds a lease on it in the store (renewed while it works), so replicas
+never handle one twice, and the update of a process that died is picked up once its
+lease runs out.
+An update whose handling failed (the platform refused the answer, the database blinked)
+stays pending and is tried again every `retry_every` seconds, `MAX_ATTEMPTS` times in
+this process, then given up with a warning. While a turn runs the chat shows typing, tool
+calls appear as edits of one status message, and a background review's summary comes as
+a quiet follow-up.
 """
 
 from __future__ import annotations
@@ -45,6 +51,9 @@ from stoker.tools import ToolProgress
 log = logging.getLogger(__name__)
 
 TYPING_EVERY = 4.0  # seconds: platforms show "typing" for about five
+RETRY_EVERY = 15.0  # seconds between looks for updates whose handling failed
+MAX_ATTEMPTS = 5  # tries per update in one process before it is given up
+LEASE_SECONDS = 60.0  # renewed while an update is handled: a dead replica's expires soon
 NO_ATTACHMENTS = (
     "I can only read text here for now: photos and files are not passed to the model. "
     "Please describe it in words, or paste the text."
@@ -105,38 +114,58 @@ class Bridge:
         allowlist: Allowlist,
         rates: ChatRates,
         typing_every: float = TYPING_EVERY,
+        retry_every: float = RETRY_EVERY,
     ) -> None:
         self.gateway = gateway
         self.adapter = adapter
         self.allowlist = allowlist
         self.rates = rates
         self.typing_every = typing_every
+        self.retry_every = retry_every
         self.name = adapter.name
         self._chats: dict[str, asyncio.Lock] = {}
         self._questions: dict[str, _Question] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         self._closing = False
         self._ready = asyncio.Event()  # set once the adapter can send
+        self._inflight: set[str] = set()  # update ids scheduled in this process
+        self._attempts: dict[str, int] = {}
+        self._sweeper: asyncio.Task[None] | None = None
 
     # -- lifecycle -------------------------------------------------------------------------
 
     async def start(self) -> None:
         """Answer what a previous run accepted and did not deliver, then receive. The
         pending updates are queued first, so each comes before its chat's new ones."""
+        await self._retry_pending()
+        await self.adapter.start(self)
+        self._ready.set()
+        self._sweeper = asyncio.create_task(self._sweep())
+
+    async def _retry_pending(self) -> None:
         for pending in await self.gateway.store.pending_updates(self.name):
             update = self.adapter.parse(json.loads(pending.body))
             if isinstance(update, Message):
                 self._schedule(update)
             else:  # nothing to answer (cannot happen: only messages are stored)
                 await self.gateway.store.finish_update(self.name, pending.key)
-        await self.adapter.start(self)
-        self._ready.set()
+
+    async def _sweep(self) -> None:
+        while True:
+            await asyncio.sleep(self.retry_every)
+            try:
+                await self._retry_pending()
+            except Exception as exc:  # the store is down: the next sweep tries again
+                log.warning("%s: could not read the pending updates: %r", self.name, exc)
 
     async def stop(self, *, grace: float | None = None) -> None:
         """Stop receiving, give the updates being handled `grace` seconds (None: as long
         as they take), then cancel them. What is cut off stays pending in the store and
         is finished at the next start; its turn's writes are shielded like any other."""
         self._closing = True  # updates arriving now are refused: the platform resends them
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            await asyncio.gather(self._sweeper, return_exceptions=True)
         for q in self._questions.values():
             if not q.answer.done():
                 q.answer.cancel()
@@ -198,14 +227,53 @@ class Bridge:
             self._schedule(update)
 
     def _schedule(self, message: Message) -> None:
+        if message.id in self._inflight:
+            return
+        self._inflight.add(message.id)
         lock = self._chats.setdefault(message.key.stored, asyncio.Lock())
 
         async def in_order() -> None:
-            async with lock:  # asyncio locks wake waiters in the order they came
-                await self._ready.wait()
-                await self._handle(message)
+            try:
+                async with lock:  # asyncio locks wake waiters in the order they came
+                    await self._ready.wait()
+                    await self._leased(message)
+            finally:
+                self._inflight.discard(message.id)
 
         self._spawn(in_order())
+
+    async def _leased(self, message: Message) -> None:
+        """Handle `message` under its lease; count a failure, give up after the last."""
+        store, lease = self.gateway.store, f"platform:{self.name}:{message.id}"
+        # Another replica holds it (or died holding it): wait, keeping the chat's later
+        # updates behind this one, until it is answered there or its lease runs out.
+        while not await store.take_lease(lease, self.gateway.replica, seconds=LEASE_SECONDS):
+            if not await store.is_pending(self.name, message.id):
+                return
+            await asyncio.sleep(self.retry_every)
+        if not await store.is_pending(self.name, message.id):  # answered meanwhile
+            await store.drop_lease(lease, self.gateway.replica)
+            return
+        hold = asyncio.create_task(self._hold(lease))
+        try:
+            await self._handle(message)
+            self._attempts.pop(message.id, None)
+        except Exception:
+            tries = self._attempts[message.id] = self._attempts.get(message.id, 0) + 1
+            if tries >= MAX_ATTEMPTS:
+                log.warning("%s: gave up update %s after %d tries", self.name, message.id, tries)
+                self._attempts.pop(message.id, None)
+                await store.finish_update(self.name, message.id)
+            raise
+        finally:
+            hold.cancel()
+            await asyncio.gather(hold, return_exceptions=True)
+            await store.drop_lease(lease, self.gateway.replica)
+
+    async def _hold(self, lease: str) -> None:
+        while True:
+            await asyncio.sleep(LEASE_SECONDS / 3)
+            await self.gateway.store.take_lease(lease, self.gateway.replica, seconds=LEASE_SECONDS)
 
     async def _say(self, message: Message, text: str) -> None:
         await self._ready.wait()
