@@ -64,6 +64,7 @@ class FakeTelegram:
     posted: list[dict[str, Any]] = field(default_factory=list)  # the bot's messages, as sent
     webhook: dict[str, Any] | None = None
     fail_next: dict[str, int] = field(default_factory=dict)  # method -> 500s to answer
+    flood: set[int] = field(default_factory=set)  # sendMessage calls (1-based) answered 429
     _next_update: int = 1000
     _next_message: int = 1
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -200,6 +201,17 @@ class FakeTelegram:
             failures = self.fail_next.get(method, 0)
             if failures:
                 self.fail_next[method] = failures - 1
+            nth = sum(1 for name, _ in self.calls if name == method)
+        if method == "sendMessage" and nth in self.flood:
+            return JSONResponse(
+                {
+                    "ok": False,
+                    "error_code": 429,
+                    "description": "Too Many Requests: retry after 1",
+                    "parameters": {"retry_after": 1},
+                },
+                status_code=429,
+            )
         if failures:
             return JSONResponse(
                 {"ok": False, "error_code": 500, "description": "Internal Server Error"},

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from stoker.agent.review import ReviewConfig
 from stoker.gateway.platforms.access import Allowlist, RateLimit
 from stoker.gateway.platforms.base import ChatKey
@@ -388,3 +390,22 @@ async def test_an_answer_the_platform_refused_is_sent_again_without_a_restart(
     assert api.fake.texts() == ["Understood: hello"] * 3 + ["Understood: next"]
     assert calls == 1  # one turn: the tries replayed its stored answer
     assert await store.pending_updates("telegram") == []
+
+
+async def test_flood_control_delays_a_long_reply_without_losing_or_repeating_a_part(
+    store: SqlEventStore, api: Api, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # PTB 22 warns when it reads a retry_after as an int; the timedelta form is its future
+    monkeypatch.setenv("PTB_TIMEDELTA", "1")
+    rig = _rig(store)
+    api.fake.flood = {3}  # the third message is answered "429: retry after 1"
+    async with running(bridge(rig.gateway, api.url)):
+        api.fake.user_message("long answer please")
+        await api.fake.wait_for(lambda: len(api.fake.texts()) == 8, within=15)
+    texts = api.fake.texts()
+    assert texts[2] == texts[3]  # the refused part, then the same part once it was let in
+    parts = texts[:2] + texts[3:]
+    assert len(parts) == 7
+    assert "\n\n".join(t.strip("\n") for t in parts) == (
+        LONG.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    )

@@ -20,14 +20,15 @@ import json
 import logging
 import re
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 from telegram import Bot, InlineKeyboardButton, InlineKeyboardMarkup, Update
+from telegram import Message as TgMessage
 from telegram.constants import ChatAction, MessageLimit, ParseMode
 from telegram.error import BadRequest, InvalidToken, RetryAfter, TelegramError
 from telegram.warnings import PTBDeprecationWarning
@@ -50,6 +51,7 @@ from stoker.gateway.platforms.settings import TelegramSettings
 from stoker.gateway.platforms.text import render, utf16_length
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 NAME = "telegram"
 SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
@@ -71,6 +73,7 @@ FORMATTING = (
     "blocks with ``` and [links](https://...). Tables and nested lists do not render; use "
     "short lines or simple '-' lists instead."
 )
+FLOOD_TRIES = 4  # a message Telegram asks to wait for is tried this often
 _ATTACHMENTS = ("photo", "document", "audio", "voice", "video", "video_note", "sticker")
 _COMMAND = re.compile(r"^(/\w+)@(\w+)")
 
@@ -82,6 +85,19 @@ def _pause(exc: RetryAfter) -> float:
         warnings.simplefilter("ignore", PTBDeprecationWarning)
         value = exc.retry_after
     return value.total_seconds() if isinstance(value, timedelta) else float(value)
+
+
+async def _patiently(call: Callable[[], Awaitable[T]]) -> T:
+    """`call`, waiting as long as Telegram's flood control asks (429 retry_after) and
+    trying again: a long reply's later parts are not lost, nor its earlier ones resent."""
+    for attempt in range(1, FLOOD_TRIES + 1):
+        try:
+            return await call()
+        except RetryAfter as exc:
+            if attempt == FLOOD_TRIES:
+                raise
+            await asyncio.sleep(_pause(exc))
+    raise AssertionError("unreachable")
 
 
 def _plain(markup: str) -> str:
@@ -233,27 +249,31 @@ class TelegramAdapter:
         self, ctx: Context, chat: ChatRef, text: str, *, markup: bool = True, quiet: bool = False
     ) -> MessageRef:
         thread = int(chat.thread) if chat.thread else None
-        try:
-            sent = await self.bot.send_message(
+
+        def post(body: str, mode: str | None) -> Callable[[], Awaitable[TgMessage]]:
+            return lambda: self.bot.send_message(
                 int(chat.chat),
-                text,
-                parse_mode=ParseMode.HTML if markup else None,
+                body,
+                parse_mode=mode,
                 message_thread_id=thread,
                 disable_notification=quiet,
             )
+
+        try:
+            sent = await _patiently(post(text, ParseMode.HTML if markup else None))
         except BadRequest as exc:
             if not markup or "parse" not in str(exc).lower():
                 raise
             log.info("telegram: HTML refused (%s), sent as plain text", exc)
-            sent = await self.bot.send_message(
-                int(chat.chat), _plain(text), message_thread_id=thread, disable_notification=quiet
-            )
+            sent = await _patiently(post(_plain(text), None))
         return MessageRef(chat=chat.chat, id=str(sent.message_id))
 
     async def edit(self, ctx: Context, message: MessageRef, text: str) -> None:
         try:
-            await self.bot.edit_message_text(
-                text, chat_id=int(message.chat), message_id=int(message.id)
+            await _patiently(
+                lambda: self.bot.edit_message_text(
+                    text, chat_id=int(message.chat), message_id=int(message.id)
+                )
             )
         except BadRequest as exc:
             if "not modified" not in str(exc).lower():
@@ -272,11 +292,13 @@ class TelegramAdapter:
         keyboard = InlineKeyboardMarkup(
             [[InlineKeyboardButton(c, callback_data=f"{token}:{i}") for i, c in enumerate(choices)]]
         )
-        sent = await self.bot.send_message(
-            int(chat.chat),
-            question,
-            reply_markup=keyboard,
-            message_thread_id=int(chat.thread) if chat.thread else None,
+        sent = await _patiently(
+            lambda: self.bot.send_message(
+                int(chat.chat),
+                question,
+                reply_markup=keyboard,
+                message_thread_id=int(chat.thread) if chat.thread else None,
+            )
         )
         return MessageRef(chat=chat.chat, id=str(sent.message_id))
 
