@@ -65,6 +65,7 @@ class FakeTelegram:
     webhook: dict[str, Any] | None = None
     fail_next: dict[str, int] = field(default_factory=dict)  # method -> 500s to answer
     flood: set[int] = field(default_factory=set)  # sendMessage calls (1-based) answered 429
+    broken: set[int] = field(default_factory=set)  # sendMessage calls (1-based) answered 500
     _next_update: int = 1000
     _next_message: int = 1
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -212,7 +213,7 @@ class FakeTelegram:
                 },
                 status_code=429,
             )
-        if failures:
+        if failures or (method == "sendMessage" and nth in self.broken):
             return JSONResponse(
                 {"ok": False, "error_code": 500, "description": "Internal Server Error"},
                 status_code=500,

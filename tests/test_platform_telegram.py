@@ -409,3 +409,20 @@ async def test_flood_control_delays_a_long_reply_without_losing_or_repeating_a_p
     assert "\n\n".join(t.strip("\n") for t in parts) == (
         LONG.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
     )
+
+
+async def test_a_retry_after_a_failure_part_way_sends_only_the_parts_that_did_not_arrive(
+    store: SqlEventStore, api: Api
+) -> None:
+    rig = _rig(store)
+    api.fake.broken = {3}  # Telegram fails the third message of the reply
+    async with running(bridge(rig.gateway, api.url, retry_every=0.1)):
+        api.fake.user_message("long answer please")
+        await api.fake.wait_for(lambda: len(api.fake.texts()) == 8)
+    texts = api.fake.texts()
+    assert texts[2] == texts[3]  # the failed part, sent again by the retry
+    assert "\n\n".join(t.strip("\n") for t in texts[:2] + texts[3:]) == (
+        LONG.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    )
+    assert await store.pending_updates("telegram") == []
+    assert await store.delivered("telegram", "1000") == 7

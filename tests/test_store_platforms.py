@@ -29,6 +29,7 @@ async def test_an_update_is_accepted_once_across_store_objects(store: SqlEventSt
 async def test_pending_updates_survive_a_restart_until_finished(store: SqlEventStore) -> None:
     for key, body in (("7", '{"a":1}'), ("8", '{"b":2}'), ("9", '{"c":3}')):
         assert await store.accept_update("telegram", key, chat=f"chat{key}", body=body)
+    await store.mark_delivered("telegram", "9", 2)
     await store.finish_update("telegram", "8")
     assert [await store.is_pending("telegram", k) for k in ("7", "8", "10")] == [
         True,
@@ -43,6 +44,7 @@ async def test_pending_updates_survive_a_restart_until_finished(store: SqlEventS
         ]
         assert await again.pending_updates("slack") == []
         assert not await again.accept_update("telegram", "8", chat="chat8", body="{}")
+        assert [await again.delivered("telegram", k) for k in ("7", "9", "10")] == [0, 2, 0]
     finally:
         await again.close()
 

@@ -3,10 +3,11 @@
 A part of the SQL store (both backends). An update is *accepted* once its row is
 committed; only then does the platform hear that it arrived (Telegram's getUpdates
 offset moves, a webhook gets its 200), so a crash after that loses nothing: the row
-stays pending until its turn was answered and the answer delivered, and a restart
-finishes it. A second delivery of the same update id (a platform retry, a replica that
-polled it too) finds the row and is dropped, so nothing is answered twice. A finished
-update keeps its key and loses its body: the text lives on in the session's events.
+stays pending until its turn was answered and the answer delivered (each message of it
+counted as it is, so a retry resends none), and a restart finishes it. A second delivery
+of the same update id (a platform retry, a replica that polled it too) finds the row and
+is dropped, so nothing is answered twice. A finished update keeps its key and loses its
+body: the text lives on in the session's events.
 """
 
 from __future__ import annotations
@@ -73,6 +74,25 @@ class PlatformLog:
             (platform, key),
         )
         return bool(rows)
+
+    async def delivered(self, platform: str, key: str) -> int:
+        """How many of the update's answer messages the platform accepted so far."""
+        rows = await self._read(
+            "SELECT delivered FROM platform_updates WHERE platform = ? AND update_key = ?",
+            (platform, key),
+        )
+        return int(rows[0][0]) if rows else 0
+
+    async def mark_delivered(self, platform: str, key: str, count: int) -> None:
+        await self._write(
+            [
+                (
+                    "UPDATE platform_updates SET delivered = ? "
+                    "WHERE platform = ? AND update_key = ?",
+                    (count, platform, key),
+                )
+            ]
+        )
 
     async def finish_update(self, platform: str, key: str) -> None:
         """The update was answered (or needs no answer): it is never handled again."""

@@ -171,6 +171,7 @@ MIGRATIONS: tuple[Migration, ...] = (
                 body TEXT NOT NULL,
                 mark TEXT NOT NULL,
                 received_at DOUBLE PRECISION NOT NULL,
+                delivered INTEGER NOT NULL DEFAULT 0,
                 done_at DOUBLE PRECISION,
                 PRIMARY KEY (platform, update_key)
             )""",

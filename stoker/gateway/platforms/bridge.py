@@ -291,9 +291,13 @@ class Bridge:
         return sid
 
     async def _handle(self, message: Message) -> None:
+        """Run the message's turn (or replay it), then deliver what it produced. Each
+        message delivered is counted in the store, so a retry after a failure part-way
+        through a long reply sends only what did not arrive."""
         ctx, chat = Context(update=message.id), chat_of(message.key)
+        outbox: list[tuple[str, bool, bool]] = []  # (text, markup, quiet)
         if message.attachments:
-            await self.adapter.send(ctx, chat, NO_ATTACHMENTS, markup=False)
+            outbox.append((NO_ATTACHMENTS, False, False))
         if message.text.strip():
             reply = await self._turn(message, ctx, chat)
             if reply.new_session_id:  # /new, /reset, /clear: the chat moves with it
@@ -301,13 +305,19 @@ class Bridge:
                     self.name, message.key.stored, reply.new_session_id
                 )
             if reply.notice:
-                await self.adapter.send(ctx, chat, reply.notice, markup=False, quiet=True)
+                outbox.append((reply.notice, False, True))
             if reply.kind == "command":
-                await self.adapter.send(ctx, chat, reply.text, markup=False)
+                outbox.append((reply.text, False, False))
             else:
-                for part in self.adapter.render(reply.text or "(no answer)"):
-                    await self.adapter.send(ctx, chat, part)
-        await self.gateway.store.finish_update(self.name, message.id)
+                parts = self.adapter.render(reply.text or "(no answer)")
+                outbox += [(part, True, False) for part in parts]
+        store = self.gateway.store
+        done = await store.delivered(self.name, message.id)
+        for i, (text, markup, quiet) in enumerate(outbox):
+            if i >= done:
+                await self.adapter.send(ctx, chat, text, markup=markup, quiet=quiet)
+                await store.mark_delivered(self.name, message.id, i + 1)
+        await store.finish_update(self.name, message.id)
 
     async def _turn(self, message: Message, ctx: Context, chat: ChatRef) -> Reply:
         sid = await self._session(message.key)
