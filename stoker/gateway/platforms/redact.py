@@ -8,8 +8,6 @@ loggers rewrites each record with the token replaced before any handler sees it.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 MASK = "<redacted>"
 
@@ -26,17 +24,3 @@ class Redact(logging.Filter):
         if self.secret and self.secret in message:
             record.msg, record.args = message.replace(self.secret, MASK), None
         return True
-
-
-@contextmanager
-def redacted(secret: str, loggers: tuple[str, ...]) -> Iterator[None]:
-    """While inside, records of `loggers` never show `secret`."""
-    found = Redact(secret)
-    targets = [logging.getLogger(name) for name in loggers]
-    for logger in targets:
-        logger.addFilter(found)
-    try:
-        yield
-    finally:
-        for logger in targets:
-            logger.removeFilter(found)
