@@ -28,6 +28,11 @@ id = "alice"
 # the sha256 of alice's bearer token (the token itself is never stored):
 #   python -c "import hashlib,sys; print(hashlib.sha256(sys.argv[1].encode()).hexdigest())" TOKEN
 token_sha256 = "REPLACE-WITH-THE-SHA256-OF-A-TOKEN"
+
+# A chat platform (pip install 'stoker[telegram]'; docs/platforms/telegram.md):
+# [platforms.telegram]
+# token_env = "TELEGRAM_BOT_TOKEN"   # the token from @BotFather, in the environment
+# allowed_users = [123456789]        # nobody is answered until listed
 """
 
 
@@ -38,8 +43,23 @@ def serve(
     db: Db = None,
     log_level: str = typer.Option("info", help="uvicorn log level."),
 ) -> None:
-    """Run the multi-user gateway: HTTP API, OpenAI-compatible chat, dashboard at /ui.
-    With no users configured it prints an example config instead."""
+    r"""Run the multi-user gateway: HTTP API, OpenAI-compatible chat, dashboard at /ui,
+    and chat platforms. With no users and no platform configured it prints an example
+    config instead.
+
+    Chat platforms are sections of the config file (docs/platforms/telegram.md).
+
+    \[platforms.telegram] starts a Telegram bot; pip install 'stoker\[telegram]'.
+
+    mode = "polling" (the default) or "webhook", with webhook_url and webhook_secret_env.
+
+    token_env or token_file: where the bot token is; never in the config file itself.
+
+    allowed_users, allowed_chats: who is answered (default: nobody); "*" for everyone.
+
+    rate_per_minute, burst: how many messages each chat may send.
+    """
+
     from stoker import gateway
 
     settings = gateway.load_config(config, env=os.environ)
@@ -49,7 +69,7 @@ def serve(
         settings = dataclasses.replace(settings, port=port)
     if db:
         settings = dataclasses.replace(settings, database=db)
-    if not len(settings.tokens):
+    if not len(settings.tokens) and not settings.platforms.names:
         # Every request would get 401: show how to add a user instead of serving nobody.
         typer.echo(EXAMPLE_CONFIG, nl=False)
         fail(
@@ -58,6 +78,8 @@ def serve(
             "STOKER_GATEWAY_TOKENS=alice=TOKEN."
         )
     console.print(f"gateway on http://{settings.host}:{settings.port} (dashboard at /ui)")
+    for name in settings.platforms.names:
+        console.print(f"platform: {name}")
     gateway.serve(settings, log_level=log_level)
 
 

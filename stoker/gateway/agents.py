@@ -15,6 +15,7 @@ from typing import Any
 
 from stoker.agent.agent import Agent
 from stoker.agent.fallback import Route
+from stoker.agent.review import ReviewConfig
 from stoker.agent.session import Session
 from stoker.agent.starts import INHERIT
 from stoker.agent.system_prompt import build_system_prompt
@@ -39,6 +40,7 @@ def build_agent(
     clock: Clock,
     telemetry: Telemetry = NO_TELEMETRY,
     fallbacks: Sequence[Route] = (),
+    review: ReviewConfig | None = None,
 ) -> Agent:
     if registry is None and settings.toolsets:
         raise ConfigError(
@@ -52,6 +54,7 @@ def build_agent(
         toolsets=settings.toolsets,
         disabled_toolsets=settings.disabled_toolsets,
         system=settings.system,
+        system_sections=(settings.formatting,) if settings.formatting else (),
         effort=settings.effort,
         thinking_budget=settings.thinking_budget,
         max_tokens=settings.max_tokens,
@@ -60,6 +63,8 @@ def build_agent(
         telemetry=telemetry,
         fallbacks=tuple(fallbacks),
         fallback_cooldown=settings.fallback_cooldown,
+        review=review,
+        platform=settings.platform or "gateway",  # for memory provenance
     )
 
 

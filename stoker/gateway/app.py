@@ -7,7 +7,7 @@ in their own modules.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
 from contextlib import asynccontextmanager
 from typing import Any, Literal
 
@@ -41,6 +41,7 @@ from stoker.gateway.http import (
 from stoker.gateway.openai_compat import chat_completions, models
 from stoker.gateway.openai_responses import responses
 from stoker.gateway.openapi import openapi_document
+from stoker.gateway.platforms.bridge import Bridge
 from stoker.gateway.service import Gateway
 from stoker.gateway.session_settings import parse_reasoning
 from stoker.gateway.sse import HEADERS as SSE_HEADERS
@@ -206,16 +207,24 @@ def create_app(
     max_body_bytes: int = DEFAULT_LIMITS.max_body_bytes,
     close_store: bool = False,
     grace: float | None = None,
+    platforms: Sequence[Bridge] = (),
 ) -> Starlette:
     """The gateway's ASGI app. `close_store`: close the store when the app shuts down;
-    `grace`: how long streamed turns still running then may take (None: no bound)."""
+    `grace`: how long streamed turns still running then may take (None: no bound);
+    `platforms`: chat platforms started with the app (their webhook routes served)."""
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         await gateway.start()
+        started: list[Bridge] = []
         try:
+            for bridge in platforms:
+                await bridge.start()
+                started.append(bridge)
             yield
         finally:
+            for bridge in reversed(started):
+                await bridge.stop(grace=grace)
             await gateway.close(grace=grace)
             if close_store:
                 await gateway.store.close()
@@ -237,6 +246,7 @@ def create_app(
         Route("/healthz", health, methods=["GET"]),
         Route("/readyz", ready, methods=["GET"]),
         Route("/ui", dashboard_page, methods=["GET"]),
+        *(route for bridge in platforms for route in bridge.routes()),
     ]
     app = Starlette(
         routes=routes,

@@ -17,7 +17,7 @@ from stoker.cache.models import same_model
 from stoker.errors import CompactionError
 from stoker.gateway.agents import GATEWAY_KEY, gateway_block
 from stoker.gateway.errors import BadRequest
-from stoker.gateway.session_settings import keeps_namespace, parse_reasoning
+from stoker.gateway.session_settings import SURFACE, keeps_namespace, parse_reasoning
 from stoker.gateway.views import Reply, usage_view
 from stoker.session_views import show_session
 
@@ -61,8 +61,10 @@ async def run(pool: AgentPool, user: str, sid: str, head: Head, command: Command
             "(start a message with // to send text that begins with /)"
         )
     if name in ("new", "reset"):
+        # The defaults, on the same surface: a chat's new session keeps its formatting.
+        kept = await pool.overrides_of(sid)
         pool.agents.evict(sid, f"/{name}")
-        new = await pool.create(user)
+        new = await pool.create(user, {k: v for k, v in kept.items() if k in SURFACE})
         return _done(sid, name, f"started session {new}", new_session_id=new)
     if name == "clear":
         entry = await pool.acquire(user, sid, head)

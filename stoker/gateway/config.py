@@ -48,6 +48,10 @@
     id = "alice"
     token_sha256 = "..."          # or token = "..." (hashed when loaded, never kept)
 
+    [platforms.telegram]          # chat platforms: see stoker.gateway.platforms.settings
+    token_env = "TELEGRAM_BOT_TOKEN"
+    allowed_users = [123456789]
+
 Environment variables override the file: STOKER_GATEWAY_HOST, _PORT, _DATABASE,
 _DATABASE_FILE (a file holding the location, e.g. a mounted secret), _POOL_SIZE,
 _GRACE_SECONDS, _PROVIDER, _MODEL, _BASE_URL, _API_KEY and _TOKENS
@@ -78,6 +82,8 @@ from stoker.config import (
 from stoker.errors import ConfigError
 from stoker.gateway.approvals import DEFAULT_TIMEOUT
 from stoker.gateway.auth import TokenTable, token_digest
+from stoker.gateway.platforms.settings import PlatformSettings, PlatformsSection
+from stoker.gateway.platforms.settings import resolve as resolve_platforms
 from stoker.gateway.session_settings import SessionSettings, parse_reasoning
 from stoker.providers.retry import Timeouts
 from stoker.store.postgres_pool import PoolSettings
@@ -172,6 +178,7 @@ class _File(_Strict):
     lifecycle: _Lifecycle = _Lifecycle()
     approvals: _Approvals = _Approvals()
     users: list[_User] = []
+    platforms: PlatformsSection = PlatformsSection()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -199,6 +206,7 @@ class GatewayConfig:
     pool: PoolSettings = field(default_factory=PoolSettings)
     grace: float = 30.0  # seconds running turns get to finish on SIGTERM
     approval_timeout: float = DEFAULT_TIMEOUT  # seconds a risky call waits for its answer
+    platforms: PlatformSettings = field(default_factory=PlatformSettings)  # chat platforms
 
     def __repr__(self) -> str:
         return repr_without_secrets(self)
@@ -316,6 +324,7 @@ def load_config(path: str | Path | None, *, env: Mapping[str, str]) -> GatewayCo
         pool=PoolSettings(size=int(pool_size), wait=f.store.wait_seconds),
         grace=grace,
         approval_timeout=f.approvals.timeout_seconds,
+        platforms=resolve_platforms(f.platforms, env=env, base=base),
     )
 
 

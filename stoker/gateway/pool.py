@@ -19,6 +19,7 @@ from typing import Any, Literal
 
 from stoker.agent.agent import Agent
 from stoker.agent.fallback import Route
+from stoker.agent.review import ReviewConfig
 from stoker.agent.telemetry import NO_TELEMETRY, Telemetry
 from stoker.cache.keys import user_scope
 from stoker.cache.models import same_model
@@ -41,7 +42,12 @@ from stoker.gateway.providers import (
     TimedProvider,
     default_provider_factory,
 )
-from stoker.gateway.session_settings import OVERRIDABLE, SessionSettings, keeps_namespace
+from stoker.gateway.session_settings import (
+    OVERRIDABLE,
+    PER_SESSION,
+    SessionSettings,
+    keeps_namespace,
+)
 from stoker.gateway.signature import key_digest, signature
 from stoker.gateway.sink import Head, SessionSink
 from stoker.gateway.toolsets import NOTICE_KEY, dropped_tools, removal_notice
@@ -80,9 +86,11 @@ class AgentPool:
         on_evict: Callable[[str], object] | None = None,
         cache_key_scope: Literal["agent", "user"] = "agent",
         telemetry: Telemetry = NO_TELEMETRY,
+        review: ReviewConfig | None = None,
     ) -> None:
         self.store = store
         self.telemetry = telemetry
+        self.review = review  # background memory/skill reviews after turns (None: off)
         self.cache_key_scope = cache_key_scope
         self.defaults = defaults or SessionSettings()
         self.registry = registry
@@ -137,6 +145,7 @@ class AgentPool:
             clock=self._clock,
             telemetry=self.telemetry,
             fallbacks=[self._fallback(settings, spec) for spec in settings.fallbacks],
+            review=self.review,
         )
 
     def _fallback(self, settings: SessionSettings, spec: str) -> Route:
@@ -166,9 +175,11 @@ class AgentPool:
     # -- sessions --------------------------------------------------------------------------
 
     async def create(self, user: str, overrides: Mapping[str, Any] | None = None) -> str:
-        """A new session for `user`, stored at once; its agent goes into the cache."""
+        """A new session for `user`, stored at once; its agent goes into the cache.
+        `overrides` are the user's choices (`OVERRIDABLE`) and the surface's (`SURFACE`:
+        a chat platform's, never a client's)."""
         chosen = dict(overrides or {})
-        unknown = sorted(set(chosen) - OVERRIDABLE)
+        unknown = sorted(set(chosen) - PER_SESSION)
         if unknown:
             raise BadRequest(f"cannot set {unknown} per session; allowed: {sorted(OVERRIDABLE)}")
         settings = self.defaults.with_overrides(chosen)
@@ -239,6 +250,13 @@ class AgentPool:
             entry.settings, effort=wanted.effort, thinking_budget=wanted.thinking_budget
         )
         self.stats["reasoning applied in place"] += 1
+
+    async def overrides_of(self, session_id: str) -> dict[str, Any]:
+        """A session's stored per-session choices (from its cached agent when there is one)."""
+        entry = self.agents.peek(session_id)
+        if entry is not None:
+            return dict(entry.overrides)
+        return stored_settings(await self.store.load(session_id))[1]
 
     async def _rebuild(self, user: str, session_id: str, head: Head) -> CachedAgent:
         """Resume from the store as stored, then declare what changed since."""

@@ -20,6 +20,7 @@ from stoker.agent.telemetry import telemetry_from
 from stoker.errors import ConfigError
 from stoker.gateway.app import create_app
 from stoker.gateway.config import GatewayConfig
+from stoker.gateway.platforms.registry import build_bridges
 from stoker.gateway.providers import ProviderFactory, factory_for
 from stoker.gateway.service import Gateway
 from stoker.providers.retry import RetryPolicy
@@ -70,6 +71,7 @@ def build_app(config: GatewayConfig, gateway: Gateway, *, close_store: bool = Tr
         max_body_bytes=config.limits.max_body_bytes,
         close_store=close_store,
         grace=config.grace,
+        platforms=build_bridges(config.platforms, gateway),
     )
 
 

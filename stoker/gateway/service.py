@@ -21,6 +21,7 @@ from dataclasses import replace
 from typing import Any, Literal, TypeVar
 
 from stoker.agent.keepwarm import SpendLimits
+from stoker.agent.review import ReviewConfig
 from stoker.agent.seams import Callbacks
 from stoker.agent.telemetry import NO_TELEMETRY, Telemetry
 from stoker.clock import Clock, SystemClock
@@ -74,6 +75,7 @@ class Gateway:
         telemetry: Telemetry = NO_TELEMETRY,
         replica: str | None = None,
         approval_timeout: float = DEFAULT_TIMEOUT,
+        review: ReviewConfig | None = None,
     ) -> None:
         self.store = store
         self.telemetry = telemetry  # spans of its agents' turns; the app adds trace context
@@ -93,6 +95,7 @@ class Gateway:
             on_evict=lambda session_id: self.keep_warm.forget(session_id),
             cache_key_scope=cache_key_scope,
             telemetry=telemetry,
+            review=review,
         )
         self.keep_warm = GatewayKeepWarm(self.pool, clock, keep_warm_limits, holder=self.replica)
         self._keep_warm_on = keep_warm

@@ -21,6 +21,11 @@ from stoker.errors import ConfigError
 
 # What a user may choose per session; everything else is the operator's.
 OVERRIDABLE = frozenset({"model", "effort", "thinking_budget"})
+# What the surface a session is served on sets when it creates it (a chat platform and
+# its formatting rules): stored with the session like a user's choices, so every rebuild
+# of it (and /new, /clear) has the same system prompt sections, never today's.
+SURFACE = frozenset({"platform", "formatting"})
+PER_SESSION = OVERRIDABLE | SURFACE
 REASONING_FIELDS = ("effort", "thinking_budget")
 _LEVEL = re.compile(r"^[a-z]{1,16}$")
 _OFF = frozenset({"off", "none", "default"})
@@ -45,6 +50,8 @@ class SessionSettings:
     # and how long the primary then rests before it is tried again.
     fallbacks: tuple[str, ...] = ()
     fallback_cooldown: float = 0.0
+    platform: str = ""  # the chat platform a session serves ("" for HTTP clients)
+    formatting: str = ""  # that platform's formatting rules: a system prompt section
 
     @property
     def reasoning(self) -> tuple[str | None, int | None]:
@@ -71,7 +78,7 @@ class SessionSettings:
         return cls(**values)
 
     def with_overrides(self, overrides: Mapping[str, Any]) -> SessionSettings:
-        return replace(self, **{k: v for k, v in overrides.items() if k in OVERRIDABLE})
+        return replace(self, **{k: v for k, v in overrides.items() if k in PER_SESSION})
 
     def signed_fields(self) -> dict[str, Any]:
         """Every field but reasoning, which may change in place (see `keeps_namespace`)."""

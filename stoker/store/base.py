@@ -18,6 +18,7 @@ from typing import Any, Protocol, Self
 
 from stoker.errors import SessionNotFound, StoreError
 from stoker.store.codec import dumps, encode
+from stoker.store.platform_log import PlatformLog
 from stoker.store.proxy_log import ProxyLog
 from stoker.store.schema import LATEST, MIGRATIONS, VERSION_TABLE
 from stoker.wire.events import (
@@ -83,9 +84,9 @@ def _title(message: UserMessage) -> str:
     return " ".join(message.prompt.split())[:80]
 
 
-class SqlEventStore(ProxyLog):
+class SqlEventStore(ProxyLog, PlatformLog):
     """Event-to-SQL logic shared by the SQLite and PostgreSQL backends (and the recording
-    proxy's tables, `ProxyLog`).
+    proxy's tables, `ProxyLog`; the chat platforms', `PlatformLog`).
 
     Backends implement `_write(ops)` (one transaction), `_read(sql, params)`, `_init()`
     and `close()`.
@@ -584,6 +585,7 @@ class SqlEventStore(ProxyLog):
                 ("used_tools", "session_id"),
                 ("session_writes", "session_id"),
                 ("client_histories", "session_id"),
+                ("platform_chats", "session_id"),
                 ("sessions", "id"),
             ):
                 ops.append((f"DELETE FROM {table} WHERE {col} = ?", (sid,)))

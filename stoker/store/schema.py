@@ -160,6 +160,32 @@ MIGRATIONS: tuple[Migration, ...] = (
             )""",
         ),
     ),
+    Migration(
+        version=9,
+        name="chat platforms: inbound updates seen, and the session each chat is in",
+        statements=(
+            """CREATE TABLE platform_updates (
+                platform TEXT NOT NULL,
+                update_key TEXT NOT NULL,
+                chat TEXT NOT NULL,
+                body TEXT NOT NULL,
+                mark TEXT NOT NULL,
+                received_at DOUBLE PRECISION NOT NULL,
+                delivered INTEGER NOT NULL DEFAULT 0,
+                done_at DOUBLE PRECISION,
+                PRIMARY KEY (platform, update_key)
+            )""",
+            "CREATE INDEX platform_updates_pending ON platform_updates (platform, done_at)",
+            """CREATE TABLE platform_chats (
+                platform TEXT NOT NULL,
+                chat TEXT NOT NULL,
+                session_id TEXT NOT NULL,
+                updated_at DOUBLE PRECISION NOT NULL,
+                PRIMARY KEY (platform, chat)
+            )""",
+            "CREATE INDEX platform_chats_session ON platform_chats (session_id)",
+        ),
+    ),
 )
 
 LATEST = MIGRATIONS[-1].version

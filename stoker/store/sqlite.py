@@ -42,9 +42,11 @@ class SQLiteStore(SqlEventStore):
                     f"cannot open the session database {self.path}: {exc}; "
                     "set STOKER_DB to a writable path"
                 ) from exc
+            # The timeout first: switching a new file to WAL takes a lock that another
+            # process opening it at the same moment may hold.
+            conn.execute("PRAGMA busy_timeout=10000")
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")  # durable across process crashes in WAL
-            conn.execute("PRAGMA busy_timeout=10000")
             self._conn = conn
         return self._conn
 

@@ -1,0 +1,157 @@
+"""The `[platforms.*]` sections of the gateway config, checked and resolved once.
+
+    [platforms.telegram]
+    mode = "polling"                  # or "webhook"
+    token_env = "TELEGRAM_BOT_TOKEN"  # or token_file = "/run/secrets/telegram" (first line)
+    allowed_users = [123456789]       # Telegram user ids; "*" for everyone. Default: nobody
+    allowed_chats = [-1001234567890]  # group ids whose members may all talk to the bot
+    rate_per_minute = 20              # per chat, on average (0: no limit) ...
+    burst = 5                         # ... and at once
+    # mode = "webhook" also needs:
+    webhook_url = "https://bot.example.com/platforms/telegram"  # public URL of the route
+    webhook_secret_env = "TELEGRAM_WEBHOOK_SECRET"  # Telegram sends it back in a header
+
+Secrets (the bot token, the webhook secret) come from the environment or a file, never
+from the config file itself; they are kept out of every repr, log line and error.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from stoker.errors import ConfigError
+from stoker.gateway.platforms.access import Allowlist, RateLimit
+
+TELEGRAM_API = "https://api.telegram.org"
+WEBHOOK_PATH = "/platforms/telegram"
+_SECRET = re.compile(r"^[A-Za-z0-9_-]{1,256}$")  # what Telegram accepts as a secret_token
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class TelegramSection(_Strict):
+    mode: Literal["polling", "webhook"] = "polling"
+    token_env: str | None = None
+    token_file: str | None = None
+    api_url: str = TELEGRAM_API  # another Bot API server (a local one, a test's fake)
+    allowed_users: list[int | str] = []
+    allowed_chats: list[int | str] = []
+    rate_per_minute: float = Field(default=20.0, ge=0)
+    burst: int = Field(default=5, ge=1)
+    poll_timeout_seconds: int = Field(default=30, ge=0, le=50)
+    webhook_url: str | None = None
+    webhook_path: str = WEBHOOK_PATH
+    webhook_secret_env: str | None = None
+
+
+class PlatformsSection(_Strict):
+    telegram: TelegramSection | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TelegramSettings:
+    token: str = field(repr=False)
+    mode: Literal["polling", "webhook"] = "polling"
+    api_url: str = TELEGRAM_API
+    allowlist: Allowlist = field(default_factory=Allowlist)
+    rate: RateLimit = field(default_factory=RateLimit)
+    poll_timeout: int = 30
+    webhook_url: str | None = None
+    webhook_path: str = WEBHOOK_PATH
+    webhook_secret: str | None = field(default=None, repr=False)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PlatformSettings:
+    """Every configured platform (None: not configured)."""
+
+    telegram: TelegramSettings | None = None
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return ("telegram",) if self.telegram is not None else ()
+
+
+def _secret(
+    what: str, *, env_name: str | None, file: str | None, env: Mapping[str, str], base: Path
+) -> str:
+    if (env_name is None) == (file is None):
+        raise ConfigError(
+            f"platforms.{what}: give exactly one of token_env (an environment variable's "
+            "name) or token_file (a file holding the token)"
+        )
+    if env_name is not None:
+        value = env.get(env_name, "").strip()
+        if not value:
+            raise ConfigError(f"platforms.{what}: the environment variable {env_name} is not set")
+        return value
+    assert file is not None
+    path = Path(file).expanduser()
+    path = path if path.is_absolute() else base / path
+    try:
+        lines = path.read_text(encoding="utf-8").strip().splitlines()
+    except OSError as exc:
+        raise ConfigError(
+            f"platforms.{what}: cannot read token_file {path}: {exc.strerror}"
+        ) from None
+    if not lines or not lines[0].strip():
+        raise ConfigError(f"platforms.{what}: token_file {path} is empty")
+    return lines[0].strip()
+
+
+def _telegram(s: TelegramSection, env: Mapping[str, str], base: Path) -> TelegramSettings:
+    token = _secret("telegram", env_name=s.token_env, file=s.token_file, env=env, base=base)
+    if not re.fullmatch(r"\d+:[A-Za-z0-9_-]+", token):
+        raise ConfigError(
+            "platforms.telegram: the token does not look like a bot token (digits, a colon, "
+            "then letters), as @BotFather gives it"
+        )
+    secret = None
+    if s.mode == "webhook":
+        if not s.webhook_url or not s.webhook_url.startswith("https://"):
+            raise ConfigError(
+                'platforms.telegram: mode = "webhook" needs webhook_url, the public https '
+                f"URL where Telegram posts updates (served at {s.webhook_path})"
+            )
+        if not s.webhook_secret_env or not env.get(s.webhook_secret_env):
+            raise ConfigError(
+                'platforms.telegram: mode = "webhook" needs webhook_secret_env naming a set '
+                "environment variable: the secret Telegram sends with every update"
+            )
+        secret = env[s.webhook_secret_env]
+        if not _SECRET.match(secret):
+            raise ConfigError(
+                f"platforms.telegram: {s.webhook_secret_env} must be 1-256 characters of "
+                "A-Z, a-z, 0-9, _ and -"
+            )
+    if not s.webhook_path.startswith("/"):
+        raise ConfigError("platforms.telegram: webhook_path must start with /")
+    return TelegramSettings(
+        token=token,
+        mode=s.mode,
+        api_url=s.api_url.rstrip("/"),
+        allowlist=Allowlist(
+            users=frozenset(str(u) for u in s.allowed_users),
+            chats=frozenset(str(c) for c in s.allowed_chats),
+        ),
+        rate=RateLimit(per_minute=s.rate_per_minute, burst=s.burst),
+        poll_timeout=s.poll_timeout_seconds,
+        webhook_url=s.webhook_url,
+        webhook_path=s.webhook_path,
+        webhook_secret=secret,
+    )
+
+
+def resolve(section: PlatformsSection, *, env: Mapping[str, str], base: Path) -> PlatformSettings:
+    """The platforms as configured, with their secrets read (ConfigError when unusable)."""
+    return PlatformSettings(
+        telegram=_telegram(section.telegram, env, base) if section.telegram else None
+    )
