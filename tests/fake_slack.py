@@ -3,7 +3,8 @@
 The Web API side implements what the gateway's adapter calls (auth.test,
 chat.postMessage, chat.update, chat.postEphemeral, reactions.add, reactions.remove) the
 way Slack does: a bearer token checked on every call, JSON or form bodies, HTTP 200
-with `{"ok": false, "error": ...}` for a refused call (`invalid_auth`, `msg_too_long`
+with `{"ok": false, "error": ...}` for a refused call, 429 with Retry-After when told
+to limit (`limit_next`) (`invalid_auth`, `msg_too_long`
 past 40,000 characters, `no_text`, `already_reacted`, `no_reaction`,
 `message_not_found`). The other side is what Slack sends an app: event envelopes,
 interactivity payloads and slash commands, signed with the app's signing secret
@@ -55,6 +56,7 @@ class FakeSlack:
     posted: list[dict[str, Any]] = field(default_factory=list)  # the bot's messages, as now
     reactions: set[tuple[str, str, str]] = field(default_factory=set)  # channel, ts, name
     fail_next: dict[str, int] = field(default_factory=dict)  # method -> 500s to answer
+    limit_next: dict[str, int] = field(default_factory=dict)  # method -> 429s to answer
     app_token: str = ""
     unacked: dict[str, dict[str, Any]] = field(default_factory=dict)  # Socket Mode, by id
     acks: list[str] = field(default_factory=list)
@@ -251,6 +253,13 @@ class FakeSlack:
             failures = self.fail_next.get(method, 0)
             if failures:
                 self.fail_next[method] = failures - 1
+            limited = self.limit_next.get(method, 0)
+            if limited:
+                self.limit_next[method] = limited - 1
+        if limited:
+            return JSONResponse(
+                {"ok": False, "error": "ratelimited"}, status_code=429, headers={"Retry-After": "0"}
+            )
         if failures:
             return JSONResponse({"ok": False, "error": "internal_error"}, status_code=500)
         result = self._result(method, params)

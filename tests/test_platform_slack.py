@@ -209,8 +209,19 @@ async def test_a_restart_mid_turn_loses_nothing_and_a_retry_is_answered_once(
         asked = [m.text for m in stored.messages if isinstance(m, UserMessage) and m.text]
         assert asked == ["one", "stuck two", "three"]
         assert await reopened.pending_updates("slack") == []
+        assert api.fake.reactions == set()  # the cut-off turn's reaction went with its answer
     finally:
         await reopened.close()
+
+
+async def test_a_rate_limited_call_waits_and_is_sent_again(store: SqlEventStore, api: Api) -> None:
+    rig = _rig(store)
+    api.fake.limit_next["chat.postMessage"] = 2  # Slack: slow down (Retry-After: 0)
+    async with slack_to(rig.gateway, bridge(rig.gateway, api.url), api) as slack:
+        attempts = await _exchange(slack, "hello", replies=3)
+    assert attempts == ["Understood: hello"] * 3
+    assert [m["text"] for m in api.fake.posted] == ["Understood: hello"]  # two refused
+    assert await store.pending_updates("slack") == []
 
 
 async def test_an_answer_not_delivered_is_delivered_after_a_restart_without_a_new_turn(

@@ -29,6 +29,10 @@ from urllib.parse import parse_qs
 
 import aiohttp
 from slack_sdk.errors import SlackApiError
+from slack_sdk.http_retry.builtin_async_handlers import (
+    AsyncRateLimitErrorRetryHandler,
+    async_default_handlers,
+)
 from slack_sdk.signature import SignatureVerifier
 from slack_sdk.socket_mode.aiohttp import SocketModeClient
 from slack_sdk.socket_mode.async_client import AsyncBaseSocketModeClient
@@ -73,6 +77,7 @@ FORMATTING = (
     "render, so use short lines or simple '-' lists instead."
 )
 _MENTION = re.compile(r"<@([A-Z0-9]+)(?:\|[^>]*)?>")
+RATE_LIMIT_RETRIES = 3
 REMEMBERED = 4096  # user messages whose reaction may still be pending
 
 
@@ -131,6 +136,12 @@ class SlackAdapter:
             base_url=self.settings.api_url + "/",
             session=self._session,
             logger=SDK_LOG,
+            # Slack answers 429 with Retry-After past about one message a second in a
+            # channel (tool progress edits come faster): wait and send again.
+            retry_handlers=[
+                *async_default_handlers(),
+                AsyncRateLimitErrorRetryHandler(max_retry_count=RATE_LIMIT_RETRIES),
+            ],
         )
         await self._client.auth_test()  # a wrong token fails the start, clearly
         if self.settings.mode == "socket":
