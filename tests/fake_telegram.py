@@ -155,7 +155,7 @@ class FakeTelegram:
             self._next_message += 1
             return self._next_message
 
-    def _bot_message(self, params: dict[str, Any]) -> dict[str, Any]:
+    def _bot_message(self, params: dict[str, Any], *, new: bool) -> dict[str, Any]:
         message = {
             "message_id": self._message_id(),
             "date": int(time.time()),
@@ -163,8 +163,9 @@ class FakeTelegram:
             "from": {"id": BOT_ID, "is_bot": True, "first_name": "Stoker"},
             "text": params.get("text", ""),
         }
-        with self._lock:
-            self.posted.append({**message, "reply_markup": params.get("reply_markup")})
+        if new:  # an edit changes a posted message; it posts none
+            with self._lock:
+                self.posted.append({**message, "reply_markup": params.get("reply_markup")})
         return message
 
     async def _get_updates(self, params: dict[str, Any]) -> list[dict[str, Any]]:
@@ -234,7 +235,7 @@ class FakeTelegram:
                 return _bad(400, "Bad Request: message text is empty")
             if params.get("parse_mode") == "HTML" and (problem := _parse_error(text)):
                 return _bad(400, f"Bad Request: can't parse entities: {problem}")
-            return self._bot_message(params)
+            return self._bot_message(params, new=method == "sendMessage")
         if method == "setWebhook":
             self.webhook = params
             return True

@@ -22,9 +22,12 @@ from stoker.errors import ConfigError
 from stoker.gateway.app import create_app
 from stoker.gateway.config import load_config
 from stoker.gateway.platforms.access import Allowlist, RateLimit
+from stoker.gateway.platforms.base import ButtonPress, Message
 from stoker.gateway.platforms.settings import PlatformSettings, SlackSettings
+from stoker.gateway.platforms.slack import SlackAdapter
 from stoker.gateway.server import build_app, build_gateway, serve_in_thread
 from stoker.store.sqlite import SQLiteStore
+from tests.fake_slack import BOT_USER
 from tests.slack_rig import EVENTS, SIGNING_SECRET, TOKEN, USER, Api, api, bridge
 from tests.test_gateway_support import make_rig, tokens
 from tests.test_platform_telegram_http import _files_holding
@@ -203,3 +206,39 @@ async def test_any_signed_events_body_is_answered_without_a_server_error(
     finally:
         await b.idle()
         await store.close()
+
+
+PRESSES = st.fixed_dictionaries(
+    {"type": st.just("block_actions")},
+    optional={
+        "user": st.fixed_dictionaries({}, optional={"id": JSON}) | JSON,
+        "channel": st.fixed_dictionaries({}, optional={"id": JSON}) | JSON,
+        "message": JSON,
+        "trigger_id": JSON,
+        "actions": st.lists(st.fixed_dictionaries({}, optional={"value": JSON}), max_size=2) | JSON,
+    },
+)
+COMMANDS = st.fixed_dictionaries(
+    {"type": st.just("slash_command")},
+    optional={k: st.text(max_size=12) for k in ("command", "text", "user_id", "channel_id")},
+)
+MENTIONED = st.text(alphabet="ab <>@&|U0", max_size=30).map(lambda t: f"<@{BOT_USER}> {t}")
+
+
+@given(
+    raw=ENVELOPES | PRESSES | COMMANDS | st.dictionaries(st.text(max_size=10), JSON),
+    text=MENTIONED,
+)
+def test_parse_reads_any_payload_without_raising(raw: dict[str, object], text: str) -> None:
+    adapter = SlackAdapter(SlackSettings(token=TOKEN, signing_secret=SIGNING_SECRET))
+    update = adapter.parse(raw)
+    assert update is None or isinstance(update, Message | ButtonPress)
+    mention = {
+        "type": "event_callback",
+        "event_id": "Ev1",
+        "authorizations": [{"user_id": BOT_USER, "is_bot": True}],
+        "event": {"type": "message", "user": USER, "channel": "C1", "text": text, "ts": "1.2"},
+    }
+    message = adapter.parse(mention)
+    assert message is None or (message.id, message.key.chat) == ("Ev1", "C1")
+    assert message is None or f"<@{BOT_USER}>" not in message.text

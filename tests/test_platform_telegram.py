@@ -120,7 +120,7 @@ async def test_a_button_question_approves_and_another_denies(
         answers = []
         for button in (0, 1):
             ask = asyncio.create_task(b.ask(key, "Run shell 'ls'?", ["Allow", "Deny"]))
-            await api.fake.wait_for(lambda n=button: len(api.fake.sent()) == n + 1)
+            await api.fake.wait_for(lambda n=button: len(api.fake.posted) == n + 1)
             question = api.fake.posted[-1]
             api.fake.press(question, button, user=43)  # another user: not theirs to answer
             await api.fake.wait_for(

@@ -76,9 +76,9 @@ FORMATTING = (
     "[links](https://...). Headings show as bold lines; tables and nested lists do not "
     "render, so use short lines or simple '-' lists instead."
 )
-_MENTION = re.compile(r"<@([A-Z0-9]+)(?:\|[^>]*)?>")
 RATE_LIMIT_RETRIES = 3
 REMEMBERED = 4096  # user messages whose reaction may still be pending
+_MENTION = re.compile(r"<@([A-Z0-9]+)(?:\|[^>]*)?>")
 
 
 def _bot_user(raw: Mapping[str, Any]) -> str:
@@ -93,8 +93,7 @@ def _text(text: str, bot: str) -> tuple[str, bool]:
     """A user's text as the model reads it (the app's mention taken out, entities
     unescaped), and whether it mentioned the app."""
     mentioned = bool(bot) and any(m[1] == bot for m in _MENTION.finditer(text))
-    if bot:
-        text = re.sub(rf"<@{bot}(?:\|[^>]*)?>", "", text)
+    text = _MENTION.sub(lambda m: "" if m[1] == bot else m[0], text)
     return html.unescape(text).strip(), mentioned
 
 
@@ -105,11 +104,9 @@ class SlackAdapter:
     limit = LIMIT
     formatting = FORMATTING
 
-    def __init__(
-        self, settings: SlackSettings, *, verifier: SignatureVerifier | None = None
-    ) -> None:
+    def __init__(self, settings: SlackSettings) -> None:
         self.settings = settings
-        self._verifier = verifier or SignatureVerifier(settings.signing_secret or "")
+        self._verifier = SignatureVerifier(settings.signing_secret or "")
         self._redact = [
             Redact(s) for s in (settings.token, settings.signing_secret, settings.app_token) if s
         ]
@@ -260,8 +257,10 @@ class SlackAdapter:
         if event.get("bot_id") or event.get("subtype") not in (None, "file_share"):
             return None
         user, channel, ts = event.get("user"), event.get("channel"), event.get("ts")
-        bot = _bot_user(raw)
-        if not isinstance(user, str) or not isinstance(channel, str) or user == bot:
+        update, bot = raw.get("event_id"), _bot_user(raw)
+        if not (isinstance(user, str) and isinstance(channel, str) and isinstance(update, str)):
+            return None
+        if user == bot:
             return None
         text, mentioned = _text(str(event.get("text") or ""), bot)
         if event.get("channel_type") != "im" and not mentioned:
@@ -271,7 +270,6 @@ class SlackAdapter:
         if not text and not attachments:
             return None
         thread = event.get("thread_ts")
-        update = str(raw["event_id"])
         if isinstance(ts, str):
             self._messages[update] = (channel, ts)
             if len(self._messages) > REMEMBERED:  # refused by the rate limit, never answered
