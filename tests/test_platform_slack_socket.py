@@ -7,6 +7,9 @@ is sent again by Slack and answered once."""
 from __future__ import annotations
 
 import asyncio
+import logging
+
+import pytest
 
 from stoker.gateway.platforms.access import Allowlist
 from stoker.gateway.platforms.base import ChatKey
@@ -15,7 +18,7 @@ from stoker.gateway.service import Gateway
 from stoker.providers.sim.provider import SimProvider
 from stoker.store.base import SqlEventStore
 from tests.fake_slack import BOT_USER
-from tests.slack_rig import DM, USER, Api, api, bridge
+from tests.slack_rig import DM, TOKEN, USER, Api, api, bridge
 from tests.store_fixtures import reopen
 from tests.telegram_rig import running
 from tests.test_platform_slack import _rig
@@ -31,8 +34,9 @@ def _socket(gateway: Gateway, api: Api, **kwargs: object) -> Bridge:
 
 
 async def test_socket_mode_answers_a_message_a_command_and_a_button(
-    store: SqlEventStore, api: Api
+    store: SqlEventStore, api: Api, caplog: pytest.LogCaptureFixture
 ) -> None:
+    caplog.set_level(logging.DEBUG)
     rig = _rig(store)
     fake = api.fake
     b = _socket(rig.gateway, api)
@@ -55,6 +59,9 @@ async def test_socket_mode_answers_a_message_a_command_and_a_button(
     assert fake.unacked == {}
     assert [name for name, _ in fake.calls][:2] == ["auth.test", "apps.connections.open"]
     assert await store.pending_updates("slack") == []
+    assert 'Sending a message: {"envelope_id"' in caplog.text  # the SDK logged its acks
+    assert APP_TOKEN not in caplog.text  # ...and its calls, without the tokens
+    assert TOKEN not in caplog.text
 
 
 async def test_socket_mode_restart_loses_nothing_and_answers_a_redelivery_once(
