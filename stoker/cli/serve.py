@@ -33,6 +33,11 @@ token_sha256 = "REPLACE-WITH-THE-SHA256-OF-A-TOKEN"
 # [platforms.telegram]
 # token_env = "TELEGRAM_BOT_TOKEN"   # the token from @BotFather, in the environment
 # allowed_users = [123456789]        # nobody is answered until listed
+# Or Slack (pip install 'stoker[slack]'; docs/platforms/slack.md):
+# [platforms.slack]
+# token_env = "SLACK_BOT_TOKEN"                # xoxb-...
+# signing_secret_env = "SLACK_SIGNING_SECRET"  # Basic Information > Signing Secret
+# allowed_users = ["U0123ABCD"]
 """
 
 
@@ -47,11 +52,20 @@ def serve(
     and chat platforms. With no users and no platform configured it prints an example
     config instead.
 
-    Chat platforms are sections of the config file (docs/platforms/telegram.md).
+    Chat platforms are sections of the config file (docs/platforms/telegram.md,
+    docs/platforms/slack.md).
 
     \[platforms.telegram] starts a Telegram bot; pip install 'stoker\[telegram]'.
 
     mode = "polling" (the default) or "webhook", with webhook_url and webhook_secret_env.
+
+    \[platforms.slack] starts a Slack app; pip install 'stoker\[slack]'.
+
+    mode = "events" (the default; Slack posts to /platforms/slack/events) or "socket".
+
+    signing_secret_env or signing_secret_file: the app's signing secret (events mode).
+
+    app_token_env or app_token_file: the app-level xapp- token (socket mode).
 
     token_env or token_file: where the bot token is; never in the config file itself.
 

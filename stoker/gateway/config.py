@@ -52,6 +52,11 @@
     token_env = "TELEGRAM_BOT_TOKEN"
     allowed_users = [123456789]
 
+    [platforms.slack]             # Events API (signed) or Socket Mode
+    token_env = "SLACK_BOT_TOKEN"
+    signing_secret_env = "SLACK_SIGNING_SECRET"
+    allowed_users = ["U0123ABCD"]
+
 Environment variables override the file: STOKER_GATEWAY_HOST, _PORT, _DATABASE,
 _DATABASE_FILE (a file holding the location, e.g. a mounted secret), _POOL_SIZE,
 _GRACE_SECONDS, _PROVIDER, _MODEL, _BASE_URL, _API_KEY and _TOKENS

@@ -31,4 +31,15 @@ def build_bridges(settings: PlatformSettings, gateway: Gateway) -> list[Bridge]:
                 rates=ChatRates(t.rate),
             )
         )
+    if settings.slack is not None:
+        try:
+            from stoker.gateway.platforms.slack import SlackAdapter
+        except ImportError as exc:
+            raise ConfigError(
+                "[platforms.slack] needs slack-sdk and aiohttp: pip install 'stoker[slack]'"
+            ) from exc
+        s = settings.slack
+        bridges.append(
+            Bridge(gateway, SlackAdapter(s), allowlist=s.allowlist, rates=ChatRates(s.rate))
+        )
     return bridges

@@ -54,6 +54,7 @@ class TelegramSection(_Strict):
 
 class PlatformsSection(_Strict):
     telegram: TelegramSection | None = None
+    slack: SlackSection | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -74,19 +75,26 @@ class PlatformSettings:
     """Every configured platform (None: not configured)."""
 
     telegram: TelegramSettings | None = None
+    slack: SlackSettings | None = None
 
     @property
     def names(self) -> tuple[str, ...]:
-        return ("telegram",) if self.telegram is not None else ()
+        return tuple(name for name in ("telegram", "slack") if getattr(self, name) is not None)
 
 
 def _secret(
-    what: str, *, env_name: str | None, file: str | None, env: Mapping[str, str], base: Path
+    what: str,
+    *,
+    env_name: str | None,
+    file: str | None,
+    env: Mapping[str, str],
+    base: Path,
+    keys: str = "token",
 ) -> str:
     if (env_name is None) == (file is None):
         raise ConfigError(
-            f"platforms.{what}: give exactly one of token_env (an environment variable's "
-            "name) or token_file (a file holding the token)"
+            f"platforms.{what}: give exactly one of {keys}_env (an environment variable's "
+            f"name) or {keys}_file (a file holding it)"
         )
     if env_name is not None:
         value = env.get(env_name, "").strip()
@@ -100,10 +108,10 @@ def _secret(
         lines = path.read_text(encoding="utf-8").strip().splitlines()
     except OSError as exc:
         raise ConfigError(
-            f"platforms.{what}: cannot read token_file {path}: {exc.strerror}"
+            f"platforms.{what}: cannot read {keys}_file {path}: {exc.strerror}"
         ) from None
     if not lines or not lines[0].strip():
-        raise ConfigError(f"platforms.{what}: token_file {path} is empty")
+        raise ConfigError(f"platforms.{what}: {keys}_file {path} is empty")
     return lines[0].strip()
 
 
@@ -153,5 +161,93 @@ def _telegram(s: TelegramSection, env: Mapping[str, str], base: Path) -> Telegra
 def resolve(section: PlatformsSection, *, env: Mapping[str, str], base: Path) -> PlatformSettings:
     """The platforms as configured, with their secrets read (ConfigError when unusable)."""
     return PlatformSettings(
-        telegram=_telegram(section.telegram, env, base) if section.telegram else None
+        telegram=_telegram(section.telegram, env, base) if section.telegram else None,
+        slack=_slack(section.slack, env, base) if section.slack else None,
+    )
+
+
+# -- Slack ----------------------------------------------------------------------------------
+#
+#     [platforms.slack]
+#     mode = "events"                          # or "socket" (Socket Mode)
+#     token_env = "SLACK_BOT_TOKEN"            # xoxb-...; or token_file
+#     signing_secret_env = "SLACK_SIGNING_SECRET"  # events mode; or signing_secret_file
+#     app_token_env = "SLACK_APP_TOKEN"        # socket mode: xapp-...; or app_token_file
+#     allowed_users = ["U0123ABCD"]            # Slack user ids; "*" for everyone
+#     allowed_chats = ["C0123ABCD"]            # channel ids whose members may all talk
+
+SLACK_API = "https://slack.com/api"
+SLACK_PATH = "/platforms/slack"
+
+
+class SlackSection(_Strict):
+    mode: Literal["events", "socket"] = "events"
+    token_env: str | None = None
+    token_file: str | None = None
+    signing_secret_env: str | None = None
+    signing_secret_file: str | None = None
+    app_token_env: str | None = None
+    app_token_file: str | None = None
+    api_url: str = SLACK_API  # another Web API base (a test's fake)
+    allowed_users: list[str] = []
+    allowed_chats: list[str] = []
+    rate_per_minute: float = Field(default=20.0, ge=0)
+    burst: int = Field(default=5, ge=1)
+    path: str = SLACK_PATH  # events at PATH/events, buttons at PATH/actions, PATH/commands
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SlackSettings:
+    token: str = field(repr=False)
+    mode: Literal["events", "socket"] = "events"
+    signing_secret: str | None = field(default=None, repr=False)
+    app_token: str | None = field(default=None, repr=False)
+    api_url: str = SLACK_API
+    allowlist: Allowlist = field(default_factory=Allowlist)
+    rate: RateLimit = field(default_factory=RateLimit)
+    path: str = SLACK_PATH
+
+
+def _slack(s: SlackSection, env: Mapping[str, str], base: Path) -> SlackSettings:
+    token = _secret("slack", env_name=s.token_env, file=s.token_file, env=env, base=base)
+    if not token.startswith("xoxb-"):
+        raise ConfigError(
+            "platforms.slack: the token is not a bot token (xoxb-...): take the Bot User "
+            "OAuth Token from your app's OAuth & Permissions page"
+        )
+    signing_secret = app_token = None
+    if s.mode == "events":
+        signing_secret = _secret(
+            "slack",
+            env_name=s.signing_secret_env,
+            file=s.signing_secret_file,
+            env=env,
+            base=base,
+            keys="signing_secret",
+        )
+    else:
+        app_token = _secret(
+            "slack",
+            env_name=s.app_token_env,
+            file=s.app_token_file,
+            env=env,
+            base=base,
+            keys="app_token",
+        )
+        if not app_token.startswith("xapp-"):
+            raise ConfigError(
+                'platforms.slack: mode = "socket" needs an app-level token (xapp-...) with '
+                "the connections:write scope, from your app's Basic Information page"
+            )
+    if not s.path.startswith("/"):
+        raise ConfigError("platforms.slack: path must start with /")
+    return SlackSettings(
+        token=token,
+        mode=s.mode,
+        signing_secret=signing_secret,
+        app_token=app_token,
+        api_url=s.api_url.rstrip("/"),
+        allowlist=Allowlist(users=frozenset(s.allowed_users), chats=frozenset(s.allowed_chats)),
+        rate=RateLimit(per_minute=s.rate_per_minute, burst=s.burst),
+        path=s.path.rstrip("/"),
     )
