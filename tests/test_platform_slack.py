@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+from pathlib import Path
+from typing import Any
 
 from stoker.agent.review import ReviewConfig
 from stoker.gateway.platforms.access import Allowlist
@@ -15,7 +17,8 @@ from stoker.gateway.platforms.slack import FORMATTING, WORKING
 from stoker.providers.sim.engine import SimEngine
 from stoker.providers.sim.provider import SimProvider
 from stoker.store.base import SqlEventStore
-from stoker.tools import Toolset
+from stoker.tools import ToolRegistry, Toolset
+from stoker.toolsets.workspace import workspace_toolset
 from stoker.wire.messages import UserMessage
 from stoker.wire.record import CacheRecord
 from tests.fake_slack import BOT_ID, BOT_USER
@@ -336,3 +339,40 @@ async def test_tool_progress_edits_one_status_message_and_a_review_follows(
     main = [r for r in recorded_calls if r.role == "main"]
     reviews = [r for r in recorded_calls if r.role == "review"]
     assert reviews[0].usage.read == main[-1].usage.read + main[-1].usage.written > 0
+
+
+def _questions(api: Api) -> list[dict[str, Any]]:
+    return [m for m in api.fake.posted if str(m.get("text", "")).startswith("Allow ")]
+
+
+async def test_a_risky_call_asks_with_buttons_and_runs_only_when_allowed(
+    store: SqlEventStore, api: Api, tmp_path: Path
+) -> None:
+    """The workspace's `add_note` is risky: each call posts Allow / Deny in the chat, and
+    the turn goes on with what the chat's user pressed, stored with who decided."""
+    rig = make_rig(store, registry=ToolRegistry([workspace_toolset(tmp_path)]), keep_warm=False)
+    async with slack_to(rig.gateway, bridge(rig.gateway, api.url), api) as slack:
+        for n, (text, button) in enumerate(
+            [("add_note 'ship on friday'", 0), ("add_note 'and on monday'", 1)]
+        ):
+            assert await slack.deliver(api.fake.event(text)) == 200
+            await api.fake.wait_for(lambda n=n: len(_questions(api)) == n + 1)
+            assert await slack.press(_questions(api)[-1], button) == 200
+            await api.fake.wait_for(
+                lambda n=n: sum(t.startswith("Done.") for t in api.fake.texts()) == n + 1
+            )
+    assert [q["text"] for q in api.fake.sent() if q.get("blocks")] == [
+        'Allow add_note(text="ship on friday")?',
+        'Allow add_note(text="and on monday")?',
+    ]
+    assert (tmp_path / "NOTES.md").read_text() == "- ship on friday\n"  # denied: never ran
+    sid = await store.chat_session("slack", f"{DM}//{USER}")
+    assert sid is not None
+    events = await store.events(sid)
+    decided = [json.loads(body) for _, kind, _, body in events if kind == "approval_decided"]
+    assert [(d["approved"], d["by"]) for d in decided] == [
+        (True, f"user:slack:{USER}"),
+        (False, f"user:slack:{USER}"),
+    ]
+    answers = [t for t in api.fake.texts() if t.startswith("Done.")]
+    assert "the user denied add_note" in answers[-1]

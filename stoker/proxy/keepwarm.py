@@ -71,30 +71,38 @@ def warm_plan(lineage: LineageState, policy: CachePolicy) -> WarmPlan | None:
 
 
 class ProxyKeepWarm:
-    """Watches optimized lineages and sends their pings on time."""
+    """Watches optimized lineages and sends their pings on time.
+
+    A lineage's plan depends only on its own state, so it is decided when that changes
+    (its call was read, its ping sent) and kept: a request costs one decision, not one
+    per watched lineage. A lineage with nothing worth keeping is not watched.
+    """
 
     def __init__(self, clock: Clock, policy: CachePolicy, ping: Ping) -> None:
         self.clock = clock
         self.policy = policy
         self._ping = ping
-        self._lineages: dict[str, LineageState] = {}
+        self._plans: dict[str, tuple[LineageState, WarmPlan]] = {}
         self._changed = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
 
+    def _decide(self, lineage: LineageState) -> None:
+        plan = warm_plan(lineage, self.policy)
+        if plan is not None and plan.sends:
+            self._plans[lineage.id] = (lineage, plan)
+        else:
+            self._plans.pop(lineage.id, None)
+
     def watch(self, lineage: LineageState) -> None:
         """Keep `lineage` warm from now on; starts the timer on a real clock."""
-        self._lineages[lineage.id] = lineage
+        self._decide(lineage)
         self._changed.set()
         if self._task is None and not isinstance(self.clock, FrozenClock):
             self._task = asyncio.get_running_loop().create_task(self.run())
 
     def due(self) -> list[tuple[float, LineageState, WarmPlan]]:
-        out = []
-        for lineage in self._lineages.values():
-            plan = warm_plan(lineage, self.policy)
-            if plan is not None and plan.sends:
-                out.append((plan.at, lineage, plan))
-        return sorted(out, key=lambda item: item[0])
+        plans = ((plan.at, lineage, plan) for lineage, plan in self._plans.values())
+        return sorted(plans, key=lambda item: item[0])
 
     async def fire_due(self) -> int:
         """Send every ping due now; how many were sent (failures are logged)."""
@@ -109,6 +117,7 @@ class ProxyKeepWarm:
                 sent += 1
             except Exception as exc:  # a failed ping changes nothing; the next turn pays
                 log.warning("keep-warm ping for lineage %s failed: %r", lineage.id, exc)
+            self._decide(lineage)  # its spend, and what the ping refreshed, moved the plan
         return sent
 
     async def idle(self, seconds: float) -> int:

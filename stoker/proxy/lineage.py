@@ -53,8 +53,9 @@ class LineageState:
     rolling: BlockRef | None = None  # where the latest optimized call wrote
     tool_order: tuple[str, ...] | None = None  # optimize: the first order the client sent
     # optimize: the tools the last call sent, as the client wrote them and as rewritten,
-    # and the rewrite's notes (a framework resends the same list every call)
-    tools_memo: tuple[list[Any], tuple[Any, ...], tuple[str, ...]] | None = None
+    # the rewrite's notes, and the rewritten tools' bytes (a framework resends the same
+    # list every call)
+    tools_memo: tuple[list[Any], tuple[Any, ...], tuple[str, ...], tuple[bytes, ...]] | None = None
     cache_key: str | None = None  # optimize (OpenAI): the lineage's prompt_cache_key
     cache_slot: str | None = None  # and the slot (scope/shard) it was made for
     last_payload: dict[str, Any] | None = None  # optimize: the latest body sent upstream

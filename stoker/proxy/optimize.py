@@ -77,7 +77,9 @@ def _tools(payload: dict[str, Any], lineage: LineageState, notes: list[str]) -> 
         notes.append(f"tools: kept the lineage's order {list(order)} (client sent {names})")
     elif set(order) != set(names):
         lineage.tool_order = tuple(names)  # another tool set: that is a change to report
-    lineage.tools_memo = (tools, tuple(canonical), tuple(notes[given:]))
+    unmarked = ({k: v for k, v in t.items() if k != "cache_control"} for t in canonical)
+    sent = tuple(canonical_json(t) for t in unmarked)  # what the prefix's tools[] hold
+    lineage.tools_memo = (tools, tuple(canonical), tuple(notes[given:]), sent)
     payload["tools"] = canonical
 
 
@@ -151,10 +153,8 @@ def rewrite(
         _openai(payload, request, lineage, info, policy, shards, at, notes)
     prefix = request.prefix
     tools = payload.get("tools")
-    if isinstance(tools, list) and dialect == "anthropic":
-        sent = tuple(
-            canonical_json({k: v for k, v in t.items() if k != "cache_control"}) for t in tools
-        )
+    if isinstance(tools, list) and dialect == "anthropic" and lineage.tools_memo is not None:
+        sent = lineage.tools_memo[3]  # the tools as forwarded, before any marker
         if sent != prefix.tools:
             prefix = replace(prefix, tools=sent)
     elif isinstance(tools, list) and [_name(t) for t in tools] != list(prefix.tool_names):
