@@ -165,8 +165,8 @@ class Proxy:
             if not isinstance(payload, dict):
                 raise ValueError("not an object")
             request = self.recorder.parse(call.dialect, payload)
-        except (ValueError, StokerError) as exc:
-            call.error = f"not rewritten: the body is not a {call.dialect} request ({exc})"
+        except (ValueError, RecursionError, StokerError) as exc:
+            call.error = f"not rewritten: the body is not a {call.dialect} request ({exc!r:.200})"
             return body
         call.request = request
         admission = self.recorder.admit(call)

@@ -116,8 +116,28 @@ class Recorder:
         return call.admission
 
     async def record(self, call: Call, placement: Placement | None = None) -> Exchange:
-        """Build the call's exchange, update its lineage, and hand it to the sink."""
-        exchange = self._exchange(call, placement)
+        """Build the call's exchange, update its lineage, and hand it to the sink. A call
+        it cannot make sense of is still recorded, as unread, with the reason."""
+        try:
+            exchange = self._exchange(call, placement)
+        except Exception as exc:  # a client's body must not cost the record of the call
+            log.warning("a proxied call could not be read for its record: %r", exc)
+            self._unread += 1
+            exchange = Exchange(
+                lineage_id=f"pl_unread_{call.tenant[2:]}",
+                seq=self._unread,
+                tenant=call.tenant,
+                dialect=call.dialect,
+                path=call.path,
+                mode=call.mode,
+                started_at=call.started_at,
+                duration=call.duration,
+                status=call.status,
+                stream=call.streamed,
+                purpose=call.purpose,
+                rewrites=call.rewrites,
+                error=f"the call could not be read: {type(exc).__name__}",
+            )
         if self.sink is not None:
             try:
                 await self.sink.record_exchange(exchange)
@@ -131,7 +151,7 @@ class Recorder:
                 sent = json.loads(call.body)
                 call.sent = sent if isinstance(sent, dict) else None
                 call.client = call.sent
-            except ValueError:
+            except (ValueError, RecursionError):  # RecursionError: nested past the limit
                 call.error = "the request body is not JSON"
         if call.request is None and call.sent is not None and call.error is None:
             try:

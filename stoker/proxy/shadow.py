@@ -57,8 +57,8 @@ class ShadowCache:
                 outcome = self.anthropic.account(payload, at=at, workspace=tenant)
             else:
                 outcome = self.openai.account(payload, api=_API[dialect], at=at, org=tenant)
-        except StokerError:
-            return Observation()
+        except (StokerError, KeyError, TypeError, AttributeError, ValueError, OverflowError):
+            return Observation()  # the upstream answered it; the shadow cannot read it
         ideal = self._ideal(tenant, payload) if turn and dialect == "anthropic" else 0
         return Observation(facts=facts_of(outcome), ideal=ideal)
 
@@ -67,7 +67,7 @@ class ShadowCache:
         try:
             memo = self.memos.setdefault(tenant, ChainMemo())
             blocks = prefix_blocks(payload, workspace=tenant, memo=memo)
-        except StokerError:
+        except (StokerError, KeyError, TypeError, AttributeError, ValueError, OverflowError):
             return 0
         new = 0
         for key, tokens in blocks:

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from stoker.store.codec import dumps
+from stoker.wire.blocks import valid_text
 from stoker.wire.exchange import Exchange, LineageSummary
 from stoker.wire.record import CacheRecord
 
@@ -21,6 +22,14 @@ _CALL_COLUMNS = (
     "lineage_id, seq, tenant, dialect, path, mode, purpose, model, started_at, duration, "
     "status, stream, messages_from, request, response, record, notes, ideal, error"
 )
+
+
+def _json(value: Any) -> str:
+    """`value` as stored JSON. A client may send a lone surrogate (`"\\ud800"`), which
+    has no UTF-8 form: such a value is stored with JSON escapes, which read back the
+    same, where everything else keeps its characters."""
+    text = dumps(value)
+    return text if valid_text(text) is text else json.dumps(value, separators=(",", ":"))
 
 
 def _ops(exchange: Exchange) -> list[Op]:
@@ -41,7 +50,7 @@ def _ops(exchange: Exchange) -> list[Op]:
                 e.model,
                 e.started_at,
                 e.started_at + e.duration,
-                e.title,
+                valid_text(e.title),
             ),
         ),
         (
@@ -61,12 +70,12 @@ def _ops(exchange: Exchange) -> list[Op]:
                 e.status,
                 int(e.stream),
                 e.messages_from,
-                dumps(e.request),
-                dumps(e.response) if e.response is not None else None,
-                dumps(e.record.to_dict()) if e.record is not None else None,
-                e.notes_json(),
+                _json(e.request),
+                _json(e.response) if e.response is not None else None,
+                _json(e.record.to_dict()) if e.record is not None else None,
+                valid_text(e.notes_json()),
                 e.ideal,
-                e.error,
+                valid_text(e.error) if e.error is not None else None,
             ),
         ),
     ]

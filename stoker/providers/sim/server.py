@@ -90,6 +90,10 @@ class SimServer:
             raise _Rejected(
                 error_response(shape, 400, f"the body is not valid JSON: {exc}")
             ) from exc
+        except RecursionError as exc:  # nested deeper than the parser can follow
+            raise _Rejected(
+                error_response(shape, 400, "the body is nested too deeply to read")
+            ) from exc
         if not isinstance(payload, dict):
             raise _Rejected(error_response(shape, 400, "the body must be a JSON object"))
         return payload

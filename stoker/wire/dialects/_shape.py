@@ -67,3 +67,11 @@ def checked(message: AssistantMessage, usage: Usage, what: str) -> tuple[Assista
         if isinstance(count, bool) or not isinstance(count, int):
             raise WireError(f"malformed {what}: usage {name} is a {type(count).__name__}")
     return message, usage
+
+
+def model_of(body: dict[str, Any]) -> str:
+    """A request's `model`: a name (the record, the store and the prices key on it)."""
+    model = body["model"]
+    if not isinstance(model, str) or not model:
+        raise WireError(f"model must be a model's name (a non-empty string), not {model!r:.60}")
+    return model

@@ -25,7 +25,7 @@ from stoker.wire.blocks import (
 from stoker.wire.canonical import canonical_json
 from stoker.wire.dialects._chain import ChainMemo, remembered
 from stoker.wire.dialects._memo import detached, rendered_history
-from stoker.wire.dialects._shape import checked, malformed, response_object
+from stoker.wire.dialects._shape import checked, malformed, model_of, response_object
 from stoker.wire.messages import AssistantMessage, Message, UserMessage
 from stoker.wire.prefix import CacheParams, Prefix
 from stoker.wire.request import Request
@@ -233,7 +233,7 @@ def parse_request(
         choice, parallel = _parse_tool_choice(body)
         thinking = body.get("thinking") or {}
         params = CacheParams(
-            model=body["model"],
+            model=model_of(body),
             thinking_budget=thinking.get("budget_tokens")
             if thinking.get("type") == "enabled"
             else None,
@@ -248,7 +248,8 @@ def parse_request(
             max_tokens=int(body.get("max_tokens", 0)),
             stream=bool(body.get("stream", False)),
         )
-    except (KeyError, TypeError, AttributeError) as exc:
+    except (KeyError, TypeError, AttributeError, ValueError, OverflowError) as exc:
+        # ValueError / OverflowError: a number where text belongs, an infinite max_tokens
         raise WireError(f"malformed Anthropic request: {exc!r}") from exc
 
 

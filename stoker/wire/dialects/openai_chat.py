@@ -51,7 +51,7 @@ from stoker.wire.dialects._openai_common import (
     tool_bytes,
     tool_params,
 )
-from stoker.wire.dialects._shape import checked, malformed, response_object
+from stoker.wire.dialects._shape import checked, malformed, model_of, response_object
 from stoker.wire.messages import AssistantMessage, Message
 from stoker.wire.prefix import CacheParams, Prefix
 from stoker.wire.request import Request
@@ -184,7 +184,7 @@ def parse_request(
             fn = t["function"]
             tools.append(tool_bytes(fn["name"], fn.get("description"), fn.get("parameters")))
         params = CacheParams(
-            model=body["model"],
+            model=model_of(body),
             effort=body.get("reasoning_effort"),
             tool_choice=parse_tool_choice(body.get("tool_choice")),
             parallel_tool_calls=body.get("parallel_tool_calls", True) is not False,
@@ -198,7 +198,8 @@ def parse_request(
             cache_retention=body.get("prompt_cache_retention"),
             stream=bool(body.get("stream", False)),
         )
-    except (KeyError, TypeError, AttributeError) as exc:
+    except (KeyError, TypeError, AttributeError, ValueError, OverflowError) as exc:
+        # ValueError / OverflowError: a number where text belongs, an infinite max_tokens
         raise WireError(f"malformed Chat Completions request: {exc!r}") from exc
 
 
