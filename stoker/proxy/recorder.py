@@ -122,21 +122,8 @@ class Recorder:
             exchange = self._exchange(call, placement)
         except Exception as exc:  # a client's body must not cost the record of the call
             log.warning("a proxied call could not be read for its record: %r", exc)
-            self._unread += 1
-            exchange = Exchange(
-                lineage_id=f"pl_unread_{call.tenant[2:]}",
-                seq=self._unread,
-                tenant=call.tenant,
-                dialect=call.dialect,
-                path=call.path,
-                mode=call.mode,
-                started_at=call.started_at,
-                duration=call.duration,
-                status=call.status,
-                stream=call.streamed,
-                purpose=call.purpose,
-                rewrites=call.rewrites,
-                error=f"the call could not be read: {type(exc).__name__}",
+            exchange = self._unread_exchange(
+                call, f"the call could not be read: {type(exc).__name__}"
             )
         if self.sink is not None:
             try:
@@ -159,32 +146,11 @@ class Recorder:
             except StokerError as exc:
                 call.error = f"the request is not one the {call.dialect} API reads: {exc}"
         admission = self.admit(call, placement)
-        base = Exchange(
-            lineage_id="",
-            seq=0,
-            tenant=call.tenant,
-            dialect=call.dialect,
-            path=call.path,
-            mode=call.mode,
-            started_at=call.started_at,
-            duration=call.duration,
-            status=call.status,
-            stream=call.streamed,
-            purpose=call.purpose,
-            rewrites=call.rewrites,
-            error=call.error,
-        )
         if admission is None or call.request is None or call.sent is None:
-            self._unread += 1
-            return replace(
-                base,
-                lineage_id=f"pl_unread_{call.tenant[2:]}",
-                seq=self._unread,
-                error=call.error or "the request body is not JSON",
-            )
+            return self._unread_exchange(call, call.error or "the request body is not JSON")
         lineage = admission.lineage
         base = replace(
-            base,
+            _base(call),
             lineage_id=lineage.id,
             seq=admission.seq,
             parent_id=lineage.parent_id,
@@ -216,6 +182,12 @@ class Recorder:
             cannot_fix=self._cannot_fix(call, record),
             ideal=observed.ideal,
         )
+
+    def _unread_exchange(self, call: Call, error: str) -> Exchange:
+        """A call that is not a request of its API, recorded in its tenant's unread list."""
+        self._unread += 1
+        unread = f"pl_unread_{call.tenant[2:]}"
+        return replace(_base(call), lineage_id=unread, seq=self._unread, error=error)
 
     def _stored_request(self, call: Call, admission: Admission) -> dict[str, Any]:
         body = call.client if call.client is not None else call.sent or {}
@@ -284,3 +256,22 @@ class Recorder:
         if e.offset is not None:
             where += f" at byte {e.offset}"
         return (f"{where} [{e.classification}]: {e.detail}",)
+
+
+def _base(call: Call) -> Exchange:
+    """What an exchange records of any call, before its lineage is known."""
+    return Exchange(
+        lineage_id="",
+        seq=0,
+        tenant=call.tenant,
+        dialect=call.dialect,
+        path=call.path,
+        mode=call.mode,
+        started_at=call.started_at,
+        duration=call.duration,
+        status=call.status,
+        stream=call.streamed,
+        purpose=call.purpose,
+        rewrites=call.rewrites,
+        error=call.error,
+    )
