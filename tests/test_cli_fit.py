@@ -327,3 +327,13 @@ def test_chat_compact_summarises_locally_and_the_next_turn_is_a_declared_break(
     assert messages[0].startswith("Summary of the earlier part")
     assert messages[-2] == "fourth"
     assert breaks[-1] == "compaction: /compact"
+
+
+def test_chat_help_names_every_command_it_answers_itself() -> None:
+    from stoker.cli.slash import COMMANDS
+
+    text = " ".join(
+        CliRunner().invoke(app, ["chat", "--help"], env={"COLUMNS": "200"}).output.split()
+    )
+    aliases = {"quit"}  # /quit is /exit's other name
+    assert [n for n in COMMANDS if n not in aliases and f"/{n}" not in text] == []

@@ -104,7 +104,7 @@ def chat(
     provider: Provider = DEFAULT_PROVIDER,
 ) -> None:
     """A conversation in the terminal, stored as it goes. /help lists the commands it
-    answers itself (/usage, /model, /exit); Ctrl-D ends it too."""
+    answers itself (/usage, /model, /compact, /exit); Ctrl-D ends it too."""
 
     async def run(store: SqlEventStore) -> None:
         sid = await resolve(store, resume) if resume is not None else None
