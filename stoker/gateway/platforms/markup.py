@@ -11,15 +11,14 @@ from __future__ import annotations
 import html
 import re
 
-from stoker.gateway.platforms.text import FENCE, Fence
+from stoker.gateway.platforms.markdown import Markup, convert
+from stoker.gateway.platforms.text import Fence
 
-_CODE = re.compile(r"`([^`\n]+)`")
 # Emphasis never spans a tag (a link's), so no two tags ever overlap.
 _BOLD = re.compile(r"\*\*([^*\n<>]+?)\*\*")
 _ITALIC = re.compile(r"(?<![*\w])\*([^*\n<>]+?)\*(?![*\w])")
 _STRIKE = re.compile(r"~~([^~\n<>]+?)~~")
 _LINK = re.compile(r"\[([^\]\n<>]+)\]\((https?://[^\s)\"<>]+)\)")
-_HEADING = re.compile(r"^#{1,6} +(.+)$")
 
 
 def _pre(fence: Fence) -> str:
@@ -33,47 +32,27 @@ def _close(fence: Fence) -> str:
 
 def _prose(text: str) -> str:
     """One line outside code spans: escaped, then its emphasis and links as tags."""
-    out = html.escape(text, quote=False)
+    out = _escape(text)
     out = _LINK.sub(lambda m: f'<a href="{m[2]}">{m[1]}</a>', out)
     out = _BOLD.sub(r"<b>\1</b>", out)
     out = _ITALIC.sub(r"<i>\1</i>", out)
     return _STRIKE.sub(r"<s>\1</s>", out)
 
 
-def _line(line: str) -> str:
-    heading = _HEADING.match(line)
-    if heading:
-        return f"<b>{_inline(heading[1])}</b>"
-    return _inline(line)
+def _escape(text: str) -> str:
+    return html.escape(text, quote=False)
 
 
-def _inline(line: str) -> str:
-    parts, last = [], 0
-    for m in _CODE.finditer(line):
-        parts.append(_prose(line[last : m.start()]))
-        parts.append(f"<code>{html.escape(m[1], quote=False)}</code>")
-        last = m.end()
-    parts.append(_prose(line[last:]))
-    return "".join(parts)
+TELEGRAM = Markup(
+    open_block=_pre,
+    close_block=lambda fence, end: _close(fence),  # the fence's newline is markup too
+    block_line=_escape,
+    prose=_prose,
+    code_span=lambda code: f"<code>{_escape(code)}</code>",
+    heading=lambda text: f"<b>{text}</b>",
+)
 
 
 def telegram_html(piece: str, fence: Fence | None) -> tuple[str, Fence | None]:
     """`piece` as Telegram HTML (parse_mode="HTML"); `fence` is open at its start."""
-    out = [_pre(fence)] if fence is not None else []
-    for line in piece.splitlines(keepends=True):
-        body, end = line.rstrip("\r\n"), line[len(line.rstrip("\r\n")) :]
-        if body.lstrip(" ").startswith(FENCE):
-            if fence is None:
-                fence = Fence(info=body.lstrip(" ")[3:].strip())
-                out.append(_pre(fence))
-            else:
-                out.append(_close(fence))
-                fence = None
-            continue  # the fence line itself is markup, its newline too
-        if fence is not None:
-            out.append(html.escape(line, quote=False))
-        else:
-            out.append(_line(body) + end)
-    if fence is not None:
-        out.append(_close(fence))
-    return "".join(out), fence
+    return convert(piece, fence, TELEGRAM)

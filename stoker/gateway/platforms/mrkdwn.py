@@ -13,14 +13,13 @@ from __future__ import annotations
 
 import re
 
+from stoker.gateway.platforms.markdown import Markup, convert
 from stoker.gateway.platforms.text import FENCE, Fence
 
-_CODE = re.compile(r"`([^`\n]+)`")
 _ITALIC = re.compile(r"(?<![*\w])\*([^*\n<>|]+?)\*(?![*\w])")
 _BOLD = re.compile(r"\*\*([^*\n<>|]+?)\*\*")
 _STRIKE = re.compile(r"~~([^~\n<>|]+?)~~")
 _LINK = re.compile(r"\[([^\]\n<>|]+)\]\((https?://[^\s)\"<>|]+)\)")
-_HEADING = re.compile(r"^#{1,6} +(.+)$")
 
 
 def escape(text: str) -> str:
@@ -46,40 +45,16 @@ def _prose(text: str) -> str:
     return "".join(out)
 
 
-def _inline(line: str) -> str:
-    parts, last = [], 0
-    for m in _CODE.finditer(line):
-        parts.append(_prose(line[last : m.start()]))
-        parts.append(f"`{escape(m[1])}`")
-        last = m.end()
-    parts.append(_prose(line[last:]))
-    return "".join(parts)
-
-
-def _line(line: str) -> str:
-    heading = _HEADING.match(line)
-    if heading:
-        return f"*{_inline(heading[1])}*"
-    return _inline(line)
+SLACK = Markup(
+    open_block=lambda fence: FENCE + "\n",  # no language: Slack would show it as code
+    close_block=lambda fence, end: FENCE + end,
+    block_line=escape,
+    prose=_prose,
+    code_span=lambda code: f"`{escape(code)}`",
+    heading=lambda text: f"*{text}*",
+)
 
 
 def slack_mrkdwn(piece: str, fence: Fence | None) -> tuple[str, Fence | None]:
     """`piece` as Slack mrkdwn (a message's `text`); `fence` is open at its start."""
-    out = [FENCE + "\n"] if fence is not None else []
-    for line in piece.splitlines(keepends=True):
-        body, end = line.rstrip("\r\n"), line[len(line.rstrip("\r\n")) :]
-        if body.lstrip(" ").startswith(FENCE):
-            if fence is None:
-                fence = Fence(info=body.lstrip(" ")[3:].strip())
-                out.append(FENCE + "\n")
-            else:
-                out.append(FENCE + end)
-                fence = None
-            continue
-        if fence is not None:
-            out.append(escape(line))
-        else:
-            out.append(_line(body) + end)
-    if fence is not None:
-        out.append(FENCE)
-    return "".join(out), fence
+    return convert(piece, fence, SLACK)
