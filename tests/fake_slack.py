@@ -26,7 +26,6 @@ import itertools
 import json
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlencode
@@ -36,6 +35,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route, WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect
+
+from tests.fake_platform import RecordedCalls
 
 BOT_USER = "UBOT0001"
 BOT_ID = "BBOT0001"
@@ -49,7 +50,8 @@ def signature(secret: str, timestamp: int, body: bytes) -> str:
 
 
 @dataclass
-class FakeSlack:
+class FakeSlack(RecordedCalls):
+    SEND = "chat.postMessage"  # not a field: no annotation
     token: str
     signing_secret: str
     calls: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
@@ -215,22 +217,6 @@ class FakeSlack:
         finally:
             sender.cancel()
             await asyncio.gather(sender, return_exceptions=True)
-
-    # -- what the bot did -------------------------------------------------------------------
-
-    def sent(self, method: str = "chat.postMessage") -> list[dict[str, Any]]:
-        with self._lock:
-            return [params for name, params in self.calls if name == method]
-
-    def texts(self) -> list[str]:
-        return [str(p["text"]) for p in self.sent()]
-
-    async def wait_for(self, check: Callable[[], bool], within: float = 10.0) -> None:
-        deadline = time.monotonic() + within
-        while not check():
-            if time.monotonic() > deadline:
-                raise AssertionError(f"timed out; the bot called: {self.calls}")
-            await asyncio.sleep(0.01)
 
     # -- the Web API ---------------------------------------------------------------------------
 

@@ -14,7 +14,6 @@ import asyncio
 import json
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from typing import Any
@@ -23,6 +22,8 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
+
+from tests.fake_platform import RecordedCalls
 
 BOT_ID = 777000111
 BOT_USERNAME = "stoker_test_bot"
@@ -56,7 +57,8 @@ def _parse_error(text: str) -> str:
 
 
 @dataclass
-class FakeTelegram:
+class FakeTelegram(RecordedCalls):
+    SEND = "sendMessage"  # not a field: no annotation
     token: str
     updates: list[dict[str, Any]] = field(default_factory=list)
     calls: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
@@ -128,20 +130,6 @@ class FakeTelegram:
         """Telegram sending an update again (it was not confirmed, or a webhook retry)."""
         with self._lock:
             self.updates.append(update)
-
-    def sent(self, method: str = "sendMessage") -> list[dict[str, Any]]:
-        with self._lock:
-            return [params for name, params in self.calls if name == method]
-
-    def texts(self) -> list[str]:
-        return [str(p["text"]) for p in self.sent()]
-
-    async def wait_for(self, check: Callable[[], bool], within: float = 10.0) -> None:
-        deadline = time.monotonic() + within
-        while not check():
-            if time.monotonic() > deadline:
-                raise AssertionError(f"timed out; the bot called: {self.calls}")
-            await asyncio.sleep(0.01)
 
     # -- the API -------------------------------------------------------------------------
 
