@@ -1,4 +1,4 @@
-"""`[platforms.telegram]` in the gateway config: checked at load with errors that say
+"""`[platforms.*]` in the gateway config: checked at load with errors that say
 what to fix, secrets read from the environment or a file and never shown."""
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from stoker.cli import app
 from stoker.errors import ConfigError
 from stoker.gateway.config import load_config
 from stoker.gateway.platforms.access import Allowlist, RateLimit
+from stoker.gateway.platforms.base import ChatKey
 from stoker.gateway.platforms.settings import PlatformSettings, TelegramSettings
 
 TOKEN = "123456789:AAE-secret_token_value_0123456789"
@@ -105,5 +106,56 @@ def test_serve_help_shows_the_platforms_section() -> None:
         'mode = "polling" (the default) or "webhook"',
         "token_env or token_file",
         "allowed_users, allowed_chats: who is answered (default: nobody)",
+        "[platforms.discord] starts a Discord bot",
+        "pip install 'stoker[discord]'",
+        "allowed_servers (Discord): server ids",
     ):
         assert phrase in text
+
+
+DISCORD_TOKEN = "MTEwMDAwMDAwMDAwMDAwMDAwMQ.GsecrT.discord-secret-token-value-0123456789abc"
+
+
+def _discord(tmp_path: Path, section: str, env: dict[str, str] | None = None) -> PlatformSettings:
+    path = tmp_path / "gateway.toml"
+    path.write_text(f"[platforms.discord]\n{section}\n", encoding="utf-8")
+    return load_config(path, env={"DC": DISCORD_TOKEN, **(env or {})}).platforms
+
+
+def test_a_discord_section_allows_users_channels_and_whole_servers(tmp_path: Path) -> None:
+    platforms = _discord(
+        tmp_path,
+        'token_env = "DC"\nallowed_users = [80351110224678912]\n'
+        'allowed_chats = ["1100000000000000006"]\nallowed_servers = ["1100000000000000005"]',
+    )
+    assert platforms.names == ("discord",)
+    assert platforms.discord is not None
+    allow = platforms.discord.allowlist
+    assert allow == Allowlist(
+        users=frozenset({"80351110224678912"}),
+        chats=frozenset({"1100000000000000006", "1100000000000000005"}),
+    )
+    member = ChatKey(platform="discord", chat="999", user="5", space="1100000000000000005")
+    assert allow.allows(member)  # any channel of an allowed server
+    assert not allow.allows(ChatKey(platform="discord", chat="999", user="5"))  # a DM
+    assert DISCORD_TOKEN not in repr(platforms)
+
+
+@pytest.mark.parametrize(
+    ("section", "env", "fragment"),
+    [
+        ("", {}, "give exactly one of token_env"),
+        ('token_env = "BAD"', {"BAD": "Bot " + DISCORD_TOKEN}, "without a 'Bot ' prefix"),
+        ('token_env = "BAD"', {"BAD": "short"}, "does not look like a bot token"),
+        ('token_env = "DC"\nallowed_users = ["@alice"]', {}, "'@alice', not a Discord id"),
+        ('token_env = "DC"\nallowed_servers = ["*"]', {}, '"*" is for allowed_users'),
+        ('token_env = "DC"\nmode = "socket"', {}, "platforms.discord.mode: Extra inputs"),
+    ],
+)
+def test_bad_discord_settings_say_what_to_fix_and_never_show_the_token(
+    tmp_path: Path, section: str, env: dict[str, str], fragment: str
+) -> None:
+    with pytest.raises(ConfigError, match=r"platforms\.discord") as caught:
+        _discord(tmp_path, section, env)
+    assert fragment in str(caught.value)
+    assert DISCORD_TOKEN not in str(caught.value)

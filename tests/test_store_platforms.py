@@ -63,3 +63,19 @@ async def test_a_chat_moves_to_a_new_session_and_a_deleted_one_lets_it_go(
     await store.delete("s-two")
     assert await store.chat_session("telegram", "1//2") is None
     assert await store.chat_session("slack", "3//4") is None
+
+
+async def test_the_latest_update_of_each_chat_newest_chat_first(store: SqlEventStore) -> None:
+    accepted = [("101", "c1//u1"), ("102", "c2//u1"), ("103", "c1//u2"), ("104", "c1//u1")]
+    for key, chat in accepted:
+        assert await store.accept_update("discord", key, chat=chat, body="{}")
+        await asyncio.sleep(0.002)  # received_at orders them
+    await store.finish_update("discord", "104")  # finished or not, it was seen
+    assert await store.accept_update("telegram", "105", chat="c9//u9", body="{}")
+    assert await store.latest_updates("discord") == [
+        ("c1//u1", "104"),
+        ("c1//u2", "103"),
+        ("c2//u1", "102"),
+    ]
+    assert await store.latest_updates("discord", chats=1) == [("c1//u1", "104")]
+    assert await store.latest_updates("slack") == []

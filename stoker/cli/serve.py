@@ -38,6 +38,10 @@ token_sha256 = "REPLACE-WITH-THE-SHA256-OF-A-TOKEN"
 # token_env = "SLACK_BOT_TOKEN"                # xoxb-...
 # signing_secret_env = "SLACK_SIGNING_SECRET"  # Basic Information > Signing Secret
 # allowed_users = ["U0123ABCD"]
+# Or Discord (pip install 'stoker[discord]'; docs/platforms/discord.md):
+# [platforms.discord]
+# token_env = "DISCORD_BOT_TOKEN"              # Developer Portal > your app > Bot > Token
+# allowed_users = ["80351110224678912"]        # user ids; allowed_servers for whole servers
 """
 
 
@@ -53,7 +57,7 @@ def serve(
     config instead.
 
     Chat platforms are sections of the config file (docs/platforms/telegram.md,
-    docs/platforms/slack.md).
+    docs/platforms/slack.md, docs/platforms/discord.md).
 
     \[platforms.telegram] starts a Telegram bot; pip install 'stoker\[telegram]'.
 
@@ -66,6 +70,12 @@ def serve(
     signing_secret_env or signing_secret_file: the app's signing secret (events mode).
 
     app_token_env or app_token_file: the app-level xapp- token (socket mode).
+
+    \[platforms.discord] starts a Discord bot; pip install 'stoker\[discord]'.
+
+    It answers direct messages, and mentions in server channels and threads.
+
+    allowed_servers (Discord): server ids whose members may all talk to the bot.
 
     token_env or token_file: where the bot token is; never in the config file itself.
 

@@ -66,6 +66,19 @@ class PlatformLog:
         )
         return [PendingUpdate(key=k, chat=c, body=b) for k, c, b in rows]
 
+    async def latest_updates(self, platform: str, *, chats: int = 100) -> list[tuple[str, str]]:
+        """(chat key, update key) of the newest update accepted from each chat, the
+        `chats` most recently active first: where a platform that does not redeliver
+        what it sent while the gateway was down (Discord) catches up from."""
+        rows = await self._read(
+            "SELECT u.chat, u.update_key FROM platform_updates u JOIN ("
+            "SELECT chat, MAX(received_at) AS last FROM platform_updates "
+            "WHERE platform = ? GROUP BY chat) m ON u.chat = m.chat AND u.received_at = m.last "
+            "WHERE u.platform = ? ORDER BY u.received_at DESC, u.update_key DESC LIMIT ?",
+            (platform, platform, chats),
+        )
+        return [(str(c), str(k)) for c, k in rows]
+
     async def is_pending(self, platform: str, key: str) -> bool:
         """Whether the update is accepted and not finished (by any process)."""
         rows = await self._read(

@@ -18,13 +18,16 @@ EVERYONE = "*"
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Allowlist:
-    """Users and chats the bot answers: a message passes when either is listed."""
+    """Users and chats the bot answers: a message passes when either is listed (or the
+    space its chat is in, such as a Discord server)."""
 
     users: frozenset[str] = frozenset()
     chats: frozenset[str] = frozenset()
 
     def allows(self, key: ChatKey) -> bool:
-        return EVERYONE in self.users or key.user in self.users or key.chat in self.chats
+        if EVERYONE in self.users or key.user in self.users or key.chat in self.chats:
+            return True
+        return bool(key.space) and key.space in self.chats
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -1,7 +1,7 @@
 """The platform seam: what the gateway needs of one chat platform, and the values it
 trades in.
 
-One adapter per platform (`telegram.py`; Slack and Discord later) implements `Adapter`:
+One adapter per platform (`telegram.py`, `slack.py`, `discord.py`) implements `Adapter`:
 turn a raw update into an `Update`, send a reply, edit it, show typing, and ask a
 question with buttons. Everything else (allowlist, rate limit, deduplication, sessions,
 turns, splitting) is the bridge's (`bridge.py`), the same for every platform. How a
@@ -23,13 +23,16 @@ from starlette.routing import BaseRoute
 class ChatKey:
     """Where a conversation lives: one session per platform, chat, thread and user.
 
-    `thread` is a Telegram forum topic, a Slack thread, a Discord thread ("" for none).
+    `thread` is a Telegram forum topic or a Slack thread ("" for none; a Discord thread
+    is a channel of its own). `space` is what the chat is part of, for allowing all of it
+    at once (a Discord server), and no part of the session's key.
     """
 
     platform: str
     chat: str
     thread: str = ""
     user: str
+    space: str = ""
 
     @property
     def stored(self) -> str:
@@ -98,6 +101,12 @@ class Inbox(Protocol):
         """Returns once the update is durably accepted (or deliberately dropped): the
         adapter may acknowledge it to the platform then, and not before. Raises when it
         could not be stored: the platform must deliver it again."""
+        ...
+
+    async def latest(self) -> Mapping[str, str]:
+        """For each chat (`ChatKey.chat`) of the platform lately active, the id of the
+        newest update accepted from it: where an adapter whose platform does not deliver
+        again what came while the gateway was down (Discord) catches up from."""
         ...
 
 

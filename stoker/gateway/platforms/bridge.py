@@ -234,6 +234,12 @@ class Bridge:
         ):
             self._schedule(update)
 
+    async def latest(self) -> dict[str, str]:
+        out: dict[str, str] = {}
+        for stored, key in await self.gateway.store.latest_updates(self.name):  # newest first
+            out.setdefault(stored.split("/", 1)[0], key)  # "chat/thread/user"
+        return out
+
     def _schedule(self, message: Message) -> None:
         if message.id in self._inflight:
             return

@@ -42,4 +42,15 @@ def build_bridges(settings: PlatformSettings, gateway: Gateway) -> list[Bridge]:
         bridges.append(
             Bridge(gateway, SlackAdapter(s), allowlist=s.allowlist, rates=ChatRates(s.rate))
         )
+    if settings.discord is not None:
+        try:
+            from stoker.gateway.platforms.discord import DiscordAdapter
+        except ImportError as exc:
+            raise ConfigError(
+                "[platforms.discord] needs discord.py: pip install 'stoker[discord]'"
+            ) from exc
+        d = settings.discord
+        bridges.append(
+            Bridge(gateway, DiscordAdapter(d), allowlist=d.allowlist, rates=ChatRates(d.rate))
+        )
     return bridges

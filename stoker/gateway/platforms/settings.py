@@ -26,7 +26,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from stoker.errors import ConfigError
-from stoker.gateway.platforms.access import Allowlist, RateLimit
+from stoker.gateway.platforms.access import EVERYONE, Allowlist, RateLimit
 
 TELEGRAM_API = "https://api.telegram.org"
 WEBHOOK_PATH = "/platforms/telegram"
@@ -55,6 +55,7 @@ class TelegramSection(_Strict):
 class PlatformsSection(_Strict):
     telegram: TelegramSection | None = None
     slack: SlackSection | None = None
+    discord: DiscordSection | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -76,10 +77,13 @@ class PlatformSettings:
 
     telegram: TelegramSettings | None = None
     slack: SlackSettings | None = None
+    discord: DiscordSettings | None = None
 
     @property
     def names(self) -> tuple[str, ...]:
-        return tuple(name for name in ("telegram", "slack") if getattr(self, name) is not None)
+        return tuple(
+            name for name in ("telegram", "slack", "discord") if getattr(self, name) is not None
+        )
 
 
 def _secret(
@@ -163,6 +167,7 @@ def resolve(section: PlatformsSection, *, env: Mapping[str, str], base: Path) ->
     return PlatformSettings(
         telegram=_telegram(section.telegram, env, base) if section.telegram else None,
         slack=_slack(section.slack, env, base) if section.slack else None,
+        discord=_discord(section.discord, env, base) if section.discord else None,
     )
 
 
@@ -250,4 +255,71 @@ def _slack(s: SlackSection, env: Mapping[str, str], base: Path) -> SlackSettings
         allowlist=Allowlist(users=frozenset(s.allowed_users), chats=frozenset(s.allowed_chats)),
         rate=RateLimit(per_minute=s.rate_per_minute, burst=s.burst),
         path=s.path.rstrip("/"),
+    )
+
+
+# -- Discord --------------------------------------------------------------------------------
+#
+#     [platforms.discord]
+#     token_env = "DISCORD_BOT_TOKEN"   # or token_file
+#     allowed_users = ["80351110224678912"]    # Discord user ids (snowflakes); "*" for everyone
+#     allowed_chats = ["1234567890123456789"]  # channel (or thread) ids whose members may all talk
+#     allowed_servers = ["123..."]             # server (guild) ids: every channel in them
+
+DISCORD_API = "https://discord.com/api/v10"
+_SNOWFLAKE = re.compile(r"^\d{1,20}$")
+
+
+class DiscordSection(_Strict):
+    token_env: str | None = None
+    token_file: str | None = None
+    api_url: str = DISCORD_API  # another REST base (a test's fake, a rate-limit proxy)
+    allowed_users: list[int | str] = []
+    allowed_chats: list[int | str] = []
+    allowed_servers: list[int | str] = []
+    rate_per_minute: float = Field(default=20.0, ge=0)
+    burst: int = Field(default=5, ge=1)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DiscordSettings:
+    token: str = field(repr=False)
+    api_url: str = DISCORD_API
+    allowlist: Allowlist = field(default_factory=Allowlist)
+    rate: RateLimit = field(default_factory=RateLimit)
+
+
+def _snowflakes(what: str, ids: list[int | str]) -> frozenset[str]:
+    out = frozenset(str(i).strip() for i in ids)
+    bad = sorted(i for i in out if i != EVERYONE and not _SNOWFLAKE.match(i))
+    if bad:
+        raise ConfigError(
+            f"platforms.discord: {what} holds {bad[0]!r}, not a Discord id: turn on Developer "
+            "Mode in Discord's settings, then right-click the user, channel or server and "
+            "Copy ID"
+        )
+    return out
+
+
+def _discord(s: DiscordSection, env: Mapping[str, str], base: Path) -> DiscordSettings:
+    token = _secret("discord", env_name=s.token_env, file=s.token_file, env=env, base=base)
+    if token.lower().startswith("bot ") or not re.fullmatch(r"[A-Za-z0-9_.-]{50,100}", token):
+        raise ConfigError(
+            "platforms.discord: the token does not look like a bot token (three parts "
+            "separated by dots, without a 'Bot ' prefix): copy it from your application's "
+            "Bot page in the Discord Developer Portal"
+        )
+    users = _snowflakes("allowed_users", s.allowed_users)
+    chats = _snowflakes("allowed_chats", s.allowed_chats)
+    servers = _snowflakes("allowed_servers", s.allowed_servers)
+    if EVERYONE in chats | servers:
+        raise ConfigError(
+            'platforms.discord: "*" is for allowed_users (everyone); list channels and '
+            "servers by id"
+        )
+    return DiscordSettings(
+        token=token,
+        api_url=s.api_url.rstrip("/"),
+        allowlist=Allowlist(users=users, chats=chats | servers),
+        rate=RateLimit(per_minute=s.rate_per_minute, burst=s.burst),
     )
