@@ -67,6 +67,8 @@ class FakeDiscord(RecordedCalls):
         # call name -> how many to fail with a 503 (discord.py itself retries a 500)
         self.fail_next: dict[str, int] = {}
         self.resumed = 0  # sessions resumed
+        self.commands: list[dict[str, Any]] = []  # the application's slash commands
+        self._tokens: dict[str, int] = {}  # interaction token -> its channel
         # The gateway session (the server loop's alone): its id, sequence, what it sent.
         self._session = ""
         self._seq = 0
@@ -112,27 +114,31 @@ class FakeDiscord(RecordedCalls):
         """A user presses the `button`-th button of a message the bot sent."""
         channel = int(sent["channel_id"])
         row = sent["components"][0]["components"]
-        interaction: dict[str, Any] = {
-            "id": str(next(self._ids)),
-            "application_id": str(APP_ID),
-            "type": 3,
-            "token": "interaction-" + secrets.token_hex(8),
-            "version": 1,
-            "channel_id": str(channel),
-            "data": {"custom_id": row[button]["custom_id"], "component_type": 2},
-            "message": sent,
-            "locale": "en-US",
-            "app_permissions": "0",
-            "entitlements": [],
-            "authorizing_integration_owners": {},
-            "attachment_size_limit": 10 * 1024 * 1024,
-        }
-        who = _user(user, f"user{user % 1000}")
-        guild = self.channels[channel].get("guild_id")
-        if guild:
-            interaction |= {"guild_id": guild, "member": _member(who), "context": 0}
-        else:
-            interaction |= {"user": who, "context": 1}
+        interaction = self._interaction(
+            channel,
+            user,
+            type=3,
+            data={"custom_id": row[button]["custom_id"], "component_type": 2},
+            message=sent,
+        )
+        self._dispatch("INTERACTION_CREATE", interaction)
+        return interaction
+
+    def slash(self, name: str, *values: str, user: int = USER, channel: int = DM) -> dict[str, Any]:
+        """A user runs one of the bot's slash commands (`values`: its options, in order)."""
+        registered = {c["name"]: c for c in self.commands}
+        if name not in registered:
+            raise AssertionError(f"/{name} is not registered; the bot registered {registered}")
+        options = [
+            {"name": o["name"], "type": o["type"], "value": v}
+            for o, v in zip(registered[name].get("options", []), values, strict=True)
+        ]
+        interaction = self._interaction(
+            channel,
+            user,
+            type=2,
+            data={"id": str(next(self._ids)), "name": name, "type": 1, "options": options},
+        )
         self._dispatch("INTERACTION_CREATE", interaction)
         return interaction
 
@@ -141,6 +147,28 @@ class FakeDiscord(RecordedCalls):
         socket, loop = self._socket, self._loop
         if socket is not None and loop is not None:
             asyncio.run_coroutine_threadsafe(socket.ws.close(code=4000), loop).result(5)
+
+    def _interaction(self, channel: int, user: int, **fields: Any) -> dict[str, Any]:
+        interaction: dict[str, Any] = {
+            "id": str(next(self._ids)),
+            "application_id": str(APP_ID),
+            "token": "interaction-" + secrets.token_hex(8),
+            "version": 1,
+            "channel_id": str(channel),
+            "channel": self.channels[channel],  # discord.py reads the id from here
+            "locale": "en-US",
+            "app_permissions": "0",
+            "entitlements": [],
+            "authorizing_integration_owners": {},
+            "attachment_size_limit": 10 * 1024 * 1024,
+            **fields,
+        }
+        self._tokens[interaction["token"]] = channel
+        who = _user(user, f"user{user % 1000}")
+        guild = self.channels[channel].get("guild_id")
+        if guild:
+            return interaction | {"guild_id": guild, "member": _member(who), "context": 0}
+        return interaction | {"user": who, "context": 1}
 
     @property
     def connected(self) -> bool:
@@ -160,11 +188,12 @@ class FakeDiscord(RecordedCalls):
         return request.headers.get("Authorization") == f"Bot {self.token}"
 
     def _rest(self, handler: Callable[[Request], Any]) -> Callable[[Request], Any]:
-        """A REST route: the bot's token checked (not on interaction callbacks, which
-        carry the interaction's own token in the URL), the handler's result as JSON."""
+        """A REST route: the bot's token checked (not on an interaction's callback and
+        follow-ups, which carry its own token in the URL), the handler's result as JSON."""
 
         async def endpoint(request: Request) -> Response:
-            if handler != self.callback and not self._authorized(request):
+            interaction = handler in (self.callback, self.followup)
+            if not interaction and not self._authorized(request):
                 return JSONResponse({"message": "401: Unauthorized", "code": 0}, 401)
             result = await handler(request)
             return result if isinstance(result, Response) else JSONResponse(result)
@@ -267,6 +296,27 @@ class FakeDiscord(RecordedCalls):
             },
             "resource": None,
         }
+
+    async def set_commands(self, request: Request) -> Any:
+        body = await request.json()
+        failed = self._record("set_commands", {"application_id": request.path_params["app"]})
+        if failed:
+            return failed
+        self.commands = [{**c, "id": str(next(self._ids))} for c in body]
+        return self.commands
+
+    async def followup(self, request: Request) -> Any:
+        body = await request.json()
+        channel = self._tokens[request.path_params["tok"]]
+        failed = self._record("followup", {"channel_id": channel, **body})
+        if failed:
+            return failed
+        return self._message(
+            channel,
+            _user(BOT_ID, "stoker", bot=True),
+            body.get("content", ""),
+            flags=body.get("flags", 0),
+        )
 
     def _message(
         self,
@@ -394,6 +444,8 @@ class FakeDiscord(RecordedCalls):
             Route(
                 "/interactions/{iid}/{tok}/callback", self._rest(self.callback), methods=["POST"]
             ),
+            Route("/applications/{app}/commands", self._rest(self.set_commands), methods=["PUT"]),
+            Route("/webhooks/{app}/{tok}", self._rest(self.followup), methods=["POST"]),
         ]
         return Starlette(
             routes=[Mount("/api/v10", routes=rest), WebSocketRoute("/gateway", self.gateway)]

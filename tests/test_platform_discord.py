@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import re
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from stoker.agent.review import ReviewConfig
 from stoker.gateway.platforms.access import Allowlist
@@ -22,7 +25,7 @@ from stoker.tools import ToolRegistry, Toolset
 from stoker.toolsets.workspace import workspace_toolset
 from stoker.wire.messages import UserMessage
 from stoker.wire.record import CacheRecord
-from tests.discord_rig import Api, api, bridge
+from tests.discord_rig import TOKEN, Api, api, bridge
 from tests.fake_discord import CHANNEL, DM, GUILD, USER
 from tests.helpers import make_registry
 from tests.store_fixtures import reopen
@@ -266,7 +269,7 @@ async def test_nobody_outside_the_allowlist_gets_anything(store: SqlEventStore, 
         assert question["components"] == []
         await b.idle()
     called = {name for name, _ in api.fake.calls}
-    assert called <= {"get_me", "get_application", "get_gateway_bot"}
+    assert called <= {"get_me", "get_application", "set_commands", "get_gateway_bot"}
     assert await store.list_sessions() == []
     assert await store.pending_updates("discord") == []
     assert await store.latest_updates("discord") == []  # nothing stored, not even the id
@@ -356,3 +359,54 @@ async def test_a_risky_call_asks_with_buttons_and_runs_only_when_allowed(
     ]
     answers = [t for t in _contents(api) if t.startswith("Done.")]
     assert "the user denied add_note" in answers[-1]
+
+
+async def test_slash_commands_are_registered_and_answered_in_place(
+    store: SqlEventStore, api: Api
+) -> None:
+    rig = _rig(store)
+    async with running(bridge(rig.gateway, api.url)):
+        assert await _exchange(api, "hello") == ["Understood: hello"]
+        first = await store.chat_session("discord", f"{DM}//{USER}")
+        for n, (name, values) in enumerate([("usage", ()), ("model", ("claude-fable-5-1",))]):
+            api.fake.slash(name, *values)
+            await api.fake.wait_for(lambda n=n: len(api.fake.sent("followup")) == n + 1)
+        api.fake.slash("new")
+        await api.fake.wait_for(lambda: len(api.fake.sent("followup")) == 3)
+        api.fake.slash("usage", user=99)  # not allowed: no answer, not even "thinking"
+        assert await _exchange(api, "after") == ["Understood: after"]
+    registered = {c["name"]: c for c in api.fake.commands}
+    assert list(registered) == [
+        "new",
+        "reset",
+        "clear",
+        "model",
+        "reasoning",
+        "compress",
+        "usage",
+        "help",
+    ]
+    assert registered["model"]["options"][0]["required"] is True
+    deferred = api.fake.sent("interaction_callback")
+    assert [c["type"] for c in deferred] == [5, 5, 5]  # "thinking...", then the answer
+    usage, model, new = (_seen(f["content"]) for f in api.fake.sent("followup"))
+    assert usage.startswith("1 requests, $")
+    assert "claude-fable-5-1" in model
+    second = await store.chat_session("discord", f"{DM}//{USER}")
+    assert new == f"started session {second}"
+    assert second != first
+    assert await store.pending_updates("discord") == []
+
+
+async def test_a_refused_command_registration_leaves_typed_commands_working(
+    store: SqlEventStore, api: Api, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)  # every request and gateway payload discord.py logs
+    rig = _rig(store)
+    api.fake.fail_next["set_commands"] = 1
+    async with running(bridge(rig.gateway, api.url)):
+        (usage,) = await _exchange(api, "/usage")
+    assert usage.startswith("0 requests")
+    assert api.fake.commands == []
+    assert "slash commands not registered" in caplog.text
+    assert TOKEN not in caplog.text

@@ -20,8 +20,10 @@ thread, those that mention the bot (`@Stoker ...`), so the bot needs no privileg
 intent (Discord gives a message's content to a bot it mentions or DMs). A thread is a
 channel of its own, so it is its own chat. Replies are at most 2,000 characters, sent
 with no allowed mentions (model output never pings anyone) and without link embeds.
-Commands are typed as text (`/usage` in a DM, `@Stoker /usage` in a channel); Discord
-sends an unregistered `/word` as a plain message.
+The gateway's commands are registered as Discord slash commands at each start (a bulk
+overwrite, so the list always matches the gateway's); one is stored like a message,
+keyed by its interaction id, and answered in place of Discord's "thinking..." note.
+Typed as text (`/usage` in a DM, `@Stoker /usage` in a channel) they work too.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from discord.http import Route, handle_message_parameters
 from starlette.routing import BaseRoute
 
 from stoker.errors import ConfigError
+from stoker.gateway.commands import HELP
 from stoker.gateway.platforms.base import (
     ButtonPress,
     ChatKey,
@@ -78,8 +81,29 @@ CONNECT_SECONDS = 60.0  # for the gateway's READY at start
 CATCH_UP_CHATS = 50  # the chats most recently active that a fresh connection catches up
 CATCH_UP_MESSAGES = 100  # per chat: Discord's most per history request
 ACCEPT_TRIES = 4  # a message the inbox could not store, tried again after 1, 2, 4 s
-REMEMBERED = 256  # button presses waiting for their acknowledgement
+REMEMBERED = 256  # button presses and slash commands waiting for their answer
 _ANSWERED = (discord.MessageType.default, discord.MessageType.reply)
+
+
+def _slash_commands() -> list[dict[str, Any]]:
+    """The gateway's commands as Discord application commands (one string option for
+    the two that take an argument)."""
+    options: dict[str, dict[str, Any]] = {
+        "model": {"name": "name", "description": "the model to switch to"},
+        "reasoning": {
+            "name": "level",
+            "description": "the reasoning effort",
+            "choices": [{"name": c, "value": c} for c in ("low", "medium", "high", "off")],
+        },
+    }
+    out = []
+    for name, what in HELP.items():
+        description = what.partition(": ")[2] if what.startswith("/") else what
+        command: dict[str, Any] = {"name": name, "type": 1, "description": description[:100]}
+        if name in options:
+            command["options"] = [{"type": 3, "required": True, **options[name]}]
+        out.append(command)
+    return out
 
 
 def _intents() -> discord.Intents:
@@ -135,6 +159,7 @@ class DiscordAdapter:
         self._catching = asyncio.Lock()
         self._dm: dict[str, bool] = {}  # channel -> whether it is a direct message
         self._presses: dict[str, discord.Interaction] = {}  # interaction id -> its press
+        self._commands: dict[str, discord.Interaction] = {}  # interaction id -> its command
 
     @property
     def client(self) -> _Client:
@@ -168,6 +193,7 @@ class DiscordAdapter:
         except BaseException:
             await self.stop()
             raise
+        await self._register_commands()
         self._runner = asyncio.create_task(self._client.connect(reconnect=True))
         ready = asyncio.create_task(self._ready.wait())
         await asyncio.wait(
@@ -181,6 +207,16 @@ class DiscordAdapter:
                 "platforms.discord: could not connect to Discord's gateway"
                 + (f": {failure}" if failure else f" within {CONNECT_SECONDS:.0f} s")
             )
+
+    async def _register_commands(self) -> None:
+        """The slash commands, as the gateway has them now; without them (a refused
+        request) commands still work typed as text."""
+        try:
+            await self.client.http.bulk_upsert_global_commands(
+                self.client.application_id or 0, _slash_commands()
+            )
+        except discord.HTTPException as exc:
+            log.warning("discord: slash commands not registered (%s): type them instead", exc)
 
     async def stop(self) -> None:
         if self._client is not None:
@@ -269,29 +305,32 @@ class DiscordAdapter:
             ],
         }
 
-    async def _deliver(self, raw: Mapping[str, Any]) -> None:
+    async def _deliver(self, raw: Mapping[str, Any]) -> bool:
         """Hand `raw` to the inbox; a failure is tried again a few times, then left to
         the next catch-up (nothing newer of its chat was accepted after it)."""
         assert self._inbox is not None
         for attempt in range(ACCEPT_TRIES):
             try:
                 await self._inbox.accept(raw)
-                return
+                return True
             except Exception as exc:
                 if attempt == ACCEPT_TRIES - 1:
                     log.warning("discord: message %s not accepted: %r", raw.get("id"), exc)
-                    return
+                    return False
                 await asyncio.sleep(2.0**attempt)
+        return False
 
     async def interaction(self, interaction: discord.Interaction) -> None:
-        """A press of one of this adapter's buttons (other interactions are not ours)."""
+        """A press of one of this adapter's buttons, or one of its slash commands (other
+        interactions are not ours)."""
         data: Mapping[str, Any] = interaction.data or {}
+        if interaction.type == discord.InteractionType.application_command:
+            await self._command(interaction, data)
+            return
         custom_id = str(data.get("custom_id", ""))
         if interaction.type != discord.InteractionType.component or not custom_id.startswith(PRESS):
             return
-        self._presses[str(interaction.id)] = interaction
-        while len(self._presses) > REMEMBERED:  # dropped by the allowlist, never answered
-            self._presses.pop(next(iter(self._presses)))
+        _remember(self._presses, interaction)
         await self._deliver(
             {
                 "type": "press",
@@ -302,6 +341,29 @@ class DiscordAdapter:
                 "custom_id": custom_id,
             }
         )
+
+    async def _command(self, interaction: discord.Interaction, data: Mapping[str, Any]) -> None:
+        """A slash command, stored as the message it stands for. Discord wants an answer
+        within 3 s: an allowed user's command is deferred at once ("thinking..."), and
+        its answer replaces that (`send`). A stranger's gets nothing."""
+        args = [str(o.get("value", "")) for o in data.get("options") or () if isinstance(o, dict)]
+        raw = {
+            "type": "message",
+            "id": str(interaction.id),
+            "channel_id": str(interaction.channel_id or ""),
+            "guild_id": str(interaction.guild_id or ""),
+            "author_id": str(interaction.user.id),
+            "text": " ".join([f"/{data.get('name', '')}", *args]).strip(),
+            "attachments": [],
+        }
+        update = _message(raw)
+        if update is None or not self.settings.allowlist.allows(update.key):
+            return
+        await interaction.response.defer(thinking=True)
+        _remember(self._commands, interaction)
+        if not await self._deliver(raw):
+            self._commands.pop(str(interaction.id), None)
+            await interaction.followup.send("Stoker could not take the command now; try again.")
 
     def parse(self, raw: Mapping[str, Any]) -> Update | None:
         kind = raw.get("type")
@@ -320,6 +382,16 @@ class DiscordAdapter:
         self, ctx: Context, chat: ChatRef, text: str, *, markup: bool = True, quiet: bool = False
     ) -> MessageRef:
         content = text if markup else _plain(text)
+        command = self._commands.pop(ctx.update, None)
+        if command is not None:  # its first message replaces the "thinking..." note
+            answer = await command.followup.send(
+                content,
+                wait=True,
+                suppress_embeds=True,
+                silent=quiet,
+                allowed_mentions=discord.AllowedMentions.none(),
+            )
+            return MessageRef(chat=chat.chat, id=str(answer.id))
         flags = discord.MessageFlags(suppress_embeds=True, suppress_notifications=quiet)
         params = handle_message_parameters(
             content=content, flags=flags, allowed_mentions=discord.AllowedMentions.none()
@@ -356,6 +428,14 @@ class DiscordAdapter:
         interaction = self._presses.pop(press.id, None)
         if interaction is not None:
             await interaction.response.send_message(_plain(note), ephemeral=True)
+
+
+def _remember(pending: dict[str, discord.Interaction], interaction: discord.Interaction) -> None:
+    """Keep an interaction until it is answered; the oldest go past `REMEMBERED` (the
+    ones the allowlist dropped, which are never answered)."""
+    pending[str(interaction.id)] = interaction
+    while len(pending) > REMEMBERED:
+        pending.pop(next(iter(pending)))
 
 
 def _plain(text: str) -> str:
