@@ -410,3 +410,16 @@ async def test_a_refused_command_registration_leaves_typed_commands_working(
     assert api.fake.commands == []
     assert "slash commands not registered" in caplog.text
     assert TOKEN not in caplog.text
+
+
+async def test_a_command_that_could_not_be_deferred_is_answered_in_the_channel(
+    store: SqlEventStore, api: Api
+) -> None:
+    rig = _rig(store)
+    api.fake.fail_next["interaction_callback"] = 1  # too late, or Discord blinked
+    async with running(bridge(rig.gateway, api.url)):
+        api.fake.slash("usage")
+        await api.fake.wait_for(lambda: len(api.fake.sent()) == 1)
+    assert _contents(api)[0].startswith("0 requests")
+    assert api.fake.sent("followup") == []
+    assert await store.pending_updates("discord") == []

@@ -359,11 +359,16 @@ class DiscordAdapter:
         update = _message(raw)
         if update is None or not self.settings.allowlist.allows(update.key):
             return
-        await interaction.response.defer(thinking=True)
-        _remember(self._commands, interaction)
-        if not await self._deliver(raw):
-            self._commands.pop(str(interaction.id), None)
-            await interaction.followup.send("Stoker could not take the command now; try again.")
+        try:
+            await interaction.response.defer(thinking=True)
+            _remember(self._commands, interaction)
+        except discord.HTTPException as exc:  # too late to answer in place: in the channel
+            log.info("discord: command %s not deferred: %s", interaction.id, exc)
+        if await self._deliver(raw):
+            return
+        if self._commands.pop(str(interaction.id), None) is not None:  # the user is waiting
+            note = "Stoker could not take the command now; try again."
+            await interaction.followup.send(note, ephemeral=True)
 
     def parse(self, raw: Mapping[str, Any]) -> Update | None:
         kind = raw.get("type")
@@ -384,14 +389,17 @@ class DiscordAdapter:
         content = text if markup else _plain(text)
         command = self._commands.pop(ctx.update, None)
         if command is not None:  # its first message replaces the "thinking..." note
-            answer = await command.followup.send(
-                content,
-                wait=True,
-                suppress_embeds=True,
-                silent=quiet,
-                allowed_mentions=discord.AllowedMentions.none(),
-            )
-            return MessageRef(chat=chat.chat, id=str(answer.id))
+            try:
+                answer = await command.followup.send(
+                    content,
+                    wait=True,
+                    suppress_embeds=True,
+                    silent=quiet,
+                    allowed_mentions=discord.AllowedMentions.none(),
+                )
+                return MessageRef(chat=chat.chat, id=str(answer.id))
+            except discord.NotFound:  # the interaction expired (15 min): in the channel
+                log.info("discord: command %s expired; answering in the channel", ctx.update)
         flags = discord.MessageFlags(suppress_embeds=True, suppress_notifications=quiet)
         params = handle_message_parameters(
             content=content, flags=flags, allowed_mentions=discord.AllowedMentions.none()
@@ -426,8 +434,12 @@ class DiscordAdapter:
     async def pressed(self, ctx: Context, press: ButtonPress, note: str) -> None:
         """The note, seen only by who pressed (Discord wants an answer within 3 s)."""
         interaction = self._presses.pop(press.id, None)
-        if interaction is not None:
+        if interaction is None:
+            return
+        try:
             await interaction.response.send_message(_plain(note), ephemeral=True)
+        except discord.HTTPException as exc:  # the note is cosmetic; the answer stands
+            log.info("discord: press %s not acknowledged: %s", press.id, exc)
 
 
 def _remember(pending: dict[str, discord.Interaction], interaction: discord.Interaction) -> None:
