@@ -66,6 +66,7 @@ class FakeDiscord(RecordedCalls):
         self.identified: list[dict[str, Any]] = []  # IDENTIFY payloads, token taken out
         # call name -> how many to fail with a 503 (discord.py itself retries a 500)
         self.fail_next: dict[str, int] = {}
+        self.expired = False  # every interaction is past answering (404 Unknown interaction)
         self.resumed = 0  # sessions resumed
         self.commands: list[dict[str, Any]] = []  # the application's slash commands
         self._tokens: dict[str, int] = {}  # interaction token -> its channel
@@ -280,6 +281,8 @@ class FakeDiscord(RecordedCalls):
     async def callback(self, request: Request) -> Any:
         body = await request.json()
         iid = request.path_params["iid"]
+        if self.expired:
+            return JSONResponse({"message": "Unknown interaction", "code": 10062}, 404)
         failed = self._record(
             "interaction_callback",
             {"interaction_id": iid, "token": request.path_params["tok"], **body},
