@@ -423,3 +423,22 @@ async def test_a_command_that_could_not_be_deferred_is_answered_in_the_channel(
     assert _contents(api)[0].startswith("0 requests")
     assert api.fake.sent("followup") == []
     assert await store.pending_updates("discord") == []
+
+
+async def test_the_users_memory_is_saved_by_a_review_and_read_by_their_next_session(
+    store: SqlEventStore, api: Api, tmp_path: Path
+) -> None:
+    rig = make_rig(store, memory_dir=tmp_path / "memory", review=ReviewConfig(memory_every=1))
+    rig.provider = SimProvider(engine=SimEngine(model=ReviewingModel()), clock=rig.clock)
+    async with running(bridge(rig.gateway, api.url)):
+        await _exchange(api, "hello", replies=2)  # the answer, then "Memory updated"
+        first = await store.chat_session("discord", f"{DM}//{USER}")
+        await _exchange(api, "/new")
+        second = await store.chat_session("discord", f"{DM}//{USER}")
+    assert _contents(api)[1] == "User profile updated"  # the review saved to USER.md
+    assert first is not None
+    assert second is not None
+    old, new = await store.load(first), await store.load(second)
+    assert "likes tea" not in old.prefix.system
+    assert "likes tea" in new.prefix.system  # what the review saved, frozen in /new's prefix
+    assert FORMATTING in new.prefix.system

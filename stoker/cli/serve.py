@@ -29,6 +29,11 @@ id = "alice"
 #   python -c "import hashlib,sys; print(hashlib.sha256(sys.argv[1].encode()).hexdigest())" TOKEN
 token_sha256 = "REPLACE-WITH-THE-SHA256-OF-A-TOKEN"
 
+# Each user's own memory, saved by background reviews and read by their next session:
+# [memory]
+# directory = "memory"
+# review_every = 5
+
 # A chat platform (pip install 'stoker[telegram]'; docs/platforms/telegram.md):
 # [platforms.telegram]
 # token_env = "TELEGRAM_BOT_TOKEN"   # the token from @BotFather, in the environment

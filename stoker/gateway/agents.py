@@ -54,7 +54,7 @@ def build_agent(
         toolsets=settings.toolsets,
         disabled_toolsets=settings.disabled_toolsets,
         system=settings.system,
-        system_sections=(settings.formatting,) if settings.formatting else (),
+        system_sections=tuple(s for s in (settings.formatting, settings.memory) if s),
         effort=settings.effort,
         thinking_budget=settings.thinking_budget,
         max_tokens=settings.max_tokens,

@@ -44,6 +44,10 @@
     first_byte_seconds = 120      # a streamed answer that does not start: retried
     total_seconds = 600           # the whole call, retries included: 504 provider_timeout
 
+    [memory]                      # each user's own memory (stoker.gateway.memory)
+    directory = "memory"          # MEMORY.md and USER.md per user below it (replicas: share it)
+    review_every = 5              # a background review saves what to keep every N turns (0: off)
+
     [[users]]
     id = "alice"
     token_sha256 = "..."          # or token = "..." (hashed when loaded, never kept)
@@ -76,6 +80,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from stoker.agent.keepwarm import SpendLimits
+from stoker.agent.review import ReviewConfig
 from stoker.agent.system_prompt import DEFAULT_SYSTEM
 from stoker.config import (
     DEFAULT_LIMITS,
@@ -164,6 +169,12 @@ class _Approvals(_Strict):
     timeout_seconds: float = Field(default=DEFAULT_TIMEOUT, gt=0, le=MAX_GRACE)
 
 
+class _Memory(_Strict):
+    directory: str  # each user's MEMORY.md and USER.md in a directory of their own here
+    review_every: int = Field(default=5, ge=0)  # user turns between memory reviews (0: off)
+    review_model: str | None = None  # reviews on another model (another cache: see docs)
+
+
 class _User(_Strict):
     id: str
     token_sha256: str | None = None
@@ -182,6 +193,7 @@ class _File(_Strict):
     store: _Store = _Store()
     lifecycle: _Lifecycle = _Lifecycle()
     approvals: _Approvals = _Approvals()
+    memory: _Memory | None = None
     users: list[_User] = []
     platforms: PlatformsSection = PlatformsSection()
 
@@ -212,6 +224,8 @@ class GatewayConfig:
     grace: float = 30.0  # seconds running turns get to finish on SIGTERM
     approval_timeout: float = DEFAULT_TIMEOUT  # seconds a risky call waits for its answer
     platforms: PlatformSettings = field(default_factory=PlatformSettings)  # chat platforms
+    memory_dir: Path | None = None  # per-user memory (None: off)
+    review: ReviewConfig | None = None  # background memory reviews after turns
 
     def __repr__(self) -> str:
         return repr_without_secrets(self)
@@ -330,6 +344,12 @@ def load_config(path: str | Path | None, *, env: Mapping[str, str]) -> GatewayCo
         grace=grace,
         approval_timeout=f.approvals.timeout_seconds,
         platforms=resolve_platforms(f.platforms, env=env, base=base),
+        memory_dir=_path(base, f.memory.directory) if f.memory else None,
+        review=(
+            ReviewConfig(memory_every=f.memory.review_every, model=f.memory.review_model)
+            if f.memory and f.memory.review_every
+            else None
+        ),
     )
 
 

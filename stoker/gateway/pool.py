@@ -36,6 +36,7 @@ from stoker.gateway.agents import (
 )
 from stoker.gateway.cache import AgentCache, CachedAgent
 from stoker.gateway.errors import BadRequest, ToolsRemoved
+from stoker.gateway.memory import MEMORY_TOOLSET, UserMemory
 from stoker.gateway.providers import (
     ProviderFactory,
     ProviderRoute,
@@ -87,8 +88,10 @@ class AgentPool:
         cache_key_scope: Literal["agent", "user"] = "agent",
         telemetry: Telemetry = NO_TELEMETRY,
         review: ReviewConfig | None = None,
+        memory: UserMemory | None = None,
     ) -> None:
         self.store = store
+        self.memory = memory  # each user's memory files and `memory` tool (None: off)
         self.telemetry = telemetry
         self.review = review  # background memory/skill reviews after turns (None: off)
         self.cache_key_scope = cache_key_scope
@@ -136,12 +139,19 @@ class AgentPool:
         a short digest of the key (a workspace's cache is its own; the key is never kept)."""
         return {"provider": settings.provider, "key": self._key_sha[:16] if self._key_sha else None}
 
-    def agent_for(self, settings: SessionSettings) -> Agent:
+    def agent_for(self, settings: SessionSettings, user: str | None = None) -> Agent:
+        """The agent `settings` describe; with per-user memory on, `user`'s `memory` tool
+        is among its tools (the same spec for everyone, writing to the user's files)."""
         provider = self.provider_for(settings)
+        registry = self.registry
+        if self.memory is not None and user is not None:
+            registry = self.memory.registry(user, self.registry)
+            if settings.toolsets is not None and MEMORY_TOOLSET not in settings.toolsets:
+                settings = replace(settings, toolsets=(*settings.toolsets, MEMORY_TOOLSET))
         return build_agent(
             settings,
             provider=provider,
-            registry=self.registry,
+            registry=registry,
             clock=self._clock,
             telemetry=self.telemetry,
             fallbacks=[self._fallback(settings, spec) for spec in settings.fallbacks],
@@ -182,8 +192,10 @@ class AgentPool:
         unknown = sorted(set(chosen) - PER_SESSION)
         if unknown:
             raise BadRequest(f"cannot set {unknown} per session; allowed: {sorted(OVERRIDABLE)}")
+        if self.memory is not None:  # read now, frozen into this session's prefix
+            chosen["memory"] = self.memory.snapshot(user)
         settings = self.defaults.with_overrides(chosen)
-        agent = self.agent_for(settings)
+        agent = self.agent_for(settings, user)
         if self.cache_key_scope == "user":  # the new lineage's OpenAI key is the user's own
             agent = replace(agent, cache_scope=user_scope(user))
         sid = new_session_id()
@@ -271,7 +283,7 @@ class AgentPool:
         built = replace(
             built, provider=wanted.provider, base_url=wanted.base_url, api_mode=wanted.api_mode
         )
-        before, agent = self.agent_for(built), self.agent_for(wanted)
+        before, agent = self.agent_for(built, user), self.agent_for(wanted, user)
         await self._tell_removals(stored, before=before, after=agent, wanted=wanted)
         sink = SessionSink(self.store, session_id, written=head.events, loaded=stored)
         session = await before.open(sink, session_id, create=False)

@@ -61,6 +61,8 @@ def build_gateway(
         cache_key_scope=config.cache_key_scope,
         telemetry=telemetry_from(config.telemetry),
         approval_timeout=config.approval_timeout,
+        memory_dir=config.memory_dir,
+        review=config.review,
     )
 
 

@@ -18,6 +18,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import replace
+from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 from stoker.agent.keepwarm import SpendLimits
@@ -34,6 +35,7 @@ from stoker.gateway.commands import parse as parse_command
 from stoker.gateway.commands import run as run_command
 from stoker.gateway.errors import BadRequest, NotFound, PayloadTooLarge, Unavailable
 from stoker.gateway.keepwarm import GatewayKeepWarm
+from stoker.gateway.memory import UserMemory
 from stoker.gateway.pool import KEEP, AgentPool
 from stoker.gateway.providers import (
     ProviderFactory,
@@ -76,6 +78,7 @@ class Gateway:
         replica: str | None = None,
         approval_timeout: float = DEFAULT_TIMEOUT,
         review: ReviewConfig | None = None,
+        memory_dir: Path | None = None,
     ) -> None:
         self.store = store
         self.telemetry = telemetry  # spans of its agents' turns; the app adds trace context
@@ -96,6 +99,7 @@ class Gateway:
             cache_key_scope=cache_key_scope,
             telemetry=telemetry,
             review=review,
+            memory=UserMemory(memory_dir, clock=clock) if memory_dir is not None else None,
         )
         self.keep_warm = GatewayKeepWarm(self.pool, clock, keep_warm_limits, holder=self.replica)
         self._keep_warm_on = keep_warm

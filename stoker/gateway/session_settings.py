@@ -22,9 +22,10 @@ from stoker.errors import ConfigError
 # What a user may choose per session; everything else is the operator's.
 OVERRIDABLE = frozenset({"model", "effort", "thinking_budget"})
 # What the surface a session is served on sets when it creates it (a chat platform and
-# its formatting rules): stored with the session like a user's choices, so every rebuild
-# of it (and /new, /clear) has the same system prompt sections, never today's.
-SURFACE = frozenset({"platform", "formatting"})
+# its formatting rules; the user's memory as it was then): stored with the session like a
+# user's choices, so every rebuild of it has the same system prompt sections, never
+# today's. /new and /clear keep the surface; the memory is read again for each new session.
+SURFACE = frozenset({"platform", "formatting", "memory"})
 PER_SESSION = OVERRIDABLE | SURFACE
 REASONING_FIELDS = ("effort", "thinking_budget")
 _LEVEL = re.compile(r"^[a-z]{1,16}$")
@@ -52,6 +53,7 @@ class SessionSettings:
     fallback_cooldown: float = 0.0
     platform: str = ""  # the chat platform a session serves ("" for HTTP clients)
     formatting: str = ""  # that platform's formatting rules: a system prompt section
+    memory: str = ""  # the user's memory when the session was created: a section too
 
     @property
     def reasoning(self) -> tuple[str | None, int | None]:
