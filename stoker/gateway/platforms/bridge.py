@@ -35,6 +35,7 @@ from stoker.agent.seams import Callbacks
 from stoker.errors import StokerError, StoreError
 from stoker.gateway.errors import Unavailable
 from stoker.gateway.platforms.access import Allowlist, ChatRates
+from stoker.gateway.platforms.attachments import WITHOUT_TEXT, Prepared, prepare
 from stoker.gateway.platforms.base import (
     Adapter,
     ButtonPress,
@@ -54,6 +55,7 @@ from stoker.tools import (
     ToolProgress,
 )
 from stoker.tools.approval import BY_TIMEOUT
+from stoker.wire.blocks import ImageBlock, TextBlock
 
 log = logging.getLogger(__name__)
 
@@ -62,10 +64,6 @@ TYPING_EVERY = 4.0  # seconds: platforms show "typing" for about five
 RETRY_EVERY = 15.0  # seconds between looks for updates whose handling failed
 MAX_ATTEMPTS = 5  # tries per update in one process before it is given up
 LEASE_SECONDS = 60.0  # renewed while an update is handled: a dead replica's expires soon
-NO_ATTACHMENTS = (
-    "I can only read text here for now: photos and files are not passed to the model. "
-    "Please describe it in words, or paste the text."
-)
 
 
 def chat_of(key: ChatKey) -> ChatRef:
@@ -264,7 +262,9 @@ class Bridge:
             return
         hold = asyncio.create_task(self._hold(lease))
         try:
-            await self._handle(message)
+            await self._handle(
+                message, last_try=self._attempts.get(message.id, 0) + 1 >= MAX_ATTEMPTS
+            )
             self._attempts.pop(message.id, None)
         except Exception:
             tries = self._attempts[message.id] = self._attempts.get(message.id, 0) + 1
@@ -298,16 +298,20 @@ class Bridge:
             await self.gateway.store.bind_chat(self.name, key.stored, sid)
         return sid
 
-    async def _handle(self, message: Message) -> None:
+    async def _handle(self, message: Message, *, last_try: bool = False) -> None:
         """Run the message's turn (or replay it), then deliver what it produced. Each
         message delivered is counted in the store, so a retry after a failure part-way
-        through a long reply sends only what did not arrive."""
+        through a long reply sends only what did not arrive. What of the attachments the
+        model cannot take is said first; a message of nothing else gets no turn."""
         ctx, chat = Context(update=message.id), chat_of(message.key)
         outbox: list[tuple[str, bool, bool]] = []  # (text, markup, quiet)
+        attached = Prepared()
         if message.attachments:
-            outbox.append((NO_ATTACHMENTS, False, False))
-        if message.text.strip():
-            reply = await self._turn(message, ctx, chat)
+            attached = await self._attached(message, ctx, last_try)
+            if attached.reply:
+                outbox.append((attached.reply, False, False))
+        if message.text.strip() or attached.blocks:
+            reply = await self._turn(message, ctx, chat, attached.blocks)
             if reply.new_session_id:  # /new, /reset, /clear: the chat moves with it
                 await self.gateway.store.bind_chat(
                     self.name, message.key.stored, reply.new_session_id
@@ -327,7 +331,33 @@ class Bridge:
                 await store.mark_delivered(self.name, message.id, i + 1)
         await store.finish_update(self.name, message.id)
 
-    async def _turn(self, message: Message, ctx: Context, chat: ChatRef) -> Reply:
+    async def _attached(self, message: Message, ctx: Context, last_try: bool) -> Prepared:
+        """The message's attachments as blocks for its session's model (downloaded here,
+        so a restart downloads them again from the stored update)."""
+        user = message.key.gateway_user
+        try:
+            model = await self.gateway.model_info(user, await self._session(message.key))
+        except (StoreError, Unavailable):
+            raise  # the update stays pending
+        except StokerError as exc:  # the session cannot run as configured: the turn says why
+            log.info("%s: message %s: attachments not read: %s", self.name, message.id, exc)
+            return Prepared()
+        return await prepare(
+            self.adapter,
+            ctx,
+            message.attachments,
+            model=model,
+            text_limit=self.gateway.max_message_chars,
+            last_try=last_try,
+        )
+
+    async def _turn(
+        self,
+        message: Message,
+        ctx: Context,
+        chat: ChatRef,
+        blocks: Sequence[ImageBlock | TextBlock],
+    ) -> Reply:
         sid = await self._session(message.key)
         status = _Status(adapter=self.adapter, ctx=ctx, chat=chat)
 
@@ -342,7 +372,8 @@ class Bridge:
             return await self.gateway.send(
                 message.key.gateway_user,
                 sid,
-                message.text,
+                message.text if message.text.strip() else WITHOUT_TEXT,
+                blocks=blocks,
                 idempotency_key=f"{self.name}:{message.id}",
                 callbacks=callbacks,
             )
