@@ -16,7 +16,9 @@ An update whose handling failed (the platform refused the answer, the database b
 stays pending and is tried again every `retry_every` seconds, `MAX_ATTEMPTS` times in
 this process, then given up with a warning. While a turn runs the chat shows typing, tool
 calls appear as edits of one status message, and a background review's summary comes as
-a quiet follow-up.
+a quiet follow-up. A message's attachments are downloaded when it is handled (again after
+a restart, from the stored update) and become blocks after its text or one reply saying
+what was not passed (`attachments.py`).
 """
 
 from __future__ import annotations
