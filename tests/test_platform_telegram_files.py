@@ -22,7 +22,7 @@ from tests.images import png
 from tests.store_fixtures import reopen
 from tests.telegram_rig import USER, Api, api, bridge, running
 from tests.test_gateway_support import Wrapped
-from tests.test_platform_telegram import _rig
+from tests.test_platform_telegram import _rig, _Stuck
 
 __all__ = ["api"]
 
@@ -255,3 +255,28 @@ async def test_the_message_after_an_image_reads_the_whole_prefix_with_the_image(
     # the image is in what was read: its tokens (the simulator's rule) and more
     image_tokens = len(base64.b64encode(png(320, 320))) // 1000
     assert with_image.usage.written > image_tokens > 0
+
+
+async def test_a_turn_cut_off_with_its_photo_is_finished_after_a_restart_not_sent_twice(
+    store: SqlEventStore, api: Api
+) -> None:
+    rig = _rig(store)
+    sim = _sim(rig)
+    stuck = _Stuck(sim)  # hangs on the turn whose text starts with "stuck"
+    rig.provider = stuck  # type: ignore[assignment]
+    first = bridge(rig.gateway, api.url)
+    await first.start()
+    update = api.fake.photo("stuck: what is in it?")
+    await stuck.entered.wait()
+    await first.stop(grace=0)  # the process dies mid-turn, its user message stored
+    lease = f"platform:telegram:{update['update_id']}"
+    assert await store.take_lease(lease, "the-dead-process", seconds=0.1)
+    rig.provider = sim
+    second = bridge(rig.another_process(store), api.url, retry_every=0.2)
+    async with running(second):
+        await api.fake.wait_for(lambda: len(api.fake.sent()) == 1)
+    assert api.fake.texts() == ["Understood: stuck: what is in it?"]
+    # the photo went once, with its text; the restart finished that turn
+    assert await _asked(store) == [(TextBlock(text="stuck: what is in it?"), _image(png(90, 90)))]
+    assert len(sim.requests) == 1
+    assert await store.pending_updates("telegram") == []
