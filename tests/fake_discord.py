@@ -29,7 +29,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Mount, Route, WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from tests.fake_platform import RecordedCalls
+from tests.fake_platform import HeldFiles, RecordedCalls
 
 BOT_ID = 1100000000000000001
 APP_ID = 1100000000000000002
@@ -70,6 +70,7 @@ class FakeDiscord(RecordedCalls):
         self.resumed = 0  # sessions resumed
         self.commands: list[dict[str, Any]] = []  # the application's slash commands
         self._tokens: dict[str, int] = {}  # interaction token -> its channel
+        self.files = HeldFiles()  # what users attached, served as the CDN
         # The gateway session (the server loop's alone): its id, sequence, what it sent.
         self._session = ""
         self._seq = 0
@@ -87,29 +88,44 @@ class FakeDiscord(RecordedCalls):
         user: int = USER,
         channel: int = DM,
         mention: bool = False,
-        attachments: int = 0,
+        files: list[dict[str, Any]] | None = None,
     ) -> dict[str, Any]:
-        """A user writes; `mention` puts the bot's mention in front, as Discord does."""
+        """A user writes; `mention` puts the bot's mention in front, as Discord does;
+        `files` are attachments made by `file`."""
         content = f"<@{BOT_ID}> {text}" if mention else text
         message = self._message(
             channel,
             _user(user, f"user{user % 1000}"),
             content,
             mentions=[_user(BOT_ID, "stoker", bot=True)] if mention else [],
-            attachments=[
-                {
-                    "id": str(next(self._ids)),
-                    "filename": f"photo{i}.png",
-                    "size": 1024,
-                    "url": "https://cdn.example/photo.png",
-                    "proxy_url": "https://cdn.example/photo.png",
-                    "content_type": "image/png",
-                }
-                for i in range(attachments)
-            ],
+            attachments=files or [],
         )
         self._dispatch("MESSAGE_CREATE", self._in_guild(message, user))
         return message
+
+    def file(
+        self,
+        name: str,
+        content_type: str,
+        data: bytes,
+        *,
+        stated: int | None = None,
+        endless: bool = False,
+        url: str = "",
+    ) -> dict[str, Any]:
+        """An attachment a user sends (for `user_message(files=...)`), held to be served
+        as the CDN does (`stated`: the size Discord says, when not the real one;
+        `endless`: a download that never ends; `url`: a link elsewhere)."""
+        file_id = self.files.keep(data, endless=endless)
+        link = url or f"{self.url}/attachments/{CHANNEL}/{file_id}/{name}?ex=67a1&is=67a0&hm=ab"
+        return {
+            "id": str(next(self._ids)),
+            "filename": name,
+            "size": len(data) if stated is None else stated,
+            "url": link,
+            "proxy_url": link,
+            "content_type": content_type,
+        }
 
     def press(self, sent: dict[str, Any], button: int, *, user: int = USER) -> dict[str, Any]:
         """A user presses the `button`-th button of a message the bot sent."""
@@ -300,6 +316,15 @@ class FakeDiscord(RecordedCalls):
             "resource": None,
         }
 
+    async def download(self, request: Request) -> Response:
+        """The CDN: an attachment's bytes to anyone with its signed link (no token)."""
+        file_id = request.path_params["file"]
+        with self._lock:
+            self.calls.append(
+                ("download", {"file": file_id, "token": "authorization" in request.headers})
+            )
+        return self.files.response(file_id)
+
     async def set_commands(self, request: Request) -> Any:
         body = await request.json()
         failed = self._record("set_commands", {"application_id": request.path_params["app"]})
@@ -451,7 +476,11 @@ class FakeDiscord(RecordedCalls):
             Route("/webhooks/{app}/{tok}", self._rest(self.followup), methods=["POST"]),
         ]
         return Starlette(
-            routes=[Mount("/api/v10", routes=rest), WebSocketRoute("/gateway", self.gateway)]
+            routes=[
+                Mount("/api/v10", routes=rest),
+                WebSocketRoute("/gateway", self.gateway),
+                Route("/attachments/{channel}/{file}/{name}", self.download),
+            ]
         )
 
 

@@ -1,12 +1,17 @@
-"""What every fake chat-platform API keeps: the calls the bot made, to read back and wait on."""
+"""What every fake chat-platform API keeps: the calls the bot made, to read back and wait
+on, and the files users sent, to serve."""
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
+
+from starlette.responses import Response, StreamingResponse
 
 
 class RecordedCalls:
@@ -32,3 +37,43 @@ class RecordedCalls:
             if time.monotonic() > deadline:
                 raise AssertionError(f"timed out; the bot called: {self.calls}")
             await asyncio.sleep(0.01)
+
+
+CHUNK = 65_536
+
+
+@dataclass
+class HeldFiles:
+    """The files a fake platform holds and serves as its file server does: streamed in
+    chunks without a Content-Length (the reader must count for itself), counting what
+    was sent; an `endless` one never ends, zeros following its bytes."""
+
+    data: dict[str, bytes] = field(default_factory=dict)  # id -> its bytes
+    endless: set[str] = field(default_factory=set)
+    served: dict[str, int] = field(default_factory=dict)  # id -> bytes streamed
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def keep(self, data: bytes, *, endless: bool = False) -> str:
+        """Hold `data`; its id."""
+        with self._lock:
+            file_id = f"file{len(self.data) + 1}"
+            self.data[file_id] = data
+            if endless:
+                self.endless.add(file_id)
+        return file_id
+
+    def response(self, file_id: str) -> Response:
+        with self._lock:
+            data, endless = self.data.get(file_id), file_id in self.endless
+        if data is None:
+            return Response(status_code=404)
+
+        async def chunks() -> AsyncIterator[bytes]:
+            parts = (data[i : i + CHUNK] for i in range(0, len(data), CHUNK))
+            for part in itertools.chain(parts, itertools.repeat(bytes(CHUNK)) if endless else ()):
+                with self._lock:
+                    self.served[file_id] = self.served.get(file_id, 0) + len(part)
+                yield part
+                await asyncio.sleep(0)
+
+        return StreamingResponse(chunks(), media_type="application/octet-stream")

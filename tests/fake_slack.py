@@ -10,6 +10,10 @@ past 40,000 characters, `no_text`, `already_reacted`, `no_reaction`,
 interactivity payloads and slash commands, signed with the app's signing secret
 (`v0=` HMAC-SHA256 of `v0:TIMESTAMP:BODY`), computed here independently of the SDK.
 
+Files a user shares come in the message event (`file`), with a `url_private_download`
+on this server that streams the bytes to a request with the bot token and, as Slack does
+for a token that may not read them, redirects any other request to a sign-in page.
+
 Socket Mode: `apps.connections.open` (with the app-level token) answers a websocket URL
 on this server; the socket says `hello`, then sends each queued envelope
 (`events_api`, `interactive`, `slash_commands`) and records the app's acknowledgements
@@ -26,17 +30,18 @@ import itertools
 import json
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlencode
 
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Route, WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from tests.fake_platform import RecordedCalls
+from tests.fake_platform import HeldFiles, RecordedCalls
 
 BOT_USER = "UBOT0001"
 BOT_ID = "BBOT0001"
@@ -60,6 +65,9 @@ class FakeSlack(RecordedCalls):
     fail_next: dict[str, int] = field(default_factory=dict)  # method -> 500s to answer
     limit_next: dict[str, int] = field(default_factory=dict)  # method -> 429s to answer
     app_token: str = ""
+    base_url: str = ""  # where this fake is served (the files' download links point there)
+    files: HeldFiles = field(default_factory=HeldFiles)
+    files_read: bool = True  # the app has the files:read scope
     unacked: dict[str, dict[str, Any]] = field(default_factory=dict)  # Socket Mode, by id
     acks: list[str] = field(default_factory=list)
     connections: int = 0
@@ -79,7 +87,7 @@ class FakeSlack(RecordedCalls):
         channel: str = "D0DM0001",
         channel_type: str = "im",
         thread_ts: str | None = None,
-        files: int = 0,
+        files: Sequence[dict[str, Any]] = (),
         **extra: Any,
     ) -> dict[str, Any]:
         """An `event_callback` envelope of a user's message."""
@@ -96,7 +104,7 @@ class FakeSlack(RecordedCalls):
             event["thread_ts"] = thread_ts
         if files:
             event["subtype"] = "file_share"
-            event["files"] = [{"id": f"F{i}", "name": f"f{i}.png"} for i in range(files)]
+            event["files"] = list(files)
         return {
             "token": "legacy-verification-token",
             "team_id": TEAM,
@@ -109,6 +117,45 @@ class FakeSlack(RecordedCalls):
                 {"team_id": TEAM, "user_id": BOT_USER, "is_bot": True, "enterprise_id": None}
             ],
         }
+
+    def file(
+        self,
+        name: str,
+        mimetype: str,
+        data: bytes,
+        *,
+        stated: int | None = None,
+        endless: bool = False,
+    ) -> dict[str, Any]:
+        """A file a user shares (for `event(files=...)`), held here to be downloaded
+        (`stated`: the size Slack says, when not the real one; `endless`: a download that
+        never ends)."""
+        file_id = self.files.keep(data, endless=endless)
+        return {
+            "id": file_id,
+            "name": name,
+            "title": name,
+            "mimetype": mimetype,
+            "filetype": name.rpartition(".")[2],
+            "size": len(data) if stated is None else stated,
+            "mode": "hosted",
+            "url_private": f"{self.base_url}/files-pri/{TEAM}-{file_id}/{name}",
+            "url_private_download": f"{self.base_url}/files-pri/{TEAM}-{file_id}/download/{name}",
+        }
+
+    async def download(self, request: Request) -> Response:
+        """A file's download link: its bytes for the bot token (of an app with the
+        files:read scope), a redirect to the sign-in page otherwise."""
+        file_id = request.path_params["file"].removeprefix(f"{TEAM}-")
+        bearer = request.headers.get("authorization") == f"Bearer {self.token}"
+        authorized = bearer and self.files_read
+        with self._lock:
+            self.calls.append(("download", {"file": file_id, "authorized": authorized}))
+        if not authorized:
+            return RedirectResponse(
+                f"{self.base_url}/?redir=%2Ffiles-pri%2F{file_id}", status_code=302
+            )
+        return self.files.response(file_id)
 
     def press_payload(
         self, sent: dict[str, Any], button: int, *, user: str = "U0USER01"
@@ -296,6 +343,7 @@ class FakeSlack(RecordedCalls):
         return Starlette(
             routes=[
                 Route("/api/{method}", self.endpoint, methods=["GET", "POST"]),
+                Route("/files-pri/{file}/download/{name}", self.download, methods=["GET"]),
                 WebSocketRoute("/link/", self.link),
             ]
         )

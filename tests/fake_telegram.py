@@ -2,10 +2,12 @@
 
 It implements what the gateway's adapter calls (getMe, getUpdates with long polling and
 offset confirmation, sendMessage, editMessageText, sendChatAction, answerCallbackQuery,
-setWebhook, deleteWebhook) the way Telegram does: form fields holding JSON values,
-`{"ok": ..., "result": ...}` bodies, 401 for a wrong token, 400 for a message over
-4096 UTF-16 units or for HTML it cannot parse. Tests queue user updates and read what
-the bot sent.
+setWebhook, deleteWebhook, getFile) the way Telegram does: form fields holding JSON
+values, `{"ok": ..., "result": ...}` bodies, 401 for a wrong token, 400 for a message over
+4096 UTF-16 units or for HTML it cannot parse, 400 "file is too big" from getFile past
+20 MB. Files are served at `/file/bot<token>/<file_path>`, streamed in chunks, counting
+what was sent. Tests queue user updates (texts, photos, documents, voice notes) and read
+what the bot sent.
 """
 
 from __future__ import annotations
@@ -23,12 +25,14 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from tests.fake_platform import RecordedCalls
+from tests.fake_platform import HeldFiles, RecordedCalls
+from tests.images import png
 
 BOT_ID = 777000111
 BOT_USERNAME = "stoker_test_bot"
 TEXT_FIELDS = frozenset({"text", "callback_query_id", "url", "secret_token", "parse_mode"})
 _TAGS = frozenset({"b", "strong", "i", "em", "u", "s", "code", "pre", "a", "blockquote"})
+MAX_BOT_FILE = 20_000_000  # getFile refuses bigger files
 
 
 class _Html(HTMLParser):
@@ -68,6 +72,8 @@ class FakeTelegram(RecordedCalls):
     fail_next: dict[str, int] = field(default_factory=dict)  # method -> 500s to answer
     flood: set[int] = field(default_factory=set)  # sendMessage calls (1-based) answered 429
     broken: set[int] = field(default_factory=set)  # sendMessage calls (1-based) answered 500
+    files: HeldFiles = field(default_factory=HeldFiles)
+    stated: dict[str, int] = field(default_factory=dict)  # file_id -> the size getFile says
     _next_update: int = 1000
     _next_message: int = 1
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -94,17 +100,61 @@ class FakeTelegram(RecordedCalls):
             message["entities"] = [{"type": "bot_command", "offset": 0, "length": len(word)}]
         return self._queue({"message": message})
 
-    def photo(self, caption: str = "", *, user: int = 42) -> dict[str, Any]:
+    def file(
+        self, data: bytes, *, stated: int | None = None, endless: bool = False
+    ) -> dict[str, Any]:
+        """Keep `data` as a file Telegram holds; its id and size as messages carry them
+        (`stated`: the size Telegram says, when it is not the real one; `endless`: the
+        download never ends, zeros following the data)."""
+        file_id = self.files.keep(data, endless=endless)
+        size = len(data) if stated is None else stated
+        with self._lock:
+            self.stated[file_id] = size
+        return {"file_id": file_id, "file_unique_id": f"u{file_id}", "file_size": size}
+
+    def attached(
+        self, carried: dict[str, Any], caption: str = "", *, user: int = 42
+    ) -> dict[str, Any]:
+        """Queue a message of `user` carrying `carried` (e.g. {"voice": ...}) and `caption`."""
         message: dict[str, Any] = {
             "message_id": self._message_id(),
             "date": int(time.time()),
             "chat": {"id": user, "type": "private"},
             "from": {"id": user, "is_bot": False, "first_name": f"user{user}"},
-            "photo": [{"file_id": "ph1", "file_unique_id": "u1", "width": 90, "height": 90}],
+            **carried,
         }
         if caption:
             message["caption"] = caption
         return self._queue({"message": message})
+
+    def photo(
+        self, caption: str = "", *, user: int = 42, sizes: tuple[tuple[int, int], ...] = ((90, 90),)
+    ) -> dict[str, Any]:
+        """A photo in the sizes Telegram makes of it (each a real PNG here), smallest first."""
+        entries = [{**self.file(png(w, h)), "width": w, "height": h} for w, h in sizes]
+        return self.attached({"photo": entries}, caption, user=user)
+
+    def document(
+        self,
+        data: bytes,
+        name: str,
+        mime_type: str,
+        caption: str = "",
+        *,
+        stated: int | None = None,
+        endless: bool = False,
+    ) -> dict[str, Any]:
+        """A file sent as a document (an image too, when sent "as a file")."""
+        entry = {
+            **self.file(data, stated=stated, endless=endless),
+            "file_name": name,
+            "mime_type": mime_type,
+        }
+        return self.attached({"document": entry}, caption)
+
+    def voice(self, caption: str = "") -> dict[str, Any]:
+        entry = {**self.file(b"OggS" + bytes(2000)), "duration": 3, "mime_type": "audio/ogg"}
+        return self.attached({"voice": entry}, caption)
 
     def press(self, sent: dict[str, Any], button: int, *, user: int = 42) -> dict[str, Any]:
         """Queue a press of button `button` of the bot's message `sent` (from `posted`)."""
@@ -245,11 +295,41 @@ class FakeTelegram(RecordedCalls):
             return True
         if method in ("sendChatAction", "answerCallbackQuery"):
             return True
+        if method == "getFile":
+            return self._get_file(str(params.get("file_id", "")))
         return _bad(404, "Not Found: method not found")
+
+    def _get_file(self, file_id: str) -> Any:
+        with self._lock:
+            size = self.stated.get(file_id)
+        if size is None:
+            return _bad(400, "Bad Request: invalid file_id")
+        if size > MAX_BOT_FILE:
+            return _bad(400, "Bad Request: file is too big")
+        path = f"documents/{file_id}.bin"
+        return {
+            "file_id": file_id,
+            "file_unique_id": f"u{file_id}",
+            "file_size": size,
+            "file_path": path,
+        }
+
+    async def download(self, request: Request) -> Response:
+        if request.path_params["token"] != self.token:
+            return JSONResponse(
+                {"ok": False, "error_code": 401, "description": "Unauthorized"}, status_code=401
+            )
+        name = request.path_params["path"].rsplit("/", 1)[-1].removesuffix(".bin")
+        with self._lock:
+            self.calls.append(("download", {"file_id": name}))
+        return self.files.response(name)
 
     def app(self) -> Starlette:
         return Starlette(
-            routes=[Route("/bot{token}/{method}", self.endpoint, methods=["GET", "POST"])]
+            routes=[
+                Route("/bot{token}/{method}", self.endpoint, methods=["GET", "POST"]),
+                Route("/file/bot{token}/{path:path}", self.download, methods=["GET"]),
+            ]
         )
 
 

@@ -41,6 +41,7 @@ class Api:
 def api() -> Iterator[Api]:
     fake = FakeSlack(token=TOKEN, signing_secret=SIGNING_SECRET)
     with serve_in_thread(fake.app()) as url:
+        fake.base_url = url
         yield Api(fake=fake, url=url)
 
 

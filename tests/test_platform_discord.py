@@ -5,6 +5,7 @@ simulator as the model."""
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import logging
 import re
@@ -16,18 +17,19 @@ import pytest
 from stoker.agent.review import ReviewConfig
 from stoker.gateway.platforms.access import Allowlist
 from stoker.gateway.platforms.base import ChatKey
-from stoker.gateway.platforms.bridge import NO_ATTACHMENTS
 from stoker.gateway.platforms.discord import FORMATTING
 from stoker.providers.sim.engine import SimEngine
 from stoker.providers.sim.provider import SimProvider
 from stoker.store.base import SqlEventStore
 from stoker.tools import ToolRegistry, Toolset
 from stoker.toolsets.workspace import workspace_toolset
+from stoker.wire.blocks import MAX_IMAGE_BYTES, ImageBlock, TextBlock
 from stoker.wire.messages import UserMessage
 from stoker.wire.record import CacheRecord
 from tests.discord_rig import TOKEN, Api, api, bridge
 from tests.fake_discord import CHANNEL, DM, GUILD, USER
 from tests.helpers import make_registry
+from tests.images import png
 from tests.store_fixtures import reopen
 from tests.telegram_rig import LONG, ChatModel, running
 from tests.test_gateway_support import make_rig
@@ -263,7 +265,8 @@ async def test_nobody_outside_the_allowlist_gets_anything(store: SqlEventStore, 
     async with running(bridge(rig.gateway, api.url, allowlist=Allowlist())) as b:
         api.fake.user_message("hello?", user=99)
         api.fake.user_message("hello?", user=99, channel=CHANNEL, mention=True)
-        api.fake.user_message("a photo", user=99, attachments=1)
+        photo = api.fake.file("p.png", "image/png", png(8, 8))
+        api.fake.user_message("a photo", user=99, files=[photo])
         await asyncio.sleep(0.3)
         question = api.fake.user_message("pretend question")  # not the bot's: no buttons
         assert question["components"] == []
@@ -313,14 +316,56 @@ async def test_a_chats_tenth_message_reads_the_whole_prefix_of_its_ninth(
     assert tenth.usage.read == ninth.usage.read + ninth.usage.written > 0
 
 
-async def test_an_attachment_gets_a_clear_reply_and_its_text_an_answer(
+async def test_an_image_and_a_text_file_reach_the_model_after_the_text(
+    store: SqlEventStore, api: Api
+) -> None:
+    rig = _rig(store)
+    chart, rows = png(64, 48), "day,sales\nmon,3\ntue,5\n"
+    async with running(bridge(rig.gateway, api.url)):
+        files = [
+            api.fake.file("chart.png", "image/png", chart),
+            api.fake.file("sales.csv", "text/csv; charset=utf-8", rows.encode()),
+        ]
+        api.fake.user_message("compare these", files=files)
+        await api.fake.wait_for(lambda: len(api.fake.sent()) == 1)
+    sid = await store.chat_session("discord", f"{DM}//{USER}")
+    assert sid is not None
+    (asked,) = [m.content for m in (await store.load(sid)).messages if isinstance(m, UserMessage)]
+    assert asked == (
+        TextBlock(text="compare these"),
+        ImageBlock(media_type="image/png", data=base64.b64encode(chart).decode()),
+        TextBlock(text=f'<file name="sales.csv">\n{rows}\n</file>'),
+    )
+    assert _contents(api)[0].startswith("Understood: compare these")
+    # from the CDN, which needs no token: the bot sends it none
+    assert api.fake.sent("download") == [
+        {"file": "file1", "token": False},
+        {"file": "file2", "token": False},
+    ]
+
+
+async def test_attachments_the_model_cannot_take_get_a_clear_reply_and_the_text_its_answer(
     store: SqlEventStore, api: Api
 ) -> None:
     rig = _rig(store)
     async with running(bridge(rig.gateway, api.url)):
-        api.fake.user_message("what is in it?", attachments=1)
+        files = [
+            api.fake.file("voice-message.ogg", "audio/ogg", b"OggS" + bytes(300)),
+            api.fake.file("huge.png", "image/png", png(8, 8), stated=900, endless=True),
+            api.fake.file("elsewhere.png", "image/png", png(8, 8), url="https://evil.example/x"),
+        ]
+        api.fake.user_message("what are these?", files=files)
         await api.fake.wait_for(lambda: len(api.fake.sent()) == 2)
-    assert _contents(api) == [NO_ATTACHMENTS, "Understood: what is in it?"]
+    refused, answer = _contents(api)
+    assert refused.splitlines() == [
+        "Not passed to the model:",
+        "- voice-message.ogg (audio/ogg): voice and audio are not passed; please type what it says",
+        "- huge.png: over the 3.9 MB limit",
+        "- elsewhere.png: its download link is not Discord's",
+    ]
+    assert answer == "Understood: what are these?"
+    assert api.fake.files.served["file2"] > MAX_IMAGE_BYTES  # it never ended: the bot stopped
+    assert [d["file"] for d in api.fake.sent("download")] == ["file2"]  # nothing else fetched
 
 
 def _questions(api: Api) -> list[dict[str, Any]]:

@@ -12,7 +12,6 @@ from typing import Any
 from stoker.agent.review import ReviewConfig
 from stoker.gateway.platforms.access import Allowlist
 from stoker.gateway.platforms.base import ChatKey
-from stoker.gateway.platforms.bridge import NO_ATTACHMENTS
 from stoker.gateway.platforms.slack import FORMATTING, WORKING
 from stoker.providers.sim.engine import SimEngine
 from stoker.providers.sim.provider import SimProvider
@@ -23,6 +22,7 @@ from stoker.wire.messages import UserMessage
 from stoker.wire.record import CacheRecord
 from tests.fake_slack import BOT_ID, BOT_USER
 from tests.helpers import make_registry
+from tests.images import png
 from tests.slack_rig import DM, USER, Api, Slack, api, bridge, slack_to
 from tests.store_fixtures import reopen
 from tests.telegram_rig import LONG, ChatModel
@@ -261,7 +261,8 @@ async def test_nobody_outside_the_allowlist_gets_anything(store: SqlEventStore, 
             f"<@{BOT_USER}> hi", user=stranger, channel="C0CHAN01", channel_type="channel"
         )
         assert await slack.deliver(mention) == 200
-        assert await slack.deliver(api.fake.event("look", user=stranger, files=1)) == 200
+        shared = [api.fake.file("look.png", "image/png", png(8, 8))]
+        assert await slack.deliver(api.fake.event("look", user=stranger, files=shared)) == 200
         assert await slack.command("/stoker", "usage", user=stranger) == 200
     assert [name for name, _ in api.fake.calls] == ["auth.test"]
     assert await store.list_sessions() == []
@@ -309,17 +310,6 @@ async def test_a_chats_tenth_message_reads_the_whole_prefix_of_its_ninth(
     ninth, tenth = view.turns[8].records[-1], view.turns[9].records[0]
     assert tenth.explanation.verdict == "hit"
     assert tenth.usage.read == ninth.usage.read + ninth.usage.written > 0
-
-
-async def test_a_file_gets_a_clear_reply_and_its_text_an_answer(
-    store: SqlEventStore, api: Api
-) -> None:
-    rig = _rig(store)
-    async with slack_to(rig.gateway, bridge(rig.gateway, api.url), api) as slack:
-        await _exchange(slack, "what is in it?", files=1, replies=2)
-        await _exchange(slack, "", files=2)
-    assert api.fake.texts() == [NO_ATTACHMENTS, "Understood: what is in it?", NO_ATTACHMENTS]
-    assert await store.pending_updates("slack") == []
 
 
 async def test_tool_progress_edits_one_status_message_and_a_review_follows(

@@ -12,7 +12,6 @@ import pytest
 from stoker.agent.review import ReviewConfig
 from stoker.gateway.platforms.access import Allowlist, RateLimit
 from stoker.gateway.platforms.base import ChatKey
-from stoker.gateway.platforms.bridge import NO_ATTACHMENTS
 from stoker.gateway.platforms.telegram import FORMATTING
 from stoker.providers.base import CallContext, Completion
 from stoker.providers.sim.engine import SimEngine
@@ -326,18 +325,6 @@ async def test_a_chats_tenth_message_reads_the_whole_prefix_of_its_ninth(
     ninth, tenth = view.turns[8].records[-1], view.turns[9].records[0]
     assert tenth.explanation.verdict == "hit"
     assert tenth.usage.read == ninth.usage.read + ninth.usage.written > 0
-
-
-async def test_a_photo_gets_a_clear_reply_and_its_caption_an_answer(
-    store: SqlEventStore, api: Api
-) -> None:
-    rig = _rig(store)
-    async with running(bridge(rig.gateway, api.url)):
-        api.fake.photo("what is in it?")
-        api.fake.photo()
-        await api.fake.wait_for(lambda: len(api.fake.sent()) == 3)
-    assert api.fake.texts() == [NO_ATTACHMENTS, "Understood: what is in it?", NO_ATTACHMENTS]
-    assert await store.pending_updates("telegram") == []
 
 
 async def test_each_user_in_each_group_topic_has_their_own_session(

@@ -1,5 +1,6 @@
-"""What Stoker knows about each model: cache minimums and regimes from data, prices from
-the genai-prices catalogue (`stoker.cache.prices`).
+"""What Stoker knows about each model: cache minimums, regimes and what input it takes
+(images or text only) from data, prices from the genai-prices catalogue
+(`stoker.cache.prices`).
 
 The table lives in `data/models.toml` so a new model is a data edit. A dated snapshot
 name (`claude-sonnet-4-6-20260101`) resolves to its family entry.
@@ -38,6 +39,7 @@ class ModelInfo:
     strips_thinking: bool = False
     retention_24h: bool = False
     context_window: int | None = None  # tokens a request may hold (None: unknown)
+    images: bool = False  # takes image blocks; unknown means no (an image would be refused)
 
     @property
     def input(self) -> float | None:

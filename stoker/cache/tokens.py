@@ -11,7 +11,14 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from stoker.wire.blocks import Block, TextBlock, ThinkingBlock, ToolResultBlock, ToolUseBlock
+from stoker.wire.blocks import (
+    Block,
+    ImageBlock,
+    TextBlock,
+    ThinkingBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+)
 
 _TOKEN = re.compile(r"\s*(?:\w{1,4}|[^\w\s])\s*")
 
@@ -39,4 +46,6 @@ def estimate_tokens(blocks: Iterable[Block]) -> int:
             total += count_tokens(b.name) + count_tokens(b.input_json)
         elif isinstance(b, ToolResultBlock):
             total += count_tokens(b.content)
+        elif isinstance(b, ImageBlock):  # the simulator's rule (stoker.cache.accounting)
+            total += max(1, len(b.data) // 1000)
     return total

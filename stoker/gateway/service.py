@@ -16,7 +16,7 @@ import secrets
 import socket
 import time
 from collections import Counter
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Literal, TypeVar
@@ -25,6 +25,7 @@ from stoker.agent.keepwarm import SpendLimits
 from stoker.agent.review import ReviewConfig
 from stoker.agent.seams import Callbacks
 from stoker.agent.telemetry import NO_TELEMETRY, Telemetry
+from stoker.cache.models import ModelInfo
 from stoker.clock import Clock, SystemClock
 from stoker.config import DEFAULT_LIMITS
 from stoker.errors import SessionNotFound, StoreError, StoreUnavailable
@@ -44,10 +45,13 @@ from stoker.gateway.providers import (
 from stoker.gateway.session_settings import SessionSettings
 from stoker.gateway.sink import Head, read_head
 from stoker.gateway.views import Reply, event_view
+from stoker.providers.base import Provider
 from stoker.session_views import SessionView, answered, show_session
 from stoker.store.base import STARTED, SqlEventStore
 from stoker.store.schema import LATEST
 from stoker.tools import ApprovalDecision, ToolRegistry
+from stoker.wire.blocks import ImageBlock, TextBlock
+from stoker.wire.messages import UserMessage
 from stoker.wire.stored import SessionSummary
 
 log = logging.getLogger(__name__)
@@ -179,6 +183,7 @@ class Gateway:
         session_id: str,
         text: str,
         *,
+        blocks: Sequence[ImageBlock | TextBlock] = (),
         idempotency_key: str | None = None,
         callbacks: Callbacks | None = None,
     ) -> Reply:
@@ -187,6 +192,11 @@ class Gateway:
         A message may hold any Unicode text but NUL (U+0000): PostgreSQL cannot store it
         in text, and one store must not accept what the other refuses. Tabs, newlines and
         the other control characters are text like any other, stored and sent as is.
+
+        `blocks` go after the text in the same user message (a chat platform's images
+        and files; see `model_info` for whether the session's model takes images). The
+        text stays the first block, so it is what the idempotent retry recognizes; a
+        message without blocks is sent exactly as before they existed.
         """
         if len(text) > self.max_message_chars:
             raise PayloadTooLarge(
@@ -199,7 +209,15 @@ class Gateway:
                 f"the message holds a NUL character (U+0000) at index {nul}, "
                 "which cannot be stored; remove it (other control characters are kept)"
             )
+        if any(isinstance(b, TextBlock) and "\x00" in b.text for b in blocks):
+            raise BadRequest(
+                "an attached text holds a NUL character (U+0000), which cannot be stored"
+            )
         command = parse_command(text)
+        if command is not None and blocks:
+            raise BadRequest(
+                f"/{command.name} is a command: send the files in a message of their own"
+            )
         if command is None and text.startswith("//"):
             text = text[1:]
 
@@ -207,10 +225,29 @@ class Gateway:
             if command is not None:
                 return await run_command(self.pool, user, session_id, head, command)
             return await self._turn(
-                user, session_id, head, text, callbacks, key=idempotency_key, retry=started
+                user,
+                session_id,
+                head,
+                text,
+                callbacks,
+                blocks=tuple(blocks),
+                key=idempotency_key,
+                retry=started,
             )
 
         return await self.locked(user, session_id, work, idempotency_key=idempotency_key)
+
+    async def model_info(self, user: str, session_id: str) -> ModelInfo:
+        """The facts of the model `user`'s session is on: whether it takes images, for a
+        platform to decide what to send before the turn. The session's agent is found
+        (or rebuilt) under its lock, as for a turn, so the turn after finds it cached."""
+        await self.authorize(user, session_id)
+        async with self.store.session_lock(session_id):
+            entry = await self.pool.acquire(user, session_id, await self._head(user, session_id))
+            try:
+                return entry.agent.provider.model_info(entry.session.prefix.params.model)
+            finally:
+                self.pool.agents.release(entry)
 
     async def command(
         self,
@@ -245,12 +282,7 @@ class Gateway:
         """
         await self.authorize(user, session_id)
         async with self.store.session_lock(session_id):
-            try:
-                head = await read_head(self.store, session_id)
-            except SessionNotFound:
-                raise NotFound(session_id) from None
-            if head.owner != user:
-                raise NotFound(session_id)
+            head = await self._head(user, session_id)
             started = False
             if idempotency_key is not None:
                 saved = await self.store.idempotent_response(session_id, idempotency_key)
@@ -263,6 +295,17 @@ class Gateway:
                 await self.store.remember_response(session_id, idempotency_key, reply.to_json())
             return reply
 
+    async def _head(self, user: str, session_id: str) -> Head:
+        """The session's head, read under its lock; NotFound unless `user` owns it (it
+        may have been deleted or moved since it was authorized)."""
+        try:
+            head = await read_head(self.store, session_id)
+        except SessionNotFound:
+            raise NotFound(session_id) from None
+        if head.owner != user:
+            raise NotFound(session_id)
+        return head
+
     async def _turn(
         self,
         user: str,
@@ -271,6 +314,7 @@ class Gateway:
         text: str,
         callbacks: Callbacks | None,
         *,
+        blocks: tuple[ImageBlock | TextBlock, ...] = (),
         key: str | None = None,
         retry: bool = False,
     ) -> Reply:
@@ -283,10 +327,11 @@ class Gateway:
             if retry and answered(session.history, text):  # done; only its response was lost
                 view = await show_session(self.store, session_id)
                 return Reply.of_turn(session_id, view.turns[-1].result())
+            message = _with_blocks(entry.agent.provider, session.prefix.params.model, text, blocks)
             if key is not None and not retry:
                 entry.sink.expect(key)
             self.keep_warm.turn_starting(user, session_id)
-            result = await session.send(text, note=note, callbacks=callbacks, retry=retry)
+            result = await session.send(message, note=note, callbacks=callbacks, retry=retry)
         except StoreError:
             # A write the database did not acknowledge may still be in the live session:
             # the next message rebuilds it from what the store holds.
@@ -372,3 +417,15 @@ class Gateway:
         except StoreError as exc:  # the database is gone: the leases expire on their own
             log.warning("could not give back this replica's leases: %s", exc)
         await self.pool.close()
+
+
+def _with_blocks(
+    provider: Provider, model: str, text: str, blocks: tuple[ImageBlock | TextBlock, ...]
+) -> str | UserMessage:
+    """The user message of a turn: the text alone as before, or the text then `blocks`.
+    Images to a model that reads only text fail here, clearly, before any call."""
+    if not blocks:
+        return text
+    if any(isinstance(b, ImageBlock) for b in blocks) and not provider.model_info(model).images:
+        raise BadRequest(f"the model {model} reads text only: send the message without images")
+    return UserMessage(content=(TextBlock(text=text), *blocks))

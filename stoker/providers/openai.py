@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 import openai
 
-from stoker.cache.models import ModelInfo, fallback_info, with_prices
+from stoker.cache.models import ModelInfo, fallback_info, known_models, with_prices
 from stoker.cache.prices import PriceBook
 from stoker.clock import Clock, SystemClock
 from stoker.errors import ConfigError
@@ -147,11 +147,15 @@ class OpenAIProvider(ClosesClient):
         return self._name
 
     def model_info(self, model: str) -> ModelInfo:
-        """Known models from the table; others (self-hosted ones) get OpenAI's usual facts.
-        Priced by the user's overrides, else the catalogue."""
+        """Known models from the table; others (self-hosted ones) get OpenAI's usual facts,
+        but on a compatible server (`base_url`) an unknown model is taken as text only:
+        most self-hosted models are, and they refuse an image block. Priced by the user's
+        overrides, else the catalogue."""
         info = fallback_info(model, "openai")
         if info.provider != "openai":  # a Claude name served by a compatible server
             info = replace(fallback_info("", "openai"), name=model)
+        if self.base_url is not None and info.name not in known_models():
+            info = replace(info, images=False)
         return with_prices(info, self.prices, model)
 
     def _new_client(self) -> openai.AsyncOpenAI:

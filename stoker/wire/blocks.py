@@ -105,9 +105,17 @@ class ToolResultBlock:
         _make_valid(self, "tool_use_id", "content")
 
 
+# What both providers take as an image block (Anthropic: "image exceeds 5 MB maximum",
+# measured on the base64 text; OpenAI allows more, so Anthropic's limit is the one kept).
+IMAGE_TYPES = ("image/jpeg", "image/png", "image/gif", "image/webp")
+MAX_IMAGE_BASE64 = 5 * 1024 * 1024
+MAX_IMAGE_BYTES = MAX_IMAGE_BASE64 // 4 * 3  # the most raw bytes whose base64 fits
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ImageBlock:
-    """An image, frozen as the base64 bytes that were first sent (never re-encoded)."""
+    """An image, frozen as the base64 bytes that were first sent (never re-encoded).
+    Providers take the `IMAGE_TYPES`, up to `MAX_IMAGE_BASE64` characters of data."""
 
     media_type: str
     data: str

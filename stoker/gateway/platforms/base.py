@@ -1,9 +1,11 @@
 """The platform seam: what the gateway needs of one chat platform, and the values it
 trades in.
 
-One adapter per platform (`telegram.py`, `slack.py`, `discord.py`) implements `Adapter`:
-turn a raw update into an `Update`, send a reply, edit it, show typing, and ask a
-question with buttons. Everything else (allowlist, rate limit, deduplication, sessions,
+One adapter per platform (`telegram.py`, `slack.py`, `discord.py`) implements
+`Adapter`: turn a raw update into an `Update`, send a reply, edit it, show typing, ask a
+question with buttons, and download what a message carried (`fetch`). What is done with
+an attachment (passed to the model, or refused with a reason) is the bridge's
+(`attachments.py`). Everything else (allowlist, rate limit, deduplication, sessions,
 turns, splitting) is the bridge's (`bridge.py`), the same for every platform. How a
 platform delivers updates (long polling, a webhook, a socket) is the adapter's own:
 `start` hands each raw update to the `Inbox`, which returns once the update is durably
@@ -17,6 +19,8 @@ from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
 from starlette.routing import BaseRoute
+
+from stoker.errors import StokerError
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -62,13 +66,37 @@ class MessageRef:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class Attachment:
+    """Something a message carried besides its text, as the platform describes it; the
+    bytes come from `Adapter.fetch`, only when they are wanted.
+
+    `kind` is "image" for a picture a model may look at (a photo, an image sent as a
+    file) and "file" for everything else, voice notes, videos and stickers included: a
+    model never takes those, but the user is told so. `media_type` is the platform's
+    word for it ("" when it gave none); `size` is in bytes, 0 when unknown. `ref` is the
+    adapter's own handle to download it (a Telegram file_id, a Slack download URL).
+    """
+
+    kind: Literal["image", "file"]
+    name: str
+    media_type: str
+    size: int
+    ref: str
+
+
+class AttachmentRefused(StokerError):
+    """The platform will not give an attachment (over the limit, gone, not allowed), and
+    asking again would get the same answer. The message says why, for the user."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Message:
     """A user's message: text, and what it carried besides (photos, files)."""
 
     id: str  # the deduplication key (Telegram update_id, Slack event_id, Discord message id)
     key: ChatKey
     text: str
-    attachments: tuple[str, ...] = ()  # kinds of what came with it: "photo", "document"...
+    attachments: tuple[Attachment, ...] = ()
     kind: Literal["message"] = "message"
 
 
@@ -153,6 +181,12 @@ class Adapter(Protocol):
 
     async def pressed(self, ctx: Context, press: ButtonPress, note: str) -> None:
         """Acknowledge a button press (`note`: a short confirmation the user sees)."""
+        ...
+
+    async def fetch(self, ctx: Context, attachment: Attachment, limit: int) -> bytes:
+        """Download `attachment`, streamed: past `limit` bytes it stops reading and raises
+        `AttachmentRefused` (so does a refusal that a retry would not change). Any other
+        error is taken as passing (a network blip): the update is tried again later."""
         ...
 
     async def start(self, inbox: Inbox) -> None:

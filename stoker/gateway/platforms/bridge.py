@@ -16,7 +16,9 @@ An update whose handling failed (the platform refused the answer, the database b
 stays pending and is tried again every `retry_every` seconds, `MAX_ATTEMPTS` times in
 this process, then given up with a warning. While a turn runs the chat shows typing, tool
 calls appear as edits of one status message, and a background review's summary comes as
-a quiet follow-up.
+a quiet follow-up. A message's attachments are downloaded when it is handled (again after
+a restart, from the stored update) and become blocks after its text or one reply saying
+what was not passed (`attachments.py`).
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from stoker.agent.seams import Callbacks
 from stoker.errors import StokerError, StoreError
 from stoker.gateway.errors import Unavailable
 from stoker.gateway.platforms.access import Allowlist, ChatRates
+from stoker.gateway.platforms.attachments import WITHOUT_TEXT, Prepared, prepare
 from stoker.gateway.platforms.base import (
     Adapter,
     ButtonPress,
@@ -54,6 +57,7 @@ from stoker.tools import (
     ToolProgress,
 )
 from stoker.tools.approval import BY_TIMEOUT
+from stoker.wire.blocks import ImageBlock, TextBlock
 
 log = logging.getLogger(__name__)
 
@@ -62,10 +66,6 @@ TYPING_EVERY = 4.0  # seconds: platforms show "typing" for about five
 RETRY_EVERY = 15.0  # seconds between looks for updates whose handling failed
 MAX_ATTEMPTS = 5  # tries per update in one process before it is given up
 LEASE_SECONDS = 60.0  # renewed while an update is handled: a dead replica's expires soon
-NO_ATTACHMENTS = (
-    "I can only read text here for now: photos and files are not passed to the model. "
-    "Please describe it in words, or paste the text."
-)
 
 
 def chat_of(key: ChatKey) -> ChatRef:
@@ -270,7 +270,9 @@ class Bridge:
             return
         hold = asyncio.create_task(self._hold(lease))
         try:
-            await self._handle(message)
+            await self._handle(
+                message, last_try=self._attempts.get(message.id, 0) + 1 >= MAX_ATTEMPTS
+            )
             self._attempts.pop(message.id, None)
         except Exception:
             tries = self._attempts[message.id] = self._attempts.get(message.id, 0) + 1
@@ -304,16 +306,20 @@ class Bridge:
             await self.gateway.store.bind_chat(self.name, key.stored, sid)
         return sid
 
-    async def _handle(self, message: Message) -> None:
+    async def _handle(self, message: Message, *, last_try: bool = False) -> None:
         """Run the message's turn (or replay it), then deliver what it produced. Each
         message delivered is counted in the store, so a retry after a failure part-way
-        through a long reply sends only what did not arrive."""
+        through a long reply sends only what did not arrive. What of the attachments the
+        model cannot take is said first; a message of nothing else gets no turn."""
         ctx, chat = Context(update=message.id), chat_of(message.key)
         outbox: list[tuple[str, bool, bool]] = []  # (text, markup, quiet)
+        attached = Prepared()
         if message.attachments:
-            outbox.append((NO_ATTACHMENTS, False, False))
-        if message.text.strip():
-            reply = await self._turn(message, ctx, chat)
+            attached = await self._attached(message, ctx, last_try)
+            if attached.reply:
+                outbox.append((attached.reply, False, False))
+        if message.text.strip() or attached.blocks:
+            reply = await self._turn(message, ctx, chat, attached.blocks)
             if reply.new_session_id:  # /new, /reset, /clear: the chat moves with it
                 await self.gateway.store.bind_chat(
                     self.name, message.key.stored, reply.new_session_id
@@ -333,7 +339,33 @@ class Bridge:
                 await store.mark_delivered(self.name, message.id, i + 1)
         await store.finish_update(self.name, message.id)
 
-    async def _turn(self, message: Message, ctx: Context, chat: ChatRef) -> Reply:
+    async def _attached(self, message: Message, ctx: Context, last_try: bool) -> Prepared:
+        """The message's attachments as blocks for its session's model (downloaded here,
+        so a restart downloads them again from the stored update)."""
+        user = message.key.gateway_user
+        try:
+            model = await self.gateway.model_info(user, await self._session(message.key))
+        except (StoreError, Unavailable):
+            raise  # the update stays pending
+        except StokerError as exc:  # the session cannot run as configured: the turn says why
+            log.info("%s: message %s: attachments not read: %s", self.name, message.id, exc)
+            return Prepared()
+        return await prepare(
+            self.adapter,
+            ctx,
+            message.attachments,
+            model=model,
+            text_limit=self.gateway.max_message_chars,
+            last_try=last_try,
+        )
+
+    async def _turn(
+        self,
+        message: Message,
+        ctx: Context,
+        chat: ChatRef,
+        blocks: Sequence[ImageBlock | TextBlock],
+    ) -> Reply:
         sid = await self._session(message.key)
         status = _Status(adapter=self.adapter, ctx=ctx, chat=chat)
 
@@ -348,7 +380,8 @@ class Bridge:
             return await self.gateway.send(
                 message.key.gateway_user,
                 sid,
-                message.text,
+                message.text if message.text.strip() else WITHOUT_TEXT,
+                blocks=blocks,
                 idempotency_key=f"{self.name}:{message.id}",
                 callbacks=callbacks,
             )

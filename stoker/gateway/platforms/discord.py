@@ -20,6 +20,8 @@ thread, those that mention the bot (`@Stoker ...`), so the bot needs no privileg
 intent (Discord gives a message's content to a bot it mentions or DMs). A thread is a
 channel of its own, so it is its own chat. Replies are at most 2,000 characters, sent
 with no allowed mentions (model output never pings anyone) and without link embeds.
+Attachments are `Attachment`s with Discord's content type; `fetch` reads them from
+Discord's CDN, which needs no token.
 The gateway's commands are registered as Discord slash commands at each start (a bulk
 overwrite, so the list always matches the gateway's); one is stored like a message,
 keyed by its interaction id, and answered in place of Discord's "thinking..." note.
@@ -33,7 +35,9 @@ import logging
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
+from urllib.parse import urlsplit
 
+import aiohttp
 import discord
 from discord.http import Route, handle_message_parameters
 from starlette.routing import BaseRoute
@@ -41,6 +45,8 @@ from starlette.routing import BaseRoute
 from stoker.errors import ConfigError
 from stoker.gateway.commands import HELP
 from stoker.gateway.platforms.base import (
+    Attachment,
+    AttachmentRefused,
     ButtonPress,
     ChatKey,
     ChatRef,
@@ -51,6 +57,7 @@ from stoker.gateway.platforms.base import (
     Update,
 )
 from stoker.gateway.platforms.discord_markdown import discord_markdown
+from stoker.gateway.platforms.download import read_within
 from stoker.gateway.platforms.redact import Redact
 from stoker.gateway.platforms.settings import DiscordSettings
 from stoker.gateway.platforms.text import render, split, utf16_length
@@ -81,6 +88,8 @@ CONNECT_SECONDS = 60.0  # for the gateway's READY at start
 CATCH_UP_CHATS = 50  # the chats most recently active that a fresh connection catches up
 CATCH_UP_MESSAGES = 100  # per chat: Discord's most per history request
 ACCEPT_TRIES = 4  # a message the inbox could not store, tried again after 1, 2, 4 s
+CDN_HOSTS = frozenset({"cdn.discordapp.com", "media.discordapp.net"})
+DOWNLOAD_TIMEOUT = aiohttp.ClientTimeout(total=60.0)  # one attachment
 REMEMBERED = 256  # button presses and slash commands waiting for their answer
 _ANSWERED = (discord.MessageType.default, discord.MessageType.reply)
 
@@ -160,6 +169,7 @@ class DiscordAdapter:
         self._dm: dict[str, bool] = {}  # channel -> whether it is a direct message
         self._presses: dict[str, discord.Interaction] = {}  # interaction id -> its press
         self._commands: dict[str, discord.Interaction] = {}  # interaction id -> its command
+        self._downloads: aiohttp.ClientSession | None = None  # attachments, from the CDN
 
     @property
     def client(self) -> _Client:
@@ -225,6 +235,9 @@ class DiscordAdapter:
             await asyncio.gather(self._runner, return_exceptions=True)
             self._runner = None
         self._client = None
+        if self._downloads is not None:
+            await self._downloads.close()
+            self._downloads = None
         Route.BASE = self._base
         for name in LOGGERS:
             logging.getLogger(name).removeFilter(self._redact)
@@ -300,7 +313,12 @@ class DiscordAdapter:
             "author_id": str(message.author.id),
             "text": text,
             "attachments": [
-                {"filename": a.filename, "content_type": a.content_type or "", "size": a.size}
+                {
+                    "filename": a.filename,
+                    "content_type": a.content_type or "",
+                    "size": a.size,
+                    "url": a.url,
+                }
                 for a in message.attachments
             ],
         }
@@ -441,6 +459,30 @@ class DiscordAdapter:
         except discord.HTTPException as exc:  # the note is cosmetic; the answer stands
             log.info("discord: press %s not acknowledged: %s", press.id, exc)
 
+    async def fetch(self, ctx: Context, attachment: Attachment, limit: int) -> bytes:
+        """From Discord's CDN (or the configured API's host, a test's fake), without the
+        bot token, which the CDN does not need; never through a redirect."""
+        if not self._cdn(attachment.ref):
+            raise AttachmentRefused("its download link is not Discord's")
+        if self._downloads is None:
+            self._downloads = aiohttp.ClientSession(timeout=DOWNLOAD_TIMEOUT)
+        async with self._downloads.get(attachment.ref, allow_redirects=False) as response:
+            if response.status >= 500:
+                raise ConnectionError(f"Discord's file server answered {response.status}")
+            if response.status in (403, 404):  # its signed link expired, or it was deleted
+                raise AttachmentRefused("Discord no longer serves it (deleted, or too old)")
+            if response.status != 200:
+                raise AttachmentRefused(f"Discord refused the download ({response.status})")
+            return await read_within(
+                response.content.iter_chunked(65536), limit, stated=response.content_length
+            )
+
+    def _cdn(self, url: str) -> bool:
+        target, api = urlsplit(url), urlsplit(self.settings.api_url)
+        if target.scheme == api.scheme and target.netloc == api.netloc:
+            return True
+        return target.scheme == "https" and (target.hostname or "") in CDN_HOSTS
+
 
 def _remember(pending: dict[str, discord.Interaction], interaction: discord.Interaction) -> None:
     """Keep an interaction until it is answered; the oldest go past `REMEMBERED` (the
@@ -463,11 +505,27 @@ def _message(raw: Mapping[str, Any]) -> Message | None:
     if not (isinstance(update, str) and isinstance(channel, str) and isinstance(user, str)):
         return None
     text, files = str(raw.get("text") or ""), raw.get("attachments")
-    attachments = ("file",) * len(files) if isinstance(files, list) else ()
+    attachments = (
+        tuple(_attachment(f) for f in files if isinstance(f, Mapping))
+        if isinstance(files, list)
+        else ()
+    )
     if not text and not attachments:
         return None
     key = ChatKey(platform=NAME, chat=channel, user=user, space=str(raw.get("guild_id") or ""))
     return Message(id=update, key=key, text=text, attachments=attachments)
+
+
+def _attachment(f: Mapping[str, Any]) -> Attachment:
+    """A message's attachment: an image when Discord's content type says so."""
+    media_type, given = str(f.get("content_type") or ""), f.get("size")
+    return Attachment(
+        kind="image" if media_type.startswith("image/") else "file",
+        name=str(f.get("filename") or "file"),
+        media_type=media_type.partition(";")[0].strip(),
+        size=given if isinstance(given, int) and given > 0 else 0,
+        ref=str(f.get("url") or ""),
+    )
 
 
 def _press(raw: Mapping[str, Any]) -> ButtonPress | None:

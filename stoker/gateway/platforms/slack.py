@@ -15,6 +15,11 @@ those that mention it (`@stoker ...`). The `app_mention` event is ignored: the
 Replies are mrkdwn (`mrkdwn.slack_mrkdwn`) in messages of at most 4,000 characters, in
 the thread of the message when it was in a thread. Slack has no typing indicator for
 apps: the user's message gets an :hourglass_flowing_sand: reaction while the turn runs.
+
+Files shared with a message are `Attachment`s with Slack's `mimetype`; `fetch` downloads
+`url_private_download` with the bot token (the `files:read` scope), sent only to Slack's
+own hosts and never followed through a redirect (Slack redirects to its login page when
+the token may not read the file).
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ import logging
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
-from urllib.parse import parse_qs
+from urllib.parse import parse_qs, urlsplit
 
 import aiohttp
 from slack_sdk.errors import SlackApiError
@@ -45,6 +50,8 @@ from starlette.routing import BaseRoute, Route
 
 from stoker.config import DEFAULT_LIMITS
 from stoker.gateway.platforms.base import (
+    Attachment,
+    AttachmentRefused,
     ButtonPress,
     ChatKey,
     ChatRef,
@@ -54,6 +61,7 @@ from stoker.gateway.platforms.base import (
     MessageRef,
     Update,
 )
+from stoker.gateway.platforms.download import read_within
 from stoker.gateway.platforms.mrkdwn import escape, slack_mrkdwn
 from stoker.gateway.platforms.redact import Redact
 from stoker.gateway.platforms.settings import SlackSettings
@@ -78,6 +86,8 @@ FORMATTING = (
 )
 RATE_LIMIT_RETRIES = 3
 REMEMBERED = 4096  # user messages whose reaction may still be pending
+DOWNLOAD_TIMEOUT = aiohttp.ClientTimeout(total=60.0)  # one file
+NO_SCOPE = "Slack refused the download: the app needs the files:read scope"
 _MENTION = re.compile(r"<@([A-Z0-9]+)(?:\|[^>]*)?>")
 
 
@@ -266,7 +276,11 @@ class SlackAdapter:
         if event.get("channel_type") != "im" and not mentioned:
             return None  # in a channel the app answers only when it is mentioned
         files = event.get("files")
-        attachments = ("file",) * len(files) if isinstance(files, list) else ()
+        attachments = (
+            tuple(_file(f) for f in files if isinstance(f, Mapping))
+            if isinstance(files, list)
+            else ()
+        )
         if not text and not attachments:
             return None
         thread = event.get("thread_ts")
@@ -353,6 +367,36 @@ class SlackAdapter:
         )
         return MessageRef(chat=chat.chat, id=str(sent["ts"]))
 
+    async def fetch(self, ctx: Context, attachment: Attachment, limit: int) -> bytes:
+        if not attachment.ref:
+            raise AttachmentRefused("Slack gave no download link (hidden by the plan, or deleted)")
+        if not self._slacks(attachment.ref) or self._session is None:
+            raise AttachmentRefused("its download link is not Slack's")
+        async with self._session.get(
+            attachment.ref,
+            headers={"Authorization": f"Bearer {self.settings.token}"},
+            allow_redirects=False,
+            timeout=DOWNLOAD_TIMEOUT,
+        ) as response:
+            if response.status >= 500:
+                raise ConnectionError(f"Slack's file server answered {response.status}")
+            if response.status in (301, 302, 303, 307, 308, 401, 403):
+                raise AttachmentRefused(NO_SCOPE)
+            if response.status != 200:
+                raise AttachmentRefused(f"Slack refused the download ({response.status})")
+            return await read_within(
+                response.content.iter_chunked(65536), limit, stated=response.content_length
+            )
+
+    def _slacks(self, url: str) -> bool:
+        """Whether `url` is on a Slack host (or the configured API's, a test's fake): the
+        only places the bot token is sent."""
+        target, api = urlsplit(url), urlsplit(self.settings.api_url)
+        if target.scheme == api.scheme and target.netloc == api.netloc:
+            return True
+        host = target.hostname or ""
+        return target.scheme == "https" and (host == "slack.com" or host.endswith(".slack.com"))
+
     async def pressed(self, ctx: Context, press: ButtonPress, note: str) -> None:
         """The note, seen only by who pressed (the question itself is the bridge's to
         edit: a note like "not yours to answer" must not replace it for everyone)."""
@@ -380,6 +424,18 @@ def _unwrap(kind: str, payload: Any) -> dict[str, Any] | None:
     if kind == "slash_commands":
         return {**payload, "type": "slash_command"}
     return None  # acknowledged and dropped: not a kind the app handles
+
+
+def _file(f: Mapping[str, Any]) -> Attachment:
+    """A shared file as an attachment: an image when Slack's mimetype says so."""
+    media_type, given = str(f.get("mimetype") or ""), f.get("size")
+    return Attachment(
+        kind="image" if media_type.startswith("image/") else "file",
+        name=str(f.get("name") or f.get("title") or "file"),
+        media_type=media_type,
+        size=given if isinstance(given, int) and given > 0 else 0,
+        ref=str(f.get("url_private_download") or ""),
+    )
 
 
 def _press(raw: Mapping[str, Any]) -> ButtonPress | None:

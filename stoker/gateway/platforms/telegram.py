@@ -9,6 +9,11 @@ checks Telegram's secret-token header, accepts the update, and only then answers
 
 Replies use Telegram's HTML parse mode (`markup.telegram_html`), at most 4096 UTF-16
 units each; one that Telegram still cannot parse is sent again as plain text.
+
+A photo is the largest of the sizes Telegram offers that fits the image limit; a
+document, voice note, video or sticker is an `Attachment` with Telegram's media type.
+`fetch` asks getFile for the file's path, then streams it from the file URL (which holds
+the token: it is never logged, and the redaction filter masks it in the HTTP log).
 """
 
 from __future__ import annotations
@@ -24,10 +29,11 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import timedelta
 from typing import Any, TypeVar
 
+import httpx
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
-from telegram import Bot, InlineKeyboardButton, InlineKeyboardMarkup, Update
+from telegram import Bot, InlineKeyboardButton, InlineKeyboardMarkup, PhotoSize, Update
 from telegram import Message as TgMessage
 from telegram.constants import ChatAction, MessageLimit, ParseMode
 from telegram.error import BadRequest, InvalidToken, RetryAfter, TelegramError
@@ -36,6 +42,8 @@ from telegram.warnings import PTBDeprecationWarning
 from stoker.config import DEFAULT_LIMITS
 from stoker.errors import ConfigError
 from stoker.gateway.platforms.base import (
+    Attachment,
+    AttachmentRefused,
     ButtonPress,
     ChatKey,
     ChatRef,
@@ -45,10 +53,12 @@ from stoker.gateway.platforms.base import (
     MessageRef,
 )
 from stoker.gateway.platforms.base import Update as PlatformUpdate
+from stoker.gateway.platforms.download import read_within, too_large
 from stoker.gateway.platforms.markup import telegram_html
 from stoker.gateway.platforms.redact import Redact
 from stoker.gateway.platforms.settings import TelegramSettings
 from stoker.gateway.platforms.text import render, utf16_length
+from stoker.wire.blocks import MAX_IMAGE_BYTES
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -74,7 +84,7 @@ FORMATTING = (
     "short lines or simple '-' lists instead."
 )
 FLOOD_TRIES = 4  # a message Telegram asks to wait for is tried this often
-_ATTACHMENTS = ("photo", "document", "audio", "voice", "video", "video_note", "sticker")
+DOWNLOAD_TIMEOUT = 60.0  # seconds for one file (Telegram serves bots files up to 20 MB)
 _COMMAND = re.compile(r"^(/\w+)@(\w+)")
 
 
@@ -104,6 +114,61 @@ def _plain(markup: str) -> str:
     return html.unescape(re.sub(r"<[^>]+>", "", markup))
 
 
+def _photo(sizes: Sequence[PhotoSize]) -> Attachment:
+    """The largest size that fits the image limit (the smallest when none says it does)."""
+    fits = [p for p in sizes if (p.file_size or 0) <= MAX_IMAGE_BYTES]
+    best = (
+        max(fits, key=lambda p: p.width * p.height)
+        if fits
+        else min(sizes, key=lambda p: p.file_size or 0)
+    )
+    return Attachment(
+        kind="image",
+        name="photo",
+        media_type="image/jpeg",
+        size=best.file_size or 0,
+        ref=best.file_id,
+    )
+
+
+def _attachments(m: TgMessage) -> tuple[Attachment, ...]:
+    """What the message carries besides text. Telegram sets `document` too on an
+    animation (a GIF, sent as MP4), for old clients: it is one attachment."""
+    if m.photo:
+        return (_photo(m.photo),)
+    found: list[tuple[str, str | None, Any]] = []  # (name, media type, the file)
+    if m.animation is not None:
+        found.append((m.animation.file_name or "animation", m.animation.mime_type, m.animation))
+    elif m.document is not None:
+        found.append((m.document.file_name or "document", m.document.mime_type, m.document))
+    if m.audio is not None:
+        found.append((m.audio.file_name or m.audio.title or "audio", m.audio.mime_type, m.audio))
+    if m.voice is not None:
+        found.append(("voice message", m.voice.mime_type or "audio/ogg", m.voice))
+    if m.video is not None:
+        found.append((m.video.file_name or "video", m.video.mime_type or "video/mp4", m.video))
+    if m.video_note is not None:
+        found.append(("video message", "video/mp4", m.video_note))
+    if m.sticker is not None:
+        st = m.sticker
+        sticker_type = (
+            "video/webm" if st.is_video else "application/x-tgsticker" if st.is_animated
+            else "image/webp"
+        )  # fmt: skip
+        found.append(("sticker", sticker_type, st))
+    return tuple(
+        Attachment(
+            # an image sent as a file is still one the model may see; a sticker is not
+            kind="image" if (t or "").startswith("image/") and f is m.document else "file",
+            name=name,
+            media_type=t or "",
+            size=f.file_size or 0,
+            ref=f.file_id,
+        )
+        for name, t, f in found
+    )
+
+
 class TelegramAdapter:
     """The Telegram Bot API, as `base.Adapter`."""
 
@@ -116,6 +181,7 @@ class TelegramAdapter:
         self.retry_pause = retry_pause
         self._redact = Redact(settings.token)
         self._bot: Bot | None = None
+        self._files: httpx.AsyncClient | None = None
         self._poller: asyncio.Task[None] | None = None
         self._username = ""
 
@@ -142,6 +208,7 @@ class TelegramAdapter:
                 "check the token that token_env or token_file gives"
             ) from None
         self._username = self._bot.username or ""
+        self._files = httpx.AsyncClient(timeout=DOWNLOAD_TIMEOUT)
         if self.settings.mode == "webhook":
             await self._bot.set_webhook(
                 self.settings.webhook_url or "",
@@ -157,6 +224,9 @@ class TelegramAdapter:
             self._poller.cancel()
             await asyncio.gather(self._poller, return_exceptions=True)
             self._poller = None
+        if self._files is not None:
+            await self._files.aclose()
+            self._files = None
         if self._bot is not None:
             await self._bot.shutdown()
             self._bot = None
@@ -233,7 +303,7 @@ class TelegramAdapter:
             if command[2].lower() != self._username.lower():
                 return None
             text = command[1] + text[command.end() :]
-        attachments = tuple(k for k in _ATTACHMENTS if getattr(m, k, None))
+        attachments = _attachments(m)
         if not text and not attachments:
             return None
         thread = str(m.message_thread_id) if m.is_topic_message and m.message_thread_id else ""
@@ -304,3 +374,25 @@ class TelegramAdapter:
 
     async def pressed(self, ctx: Context, press: ButtonPress, note: str) -> None:
         await self.bot.answer_callback_query(press.id, text=note[:200])
+
+    async def fetch(self, ctx: Context, attachment: Attachment, limit: int) -> bytes:
+        try:
+            file = await _patiently(lambda: self.bot.get_file(attachment.ref))
+        except BadRequest as exc:  # over Telegram's 20 MB for bots, or an id it does not know
+            raise AttachmentRefused(f"Telegram would not give it ({exc.message})") from None
+        if not file.file_path or self._files is None:
+            raise AttachmentRefused("Telegram gave no file path for it")
+        if file.file_size and file.file_size > limit:
+            raise too_large(file.file_size, limit)
+        # PTB made the path a URL under base_file_url: it holds the token.
+        async with self._files.stream("GET", file.file_path) as response:
+            if response.status_code >= 500:
+                raise ConnectionError(f"Telegram's file server answered {response.status_code}")
+            if response.status_code != 200:
+                raise AttachmentRefused(f"Telegram refused it ({response.status_code})")
+            stated = response.headers.get("content-length")
+            return await read_within(
+                response.aiter_bytes(),
+                limit,
+                stated=int(stated) if stated and stated.isdigit() else None,
+            )

@@ -27,7 +27,13 @@ from stoker.cache.models import ModelInfo, model_info
 from stoker.cache.tokens import estimate_tokens
 from stoker.errors import ConfigError, InvalidRequest
 from stoker.providers.sim.model import RuleModel, SimModel
-from stoker.wire.blocks import Block, ToolUseBlock
+from stoker.wire.blocks import (
+    IMAGE_TYPES,
+    MAX_IMAGE_BASE64,
+    Block,
+    ImageBlock,
+    ToolUseBlock,
+)
 from stoker.wire.dialects import dialect_module
 from stoker.wire.dialects._chain import ChainMemo
 from stoker.wire.messages import AssistantMessage, Message, UserMessage
@@ -75,6 +81,29 @@ def check_tool_pairing(request: Request, *, checked: tuple[Message, ...] = ()) -
                 "corresponding `tool_result` block in the next message.",
                 provider="sim",
             )
+
+
+def check_images(request: Request, info: ModelInfo, *, checked: tuple[Message, ...] = ()) -> None:
+    """Reject the images a real API rejects: any, to a text-only model (`images = false`
+    in the model facts); a type other than `IMAGE_TYPES`; data over `MAX_IMAGE_BASE64`.
+    `checked` as for `check_tool_pairing`: an earlier request's history that passed."""
+    messages = request.messages
+    start = len(checked) if checked and messages[: len(checked)] == checked else 0
+    for i in range(start, len(messages)):
+        for k, block in enumerate(messages[i].content):
+            if not isinstance(block, ImageBlock):
+                continue
+            where = f"messages.{i}.content.{k}.image"
+            if not info.images:
+                problem = f"model {info.name!r} does not support image input"
+            elif block.media_type not in IMAGE_TYPES:
+                problem = f"media_type {block.media_type!r} is not one of {', '.join(IMAGE_TYPES)}"
+            elif len(block.data) > MAX_IMAGE_BASE64:
+                size = f"{len(block.data)} bytes > {MAX_IMAGE_BASE64} bytes"
+                problem = f"image exceeds 5 MB maximum: {size}"
+            else:
+                continue
+            raise InvalidRequest(f"{where}: {problem}", provider="sim")
 
 
 def is_prewarm(dialect: str, payload: dict[str, Any], info: ModelInfo) -> bool:
@@ -167,6 +196,7 @@ class SimEngine:
                 status=404,
             )
         check_tool_pairing(request, checked=self._paired.get(workspace, ()))
+        check_images(request, info, checked=self._paired.get(workspace, ()))
         self._paired[workspace] = request.messages
         prewarm = is_prewarm(dialect, payload, info)
         if dialect == "anthropic":
