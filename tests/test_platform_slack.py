@@ -23,6 +23,7 @@ from stoker.wire.record import CacheRecord
 from tests.fake_slack import BOT_ID, BOT_USER
 from tests.helpers import make_registry
 from tests.images import png
+from tests.platform_checks import assert_review_reads_the_turn, assert_tenth_reads_the_ninth
 from tests.slack_rig import DM, USER, Api, Slack, api, bridge, slack_to
 from tests.store_fixtures import reopen
 from tests.telegram_rig import LONG, ChatModel
@@ -303,13 +304,7 @@ async def test_a_chats_tenth_message_reads_the_whole_prefix_of_its_ninth(
     async with slack_to(rig.gateway, bridge(rig.gateway, api.url), api) as slack:
         for i in range(1, 11):
             assert await _exchange(slack, f"message {i}") == [f"Understood: message {i}"]
-    sid = await store.chat_session("slack", f"{DM}//{USER}")
-    assert sid is not None
-    view = await rig.gateway.view(f"slack:{USER}", sid)
-    assert len(view.turns) == 10
-    ninth, tenth = view.turns[8].records[-1], view.turns[9].records[0]
-    assert tenth.explanation.verdict == "hit"
-    assert tenth.usage.read == ninth.usage.read + ninth.usage.written > 0
+    await assert_tenth_reads_the_ninth(rig.gateway, "slack", f"{DM}//{USER}", str(USER))
 
 
 async def test_tool_progress_edits_one_status_message_and_a_review_follows(
@@ -326,9 +321,8 @@ async def test_tool_progress_edits_one_status_message_and_a_review_follows(
     assert [e["text"] for e in api.fake.sent("chat.update")] == ["✓ read_file"]
     assert answer["text"] == "Done. Tool results: read_file ok: a.md"
     assert review["text"] == "Memory updated"
-    main = [r for r in recorded_calls if r.role == "main"]
-    reviews = [r for r in recorded_calls if r.role == "review"]
-    assert reviews[0].usage.read == main[-1].usage.read + main[-1].usage.written > 0
+    # the review is a fork of the platform turn: it reads everything the turn cached
+    assert_review_reads_the_turn(recorded_calls)
 
 
 def _questions(api: Api) -> list[dict[str, Any]]:

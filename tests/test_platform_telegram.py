@@ -23,6 +23,7 @@ from stoker.wire.messages import UserMessage
 from stoker.wire.record import CacheRecord
 from stoker.wire.request import Request
 from tests.helpers import make_registry
+from tests.platform_checks import assert_review_reads_the_turn, assert_tenth_reads_the_ninth
 from tests.store_fixtures import reopen
 from tests.telegram_rig import LONG, USER, Api, ChatModel, Clock, api, bridge, running
 from tests.test_gateway_support import Wrapped, make_rig
@@ -305,10 +306,7 @@ async def test_tool_progress_edits_one_status_message_and_a_review_follows_quiet
     assert answer["text"] == "Done. Tool results: read_file ok: a.md"
     assert review == {"chat_id": USER, "text": "Memory updated", "disable_notification": True}
     # the review is a fork of the platform turn: it reads everything the turn cached
-    main = [r for r in recorded_calls if r.role == "main"]
-    reviews = [r for r in recorded_calls if r.role == "review"]
-    assert reviews[0].usage.read == main[-1].usage.read + main[-1].usage.written > 0
-    assert reviews[0].session_id.startswith(main[-1].session_id + ".review-")
+    assert_review_reads_the_turn(recorded_calls)
 
 
 async def test_a_chats_tenth_message_reads_the_whole_prefix_of_its_ninth(
@@ -318,13 +316,7 @@ async def test_a_chats_tenth_message_reads_the_whole_prefix_of_its_ninth(
     async with running(bridge(rig.gateway, api.url)):
         for i in range(1, 11):
             assert await _exchange(api, f"message {i}") == [f"Understood: message {i}"]
-    sid = await store.chat_session("telegram", f"{USER}//{USER}")
-    assert sid is not None
-    view = await rig.gateway.view(f"telegram:{USER}", sid)
-    assert len(view.turns) == 10
-    ninth, tenth = view.turns[8].records[-1], view.turns[9].records[0]
-    assert tenth.explanation.verdict == "hit"
-    assert tenth.usage.read == ninth.usage.read + ninth.usage.written > 0
+    await assert_tenth_reads_the_ninth(rig.gateway, "telegram", f"{USER}//{USER}", str(USER))
 
 
 async def test_each_user_in_each_group_topic_has_their_own_session(
