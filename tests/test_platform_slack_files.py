@@ -136,3 +136,22 @@ async def test_at_most_four_images_go_with_one_message(store: SqlEventStore, api
             ),
         )
     ]
+
+
+async def test_the_bot_token_goes_to_no_link_but_slacks_and_a_missing_link_is_named(
+    store: SqlEventStore, api: Api
+) -> None:
+    rig = _rig(store)
+    async with slack_to(rig.gateway, bridge(rig.gateway, api.url), api) as slack:
+        elsewhere = api.fake.file("a.png", "image/png", png(8, 8))
+        elsewhere["url_private_download"] = "https://files.evil.example/a.png"
+        hidden = api.fake.file("b.png", "image/png", png(8, 8))
+        del hidden["url_private_download"]  # a free plan's hidden file, or a deleted one
+        await _exchange(slack, "and these?", [elsewhere, hidden], replies=2)
+    assert api.fake.texts() == [
+        "Not passed to the model:\n"
+        "- a.png: its download link is not Slack's\n"
+        "- b.png: Slack gave no download link (hidden by the plan, or deleted)",
+        "Understood: and these?",
+    ]
+    assert api.fake.sent("download") == []  # neither was asked for, with the token or not
