@@ -98,9 +98,8 @@ async def test_files_the_model_cannot_take_get_a_clear_reply_and_nothing_else(
         "are passed"
     ]
     assert api.fake.sent("download") == []
-    sid = await store.chat_session("slack", f"{DM}//{USER}")
-    assert sid is not None
-    assert (await store.load(sid)).messages == ()  # no turn ran
+    assert await store.chat_session("slack", f"{DM}//{USER}") is None  # no turn, no session
+    assert await store.list_sessions() == []
 
 
 async def test_a_download_longer_than_slack_said_stops_at_the_limit(

@@ -136,16 +136,19 @@ async def prepare(
     ctx: Context,
     attachments: Sequence[Attachment],
     *,
-    model: ModelInfo,
+    model: ModelInfo | None,
     text_limit: int,
     last_try: bool = False,
 ) -> Prepared:
-    """Download and turn into blocks what `model` can take of `attachments`; name the rest."""
+    """Download and turn into blocks what `model` can take of `attachments`; name the rest.
+    `model` may be None only when no attachment is an image."""
     blocks: list[ImageBlock | TextBlock] = []
     refused: list[str] = []
     images, text_left = 0, text_limit
     for a in attachments:
         if a.kind == "image":
+            if model is None:
+                raise ValueError("an image needs the model, to know whether it takes images")
             if not model.images:
                 refused.append(f"{a.name}: the model of this chat ({model.name}) reads text only")
             elif a.media_type and a.media_type.lower() not in IMAGE_TYPES:

@@ -34,6 +34,7 @@ from typing import Any
 from starlette.routing import BaseRoute
 
 from stoker.agent.seams import Callbacks
+from stoker.cache.models import ModelInfo
 from stoker.errors import StokerError, StoreError
 from stoker.gateway.errors import Unavailable
 from stoker.gateway.platforms.access import Allowlist, ChatRates
@@ -341,8 +342,12 @@ class Bridge:
 
     async def _attached(self, message: Message, ctx: Context, last_try: bool) -> Prepared:
         """The message's attachments as blocks for its session's model (downloaded here,
-        so a restart downloads them again from the stored update)."""
+        so a restart downloads them again from the stored update). Only an image needs
+        the model (whether it takes images): without one no session is made for a message
+        whose files are all refused."""
         user = message.key.gateway_user
+        if not any(a.kind == "image" for a in message.attachments):
+            return await self._prepare(message, ctx, None, last_try)
         try:
             model = await self.gateway.model_info(user, await self._session(message.key))
         except (StoreError, Unavailable):
@@ -350,6 +355,11 @@ class Bridge:
         except StokerError as exc:  # the session cannot run as configured: the turn says why
             log.info("%s: message %s: attachments not read: %s", self.name, message.id, exc)
             return Prepared()
+        return await self._prepare(message, ctx, model, last_try)
+
+    async def _prepare(
+        self, message: Message, ctx: Context, model: ModelInfo | None, last_try: bool
+    ) -> Prepared:
         return await prepare(
             self.adapter,
             ctx,
