@@ -38,6 +38,7 @@ from stoker.gateway.http import (
     user_of,
     wants_stream,
 )
+from stoker.gateway.images import image_blocks
 from stoker.gateway.openai_compat import chat_completions, models
 from stoker.gateway.openai_responses import responses
 from stoker.gateway.openapi import openapi_document
@@ -61,8 +62,14 @@ class CreateSession(_Strict):
     reasoning: str | None = Field(default=None, max_length=32)
 
 
+class ImageIn(_Strict):
+    media_type: str = Field(max_length=100)
+    data: str  # base64 of the image's bytes, checked by `images.image_blocks`
+
+
 class SendMessage(_Strict):
     text: str
+    images: list[ImageIn] = Field(default_factory=list)  # after the text, in order
 
 
 class RunCommand(_Strict):
@@ -122,10 +129,13 @@ async def send_message(request: Request) -> Response:
     body = await read_body(request, SendMessage)
     key = idempotency_key(request)
     gateway = app_state(request).gateway
+    blocks = image_blocks([(i.media_type, i.data) for i in body.images])
     if wants_stream(request):
 
         def start(callbacks: Callbacks) -> Coroutine[Any, Any, Reply]:
-            return gateway.send(user, sid, body.text, idempotency_key=key, callbacks=callbacks)
+            return gateway.send(
+                user, sid, body.text, blocks=blocks, idempotency_key=key, callbacks=callbacks
+            )
 
         def approver(show: Show) -> Approver:
             return gateway.approvals.approver(user, sid, show)
@@ -138,7 +148,9 @@ async def send_message(request: Request) -> Response:
                 yield encode(event, data)
 
         return StreamingResponse(frames(), media_type="text/event-stream", headers=SSE_HEADERS)
-    reply, timing = await timed(gateway.send(user, sid, body.text, idempotency_key=key))
+    reply, timing = await timed(
+        gateway.send(user, sid, body.text, blocks=blocks, idempotency_key=key)
+    )
     return _reply(reply, timing)
 
 

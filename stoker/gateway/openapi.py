@@ -9,6 +9,9 @@ from __future__ import annotations
 from functools import cache
 from typing import Any
 
+from stoker.gateway.images import MAX_IMAGES
+from stoker.wire.blocks import IMAGE_TYPES
+
 _ERROR = {"$ref": "#/components/schemas/Error"}
 
 
@@ -125,7 +128,22 @@ def openapi_document() -> dict[str, Any]:
         "POST .../approvals/{id}), then done (a Reply) or error",
         "content": {"text/event-stream": {"schema": {"type": "string"}}},
     }
-    text_body = {"type": "object", "required": ["text"], "properties": {"text": {"type": "string"}}}
+    image = {
+        "type": "object",
+        "required": ["media_type", "data"],
+        "properties": {
+            "media_type": {"enum": list(IMAGE_TYPES)},
+            "data": {"type": "string", "contentEncoding": "base64"},
+        },
+    }
+    message_body = {
+        "type": "object",
+        "required": ["text"],
+        "properties": {
+            "text": {"type": "string"},
+            "images": {"type": "array", "items": image, "maxItems": MAX_IMAGES},
+        },
+    }
     create_body = {
         "type": "object",
         "properties": {"model": {"type": "string"}, "reasoning": {"type": "string"}},
@@ -214,7 +232,7 @@ def openapi_document() -> dict[str, Any]:
                     502,
                     504,
                     parameters=[*_SID, _IDEMPOTENCY, _STREAM],
-                    requestBody=_body(text_body),
+                    requestBody=_body(message_body),
                 )
             },
             "/v1/sessions/{sid}/commands/{name}": {

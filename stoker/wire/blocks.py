@@ -112,6 +112,19 @@ MAX_IMAGE_BASE64 = 5 * 1024 * 1024
 MAX_IMAGE_BYTES = MAX_IMAGE_BASE64 // 4 * 3  # the most raw bytes whose base64 fits
 
 
+def image_type(data: bytes) -> str | None:
+    """Which of the `IMAGE_TYPES` `data` is, by its signature; None for anything else."""
+    if data.startswith(b"\xff\xd8\xff"):
+        return "image/jpeg"
+    if data.startswith(b"\x89PNG\r\n\x1a\n"):
+        return "image/png"
+    if data[:6] in (b"GIF87a", b"GIF89a"):
+        return "image/gif"
+    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
+        return "image/webp"
+    return None
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ImageBlock:
     """An image, frozen as the base64 bytes that were first sent (never re-encoded).

@@ -31,13 +31,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from stoker.cache.models import ModelInfo
+from stoker.gateway.images import MAX_IMAGES
 from stoker.gateway.platforms.base import Adapter, Attachment, AttachmentRefused, Context
 from stoker.gateway.platforms.download import size, too_large
-from stoker.wire.blocks import IMAGE_TYPES, MAX_IMAGE_BYTES, ImageBlock, TextBlock
+from stoker.wire.blocks import IMAGE_TYPES, MAX_IMAGE_BYTES, ImageBlock, TextBlock, image_type
 
 log = logging.getLogger(__name__)
 
-MAX_IMAGES = 4  # per message: each costs about as much as a page of text, every turn after
 NOT_PASSED = "Not passed to the model:"
 WITHOUT_TEXT = "(sent without text)"  # the user's words, when there are none
 # Media types of text beyond text/*; "+json" and "+xml" types count too.
@@ -80,19 +80,6 @@ class Prepared:
         if not self.refused:
             return ""
         return "\n".join([NOT_PASSED, *(f"- {line}" for line in self.refused)])
-
-
-def image_type(data: bytes) -> str | None:
-    """The image type of `data` by its signature; None for anything else."""
-    if data.startswith(b"\xff\xd8\xff"):
-        return "image/jpeg"
-    if data.startswith(b"\x89PNG\r\n\x1a\n"):
-        return "image/png"
-    if data[:6] in (b"GIF87a", b"GIF89a"):
-        return "image/gif"
-    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
-        return "image/webp"
-    return None
 
 
 def is_text(attachment: Attachment) -> bool:
