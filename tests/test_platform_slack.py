@@ -103,6 +103,36 @@ async def test_in_a_channel_only_a_mention_is_answered_in_its_thread(
     assert len(await store.list_sessions()) == 1
 
 
+async def test_in_a_thread_the_user_talks_with_the_app_follow_ups_need_no_mention(
+    store: SqlEventStore, api: Api
+) -> None:
+    rig = _rig(store)
+    thread = {"channel": "C0CHAN01", "channel_type": "channel", "thread_ts": "1700000000.000200"}
+    other = {**thread, "thread_ts": "1700000000.000300"}
+    everyone = Allowlist(chats=frozenset({"C0CHAN01"}))  # the colleague may talk to it too
+    async with slack_to(
+        rig.gateway, bridge(rig.gateway, api.url, allowlist=everyone), api
+    ) as slack:
+        for ignored in (  # the app was not asked there (yet): nothing is answered
+            api.fake.event("before anyone asked it", **thread),
+            api.fake.event("a thread it was never in", **other),
+        ):
+            assert await slack.deliver(ignored) == 200
+        assert await _exchange(slack, f"<@{BOT_USER}> plan the week", **thread) == [
+            "Understood: plan the week"
+        ]
+        assert await _exchange(slack, "and friday?", **thread) == ["Understood: and friday?"]
+        colleague = api.fake.event("agreed", user="U0COLLEAGUE", **thread)  # not theirs
+        assert await slack.deliver(colleague) == 200
+        assert await _exchange(slack, "thanks", **thread) == ["Understood: thanks"]
+    assert [m["thread_ts"] for m in api.fake.sent()] == [thread["thread_ts"]] * 3
+    sid = await store.chat_session("slack", f"C0CHAN01/{thread['thread_ts']}/{USER}")
+    assert sid is not None
+    asked = [m.text for m in (await store.load(sid)).messages if isinstance(m, UserMessage)]
+    assert asked == ["plan the week", "and friday?", "thanks"]
+    assert len(await store.list_sessions()) == 1
+
+
 async def test_a_long_reply_is_split_within_the_limit(store: SqlEventStore, api: Api) -> None:
     rig = _rig(store)
     async with slack_to(rig.gateway, bridge(rig.gateway, api.url), api) as slack:

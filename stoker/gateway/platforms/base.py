@@ -97,6 +97,9 @@ class Message:
     key: ChatKey
     text: str
     attachments: tuple[Attachment, ...] = ()
+    # Not addressed to the bot (no mention) but in a thread: answered only when the user
+    # already talks with the bot there (their chat key has a session), else dropped.
+    followup: bool = False
     kind: Literal["message"] = "message"
 
 

@@ -222,6 +222,8 @@ class Bridge:
         if isinstance(update, ButtonPress):
             self._spawn(self._press(update))
             return
+        if update.followup and not await self._talking(update.key):
+            return  # a thread's message to others, not to the bot
         allowed, tell = self.rates.take(update.key.chat)
         if not allowed:
             if tell:
@@ -297,6 +299,10 @@ class Bridge:
         await self.adapter.send(
             Context(update=message.id), chat_of(message.key), text, markup=False
         )
+
+    async def _talking(self, key: ChatKey) -> bool:
+        """Whether the user of `key` talks with the bot in that chat (it has a session)."""
+        return await self.gateway.store.chat_session(self.name, key.stored) is not None
 
     async def _session(self, key: ChatKey) -> str:
         sid = await self.gateway.store.chat_session(self.name, key.stored)

@@ -10,8 +10,10 @@ way. In Socket Mode the SDK's client holds the websocket and each envelope is
 acknowledged after the inbox accepted it.
 
 Which messages are answered: every one in a direct message with the app; in a channel,
-those that mention it (`@stoker ...`). The `app_mention` event is ignored: the
-`message` event carries the same message, and answering both would answer twice.
+those that mention it (`@stoker ...`), and in a thread where a user talked with it (their
+mention in the thread started a session), their later messages there without one. The
+`app_mention` event is ignored: the `message` event carries the same message, and
+answering both would answer twice.
 Replies are mrkdwn (`mrkdwn.slack_mrkdwn`) in messages of at most 4,000 characters, in
 the thread of the message when it was in a thread. Slack has no typing indicator for
 apps: the user's message gets an :hourglass_flowing_sand: reaction while the turn runs.
@@ -273,7 +275,9 @@ class SlackAdapter:
         if user == bot:
             return None
         text, mentioned = _text(str(event.get("text") or ""), bot)
-        if event.get("channel_type") != "im" and not mentioned:
+        thread = event.get("thread_ts")
+        followup = event.get("channel_type") != "im" and not mentioned
+        if followup and not isinstance(thread, str):
             return None  # in a channel the app answers only when it is mentioned
         files = event.get("files")
         attachments = (
@@ -283,7 +287,6 @@ class SlackAdapter:
         )
         if not text and not attachments:
             return None
-        thread = event.get("thread_ts")
         if isinstance(ts, str):
             self._messages[update] = (channel, ts)
             if len(self._messages) > REMEMBERED:  # refused by the rate limit, never answered
@@ -294,7 +297,7 @@ class SlackAdapter:
             thread=thread if isinstance(thread, str) else "",
             user=user,
         )
-        return Message(id=update, key=key, text=text, attachments=attachments)
+        return Message(id=update, key=key, text=text, attachments=attachments, followup=followup)
 
     # -- sending -----------------------------------------------------------------------------
 
