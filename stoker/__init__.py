@@ -86,6 +86,7 @@ from stoker.wire.blocks import (
     ToolUseBlock,
     block_from_dict,
     block_to_dict,
+    image_type,
     valid_text,
 )
 from stoker.wire.messages import AssistantMessage, UserMessage
@@ -228,6 +229,7 @@ __all__ = [
     "block_to_dict",
     "delegate_tool",
     "explain",
+    "image_type",
     "open_store",
     "select_provider",
     "telemetry_from",
