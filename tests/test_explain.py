@@ -2,19 +2,21 @@
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 
 from stoker.cache.explain import classify_text, explain, first_divergence
 from stoker.cache.planner import CachePolicy
 from stoker.cache.time_policy import TimePolicy
 from stoker.clock import FrozenClock
-from stoker.wire.blocks import TextBlock, ToolUseBlock
+from stoker.wire.blocks import ImageBlock, TextBlock, ToolUseBlock
 from stoker.wire.canonical import canonical_json
-from stoker.wire.messages import AssistantMessage, user_text
+from stoker.wire.messages import AssistantMessage, UserMessage, user_text
 from stoker.wire.prefix import CacheParams, Prefix
 from stoker.wire.request import Request
 from stoker.wire.usage import Usage
 from tests.helpers import make_registry, sim_agent
+from tests.images import png
 
 
 def _tool(name: str, path_description: str = "Path to read.") -> bytes:
@@ -173,3 +175,34 @@ async def test_a_partial_expiry_record_says_what_the_rewrite_cost() -> None:
     first = (await session.send("again")).records[0]
     assert (first.explanation.verdict, first.usage.read > 0) == ("expired", True)
     assert "again cost $" in first.explanation.detail
+
+
+def test_the_first_image_names_why_the_conversation_was_written_again() -> None:
+    image = ImageBlock(media_type="image/png", data=base64.b64encode(png(8, 8)).decode())
+    with_image = UserMessage(content=(TextBlock(text="what is it?"), image))
+    before = _req()
+    after = _req(messages=(*HISTORY, with_image))
+    usage = Usage(read=2000, written_5m=460)
+    exp = explain(before, after, usage=usage, previous_cached=2453)
+    assert (exp.verdict, exp.slot, exp.classification) == (
+        "hit",
+        "messages[2].content[1]",
+        "first image",
+    )
+    assert "read 2000 of the 2453 tokens" in exp.detail
+    assert "the first image of a conversation changes the cache key of its messages" in exp.detail
+    # the call after it, or a call that read all, is a plain hit
+    later = _req(
+        messages=(
+            *HISTORY,
+            with_image,
+            AssistantMessage(content=(TextBlock(text="a dot"),)),
+            user_text("ok"),
+        )
+    )
+    assert (
+        explain(after, later, usage=Usage(read=2460), previous_cached=2460).classification is None
+    )
+    assert (
+        explain(before, after, usage=Usage(read=2453), previous_cached=2453).classification is None
+    )

@@ -249,6 +249,7 @@ async def test_the_message_after_an_image_reads_the_whole_prefix_with_the_image(
     # Anthropic's rule: the first image salts the conversation's part of the prefix, so
     # that call reads tools and system only and writes the conversation again...
     assert 0 < with_image.usage.read < hello.usage.read + hello.usage.written
+    assert with_image.explanation.classification == "first image"  # and its record says so
     # ...and the one after it reads everything, the image included
     assert after.explanation.verdict == "hit"
     assert after.usage.read == with_image.usage.read + with_image.usage.written

@@ -15,7 +15,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from stoker.wire.blocks import block_to_dict
+from stoker.wire.blocks import ImageBlock, block_to_dict
 from stoker.wire.record import Explanation
 from stoker.wire.request import Request
 from stoker.wire.usage import Usage
@@ -42,6 +42,18 @@ def _first_diff(a: str, b: str) -> int:
         if a[i] != b[i]:
             return i
     return n
+
+
+def first_image(previous: Request, current: Request) -> str | None:
+    """Where `current`'s first image is when `previous` had none ("messages[i].content[k]"),
+    else None: Anthropic keys a conversation with images apart from one without."""
+    if any(isinstance(b, ImageBlock) for m in previous.messages for b in m.content):
+        return None
+    for i, message in enumerate(current.messages):
+        for k, block in enumerate(message.content):
+            if isinstance(block, ImageBlock):
+                return f"messages[{i}].content[{k}]"
+    return None
 
 
 def classify_text(old: str, new: str) -> str:
@@ -253,6 +265,15 @@ def explain(
             detail=f"read {usage.read} of the {previous_cached} tokens the previous call left "
             f"cached: {gap_seconds:.0f} s idle, longer than the {ttl_seconds:.0f} s TTL of the "
             "newer entry",
+        )
+    if partial and (image := first_image(previous, current)) is not None:
+        return Explanation(
+            verdict="hit",
+            slot=image,
+            classification="first image",
+            detail=f"read {usage.read} of the {previous_cached} tokens the previous call left "
+            "cached: the first image of a conversation changes the cache key of its messages "
+            "(Anthropic), so they were written again; the calls after it read them",
         )
     if usage.read > 0:
         return Explanation(verdict="hit", detail=f"read {usage.read} of {usage.input_total} tokens")
