@@ -6,6 +6,7 @@ OpenAI's codes, client tools refused, and a resent history continuing one sessio
 from __future__ import annotations
 
 import asyncio
+import base64
 import threading
 import time
 from collections.abc import Iterator
@@ -29,7 +30,10 @@ from stoker.gateway.server import serve_in_thread
 from stoker.providers.base import CallContext, Completion
 from stoker.providers.sim.provider import SimProvider
 from stoker.store.sqlite import SQLiteStore
+from stoker.wire.blocks import ImageBlock, TextBlock
+from stoker.wire.messages import UserMessage
 from stoker.wire.request import Request
+from tests.images import png
 from tests.test_gateway_support import TOKENS, Rig, Wrapped, make_rig, tokens
 
 KEY = TOKENS["alice"]
@@ -225,3 +229,60 @@ async def test_an_openai_agents_conversation_is_one_session_and_its_tools_are_re
 
 def _user(text: str) -> Any:
     return {"role": "user", "content": text}
+
+
+def _stored_user_messages(rig: Rig, sid: str) -> list[tuple[Any, ...]]:
+    async def load() -> list[tuple[Any, ...]]:
+        stored = await rig.gateway.store.load(sid)
+        return [m.content for m in stored.messages if isinstance(m, UserMessage)]
+
+    return asyncio.run(load())
+
+
+def test_a_new_messages_data_url_images_reach_the_model_and_an_http_url_is_refused(
+    url: str, rig: Rig
+) -> None:
+    data = base64.b64encode(png(12, 8)).decode()
+    picture = {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{data}"}}
+    with openai.OpenAI(base_url=url + "/v1", api_key=KEY, max_retries=0) as client:
+        first: list[Any] = [
+            {"role": "user", "content": [{"type": "text", "text": "what is it?"}, picture]}
+        ]
+        raw = client.chat.completions.with_raw_response.create(model="stoker", messages=first)
+        answer = raw.parse().choices[0].message.content
+        sid = raw.headers["x-stoker-session"]
+        # the history is resent with its image: only the new message's images are read
+        again = [
+            *first,
+            {"role": "assistant", "content": answer},
+            {"role": "user", "content": "ok"},
+        ]
+        assert (
+            client.chat.completions.with_raw_response.create(
+                model="stoker", messages=again
+            ).headers["x-stoker-session"]
+            == sid
+        )
+        elsewhere = {"type": "image_url", "image_url": {"url": "https://example.com/a.png"}}
+        with pytest.raises(openai.BadRequestError, match="data: URL") as caught:
+            client.chat.completions.create(
+                model="stoker", messages=[{"role": "user", "content": [elsewhere]}]
+            )
+        assert caught.value.code == "invalid_value"
+        response = client.responses.create(
+            model="stoker",
+            input=[
+                {
+                    "role": "user",
+                    "content": [
+                        {"type": "input_image", "image_url": f"data:image/png;base64,{data}"}
+                    ],
+                }
+            ],
+        )
+    image = ImageBlock(media_type="image/png", data=data)
+    assert _stored_user_messages(rig, sid) == [
+        (TextBlock(text="what is it?"), image),
+        (TextBlock(text="ok"),),
+    ]
+    assert response.output_text.startswith("Understood: (sent without text)")

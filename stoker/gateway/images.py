@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import re
 from collections.abc import Sequence
 
 from stoker.gateway.errors import BadRequest, PayloadTooLarge
@@ -20,6 +21,14 @@ from stoker.wire.blocks import MAX_IMAGE_BASE64, ImageBlock, image_type
 
 MAX_IMAGES = 4  # per message: each costs about as much as a page of text, every turn after
 SHOWN_TYPES = "JPEG, PNG, GIF or WebP"
+WITHOUT_TEXT = "(sent without text)"  # the user's words, when there are none
+_DATA_URL = re.compile(r"data:([a-zA-Z0-9.+/-]{1,100});base64,(.*)", re.S)
+
+
+def data_url(url: object) -> tuple[str, str] | None:
+    """(media_type, base64) of a `data:` URL; None for anything else (an http URL)."""
+    match = _DATA_URL.fullmatch(url) if isinstance(url, str) else None
+    return (match[1].lower(), match[2]) if match else None
 
 
 def image_blocks(images: Sequence[tuple[str, str]]) -> tuple[ImageBlock, ...]:

@@ -51,9 +51,10 @@ CLIENT_TOOLS = (
 
 
 class ContentPart(BaseModel):
-    """One part of a message's content. Only text parts are sent on; the others (images,
-    audio, files) are accepted and left out, but a text part's `text` must be a string:
-    the model would otherwise be sent "None" or a dict's repr."""
+    """One part of a message's content. Text parts are sent on, and the new message's
+    image parts (data: URLs) as images after its text; the others (audio, files) are
+    accepted and left out. A text part's `text` must be a string: the model would
+    otherwise be sent "None" or a dict's repr."""
 
     model_config = ConfigDict(extra="allow")
     type: str
@@ -80,6 +81,19 @@ Content = Annotated[
         custom_error_message="content must be a string, a list of parts, or null",
     ),
 ]
+
+
+IMAGE_PARTS = frozenset({"image_url", "input_image"})  # Chat Completions', Responses'
+
+
+def image_urls(content: str | list[ContentPart] | None) -> tuple[object, ...]:
+    """The URLs of a message's image parts, as sent (`{"url": ...}` or the string)."""
+    urls: list[object] = []
+    for part in content if isinstance(content, list) else ():
+        if part.type in IMAGE_PARTS:
+            url = (part.model_extra or {}).get("image_url")
+            urls.append(url.get("url") if isinstance(url, dict) else url)
+    return tuple(urls)
 
 
 def text_of(content: str | list[ContentPart] | None) -> str:
@@ -147,7 +161,7 @@ def conversation(body: ChatRequest) -> Conversation:
                 code="client_tools_unsupported",
             )
         if m.role in ("user", "assistant"):
-            said.append(Said(role=m.role, text=text_of(m.content)))
+            said.append(Said(role=m.role, text=text_of(m.content), images=image_urls(m.content)))
     return Conversation(messages=tuple(said))
 
 

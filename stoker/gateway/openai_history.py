@@ -38,10 +38,12 @@ from starlette.requests import Request
 from stoker.agent.seams import Callbacks
 from stoker.gateway.errors import InvalidParam
 from stoker.gateway.http import app_state, idempotency_key, user_of
+from stoker.gateway.images import WITHOUT_TEXT, data_url, image_blocks
 from stoker.gateway.service import Gateway
 from stoker.gateway.sse import Event, turn_events
 from stoker.gateway.timing import timed
 from stoker.gateway.views import Reply
+from stoker.wire.blocks import ImageBlock
 
 SESSION_HEADER = "X-Stoker-Session"
 START = "stoker-openai-history-v1"
@@ -54,6 +56,9 @@ class Said:
 
     role: Literal["user", "assistant"]
     text: str
+    # The image parts' URLs, as sent: only a new message's are read (`new_images`); the
+    # chain hash, which finds the session, is of the text alone.
+    images: tuple[object, ...] = ()
 
 
 def step(previous: str, said: Said) -> str:
@@ -100,6 +105,22 @@ class Conversation:
                 param=param,
             )
         return "\n\n".join(new)
+
+    def new_images(self, param: str) -> tuple[tuple[str, str], ...]:
+        """The trailing user messages' images, (media_type, base64) each: data URLs only
+        (the gateway fetches no URL on a client's behalf)."""
+        out = []
+        for said in self.messages[self._answered :]:
+            for url in said.images:
+                image = data_url(url)
+                if image is None:
+                    raise InvalidParam(
+                        "an image part must carry its image as a data: URL "
+                        "(data:image/png;base64,...); the gateway does not fetch URLs",
+                        param=param,
+                    )
+                out.append(image)
+        return tuple(out)
 
     def after(self, answer: str) -> str:
         """The hash of the history the client holds once it has `answer`."""
@@ -151,6 +172,7 @@ class Exchange:
     user: str
     session_id: str
     text: str
+    blocks: tuple[ImageBlock, ...] = ()  # the new message's images, after its text
     conversation: Conversation
     model: str
     idempotency_key: str | None
@@ -174,6 +196,7 @@ class Exchange:
                 self.user,
                 self.session_id,
                 self.text,
+                blocks=self.blocks,
                 idempotency_key=self.idempotency_key,
                 callbacks=callbacks,
             )
@@ -210,7 +233,10 @@ async def exchange(
     """The request `request`, whose messages (in field `param`) are `conversation`;
     `response_id` names its answer (Responses API)."""
     user = user_of(request)
+    blocks = image_blocks(conversation.new_images(param))
     text = conversation.new_text(param)
+    if not text.strip() and blocks:
+        text = WITHOUT_TEXT
     key = idempotency_key(request)
     gateway = app_state(request).gateway
     sid, conversation = await find_session(
@@ -226,6 +252,7 @@ async def exchange(
         user=user,
         session_id=sid,
         text=text,
+        blocks=blocks,
         conversation=conversation,
         model=gateway.pool.model_of(sid) or model or gateway.defaults.model,
         idempotency_key=key,

@@ -29,6 +29,7 @@ from stoker.gateway.openai_compat import (
     CLIENT_TOOLS,
     Content,
     extension,
+    image_urls,
     refuse_structured_output,
     text_of,
 )
@@ -96,7 +97,9 @@ def conversation(body: ResponsesRequest) -> Conversation:
         if item.role is None:
             raise InvalidParam("a message item needs its role", param=f"input[{i}].role")
         if item.role == "user" or item.role == "assistant":
-            said.append(Said(role=item.role, text=text_of(item.content)))
+            said.append(
+                Said(role=item.role, text=text_of(item.content), images=image_urls(item.content))
+            )
     return Conversation(messages=tuple(said))
 
 

@@ -39,7 +39,6 @@ from stoker.wire.blocks import IMAGE_TYPES, MAX_IMAGE_BYTES, ImageBlock, TextBlo
 log = logging.getLogger(__name__)
 
 NOT_PASSED = "Not passed to the model:"
-WITHOUT_TEXT = "(sent without text)"  # the user's words, when there are none
 # Media types of text beyond text/*; "+json" and "+xml" types count too.
 TEXT_TYPES = frozenset(
     {

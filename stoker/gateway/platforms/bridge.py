@@ -37,8 +37,9 @@ from stoker.agent.seams import Callbacks
 from stoker.cache.models import ModelInfo
 from stoker.errors import StokerError, StoreError
 from stoker.gateway.errors import Unavailable
+from stoker.gateway.images import WITHOUT_TEXT
 from stoker.gateway.platforms.access import Allowlist, ChatRates
-from stoker.gateway.platforms.attachments import WITHOUT_TEXT, Prepared, prepare
+from stoker.gateway.platforms.attachments import Prepared, prepare
 from stoker.gateway.platforms.base import (
     Adapter,
     ButtonPress,
