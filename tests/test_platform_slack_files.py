@@ -9,7 +9,7 @@ import logging
 
 import pytest
 
-from stoker.gateway.platforms.attachments import MAX_IMAGES
+from stoker.gateway.images import MAX_IMAGES
 from stoker.gateway.platforms.slack import NO_SCOPE
 from stoker.store.base import SqlEventStore
 from stoker.wire.blocks import MAX_IMAGE_BYTES, ImageBlock, TextBlock

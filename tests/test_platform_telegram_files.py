@@ -10,7 +10,7 @@ from dataclasses import replace
 from typing import Any
 
 from stoker.cache.models import ModelInfo
-from stoker.gateway.platforms.attachments import WITHOUT_TEXT
+from stoker.gateway.images import WITHOUT_TEXT
 from stoker.gateway.platforms.bridge import MAX_ATTEMPTS
 from stoker.providers.base import CallContext, Completion
 from stoker.providers.sim.provider import SimProvider
