@@ -479,3 +479,21 @@ async def test_the_users_memory_is_saved_by_a_review_and_read_by_their_next_sess
     assert "likes tea" not in old.prefix.system
     assert "likes tea" in new.prefix.system  # what the review saved, frozen in /new's prefix
     assert FORMATTING in new.prefix.system
+
+
+async def test_a_stored_update_that_cannot_be_read_is_dropped_and_the_others_answered(
+    store: SqlEventStore, api: Api, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A pending row is outside input too (edited by hand, written by an older version):
+    one that no longer parses must not keep the bridge from starting."""
+    rig = _rig(store)
+    good = {"type": "message", "id": "1", "channel_id": str(DM), "author_id": str(USER)}
+    rows = [("0", "{not json"), ("1", json.dumps({**good, "text": "still here"}))]
+    rows.append(("2", json.dumps({**good, "id": "2", "attachments": [{"size": "huge"}]})))
+    for key, body in rows:
+        assert await store.accept_update("discord", key, chat=f"{DM}//{USER}", body=body)
+    async with running(bridge(rig.gateway, api.url)):
+        await api.fake.wait_for(lambda: len(api.fake.sent()) >= 1)
+    assert "Understood: still here" in _contents(api)
+    assert await store.pending_updates("discord") == []
+    assert "dropped stored update 0 that could not be read" in caplog.text

@@ -154,10 +154,19 @@ class Bridge:
 
     async def _retry_pending(self) -> None:
         for pending in await self.gateway.store.pending_updates(self.name):
-            update = self.adapter.parse(json.loads(pending.body))
+            try:
+                update = self.adapter.parse(json.loads(pending.body))
+            except Exception as exc:  # a row no longer readable (edited, an older shape)
+                log.warning(
+                    "%s: dropped stored update %s that could not be read: %r",
+                    self.name,
+                    pending.key,
+                    exc,
+                )
+                update = None
             if isinstance(update, Message):
                 self._schedule(update)
-            else:  # nothing to answer (cannot happen: only messages are stored)
+            else:  # nothing to answer: never tried again, and the others still are
                 await self.gateway.store.finish_update(self.name, pending.key)
 
     async def _sweep(self) -> None:
