@@ -12,9 +12,11 @@ from stoker.agent.review import ReviewConfig
 from stoker.errors import ConfigError
 from stoker.gateway.config import load_config
 from stoker.gateway.memory import user_directory
+from stoker.gateway.server import build_gateway
 from stoker.providers.sim.engine import SimEngine
 from stoker.providers.sim.provider import SimProvider
 from stoker.store.base import SqlEventStore
+from stoker.store.sqlite import SQLiteStore
 from tests.test_gateway_support import Rig, make_rig
 from tests.test_review import ReviewingModel
 
@@ -98,3 +100,20 @@ def test_the_memory_section_turns_memory_and_reviews_on(tmp_path: Path) -> None:
     path.write_text("[memory]\nreview_every = 3\n", encoding="utf-8")
     with pytest.raises(ConfigError, match=r"memory\.directory"):
         load_config(path, env={})
+
+
+async def test_serve_builds_the_gateway_with_each_users_memory(tmp_path: Path) -> None:
+    path = tmp_path / "gateway.toml"
+    path.write_text('[memory]\ndirectory = "mem"\nreview_every = 2\n', encoding="utf-8")
+    config = load_config(path, env={})
+    store = SQLiteStore(tmp_path / "sessions.db")
+    rig = make_rig(store)
+    gateway = build_gateway(config, store=store, provider_factory=rig.factory)
+    try:
+        assert gateway.pool.review == ReviewConfig(memory_every=2)
+        sid = await gateway.create_session(ALICE)
+        assert "memory" in (await store.load(sid)).prefix.tool_names
+        assert gateway.pool.memory is not None
+        assert gateway.pool.memory.root == tmp_path / "mem"
+    finally:
+        await store.close()
