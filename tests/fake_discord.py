@@ -88,17 +88,31 @@ class FakeDiscord(RecordedCalls):
         user: int = USER,
         channel: int = DM,
         mention: bool = False,
+        reply_to: dict[str, Any] | None = None,
         files: list[dict[str, Any]] | None = None,
     ) -> dict[str, Any]:
         """A user writes; `mention` puts the bot's mention in front, as Discord does;
-        `files` are attachments made by `file`."""
+        `reply_to` makes it a reply to that message, pinging its author (Discord's
+        default: the author is among the mentions, not in the text); `files` are
+        attachments made by `file`."""
         content = f"<@{BOT_ID}> {text}" if mention else text
+        pinged = [reply_to["author"]] if reply_to else []
+        reply = (
+            {
+                "type": 19,  # REPLY
+                "message_reference": {"message_id": reply_to["id"], "channel_id": str(channel)},
+                "referenced_message": reply_to,
+            }
+            if reply_to is not None
+            else {}
+        )
         message = self._message(
             channel,
             _user(user, f"user{user % 1000}"),
             content,
-            mentions=[_user(BOT_ID, "stoker", bot=True)] if mention else [],
+            mentions=[_user(BOT_ID, "stoker", bot=True)] if mention else pinged,
             attachments=files or [],
+            **reply,
         )
         self._dispatch("MESSAGE_CREATE", self._in_guild(message, user))
         return message
@@ -356,6 +370,7 @@ class FakeDiscord(RecordedCalls):
         attachments: list[dict[str, Any]] | None = None,
         components: list[dict[str, Any]] | None = None,
         flags: int = 0,
+        **fields: Any,
     ) -> dict[str, Any]:
         message = {
             "id": str(next(self._ids)),
@@ -374,6 +389,7 @@ class FakeDiscord(RecordedCalls):
             "type": 0,
             "flags": flags,
             "components": components or [],
+            **fields,
         }
         with self._lock:
             self.history.setdefault(channel, []).append(message)

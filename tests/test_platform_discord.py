@@ -497,3 +497,14 @@ async def test_a_stored_update_that_cannot_be_read_is_dropped_and_the_others_ans
     assert "Understood: still here" in _contents(api)
     assert await store.pending_updates("discord") == []
     assert "dropped stored update 0 that could not be read" in caplog.text
+
+
+async def test_a_reply_to_the_bots_message_is_a_mention(store: SqlEventStore, api: Api) -> None:
+    rig = _rig(store)
+    server = Allowlist(chats=frozenset({str(GUILD)}))
+    async with running(bridge(rig.gateway, api.url, allowlist=server)):
+        assert await _exchange(api, "first", channel=CHANNEL, mention=True) == ["Understood: first"]
+        answer = api.fake.history[CHANNEL][-1]
+        assert await _exchange(api, "and then?", channel=CHANNEL, reply_to=answer) == [
+            "Understood: and then?"
+        ]
