@@ -113,9 +113,16 @@ class FakeTelegram(RecordedCalls):
         return {"file_id": file_id, "file_unique_id": f"u{file_id}", "file_size": size}
 
     def attached(
-        self, carried: dict[str, Any], caption: str = "", *, user: int = 42
+        self,
+        carried: dict[str, Any],
+        caption: str = "",
+        *,
+        user: int = 42,
+        media_group_id: str = "",
     ) -> dict[str, Any]:
         """Queue a message of `user` carrying `carried` (e.g. {"voice": ...}) and `caption`."""
+        if media_group_id:
+            carried = {**carried, "media_group_id": media_group_id}
         message: dict[str, Any] = {
             "message_id": self._message_id(),
             "date": int(time.time()),
@@ -133,6 +140,20 @@ class FakeTelegram(RecordedCalls):
         """A photo in the sizes Telegram makes of it (each a real PNG here), smallest first."""
         entries = [{**self.file(png(w, h)), "width": w, "height": h} for w, h in sizes]
         return self.attached({"photo": entries}, caption, user=user)
+
+    def album(self, caption: str, count: int, *, user: int = 42) -> list[dict[str, Any]]:
+        """An album of `count` photos: one update per photo sharing a `media_group_id`,
+        the caption on the first, as Telegram delivers it."""
+        group = f"1357{self._message_id()}"
+        return [
+            self.attached(
+                {"photo": [{**self.file(png(40, 30, shade=i)), "width": 40, "height": 30}]},
+                caption if i == 0 else "",
+                user=user,
+                media_group_id=group,
+            )
+            for i in range(count)
+        ]
 
     def document(
         self,

@@ -11,6 +11,7 @@ from typing import Any
 
 from stoker.cache.models import ModelInfo
 from stoker.gateway.images import WITHOUT_TEXT
+from stoker.gateway.platforms.access import RateLimit
 from stoker.gateway.platforms.bridge import MAX_ATTEMPTS
 from stoker.providers.base import CallContext, Completion
 from stoker.providers.sim.provider import SimProvider
@@ -281,3 +282,35 @@ async def test_a_turn_cut_off_with_its_photo_is_finished_after_a_restart_not_sen
     assert await _asked(store) == [(TextBlock(text="stuck: what is in it?"), _image(png(90, 90)))]
     assert len(sim.requests) == 1
     assert await store.pending_updates("telegram") == []
+
+
+async def test_an_album_is_answered_once_whole_and_counts_once_against_the_rate_limit(
+    store: SqlEventStore, api: Api
+) -> None:
+    rig = _rig(store)
+    async with running(bridge(rig.gateway, api.url, rate=RateLimit(per_minute=1, burst=2))):
+        api.fake.album("compare these three", 3)
+        await api.fake.wait_for(lambda: len(api.fake.sent()) == 1)
+    assert api.fake.texts() == ["Understood: compare these three"]
+    shots = [png(40, 30, shade=i) for i in range(3)]
+    assert await _asked(store) == [
+        (TextBlock(text="compare these three"), *(_image(p) for p in shots))
+    ]
+    assert len(_sim(rig).requests) == 1
+    assert await store.pending_updates("telegram") == []
+
+
+async def test_an_album_sent_while_the_gateway_was_down_is_answered_once_after_it(
+    store: SqlEventStore, api: Api
+) -> None:
+    rig = _rig(store)
+    api.fake.album("", 2)  # queued at Telegram before the bot polls
+    api.fake.user_message("and this one?")
+    async with running(bridge(rig.gateway, api.url)):
+        await api.fake.wait_for(lambda: len(api.fake.sent()) == 2)
+    assert api.fake.texts() == [f"Understood: {WITHOUT_TEXT}", "Understood: and this one?"]
+    shots = [png(40, 30, shade=i) for i in range(2)]
+    assert await _asked(store) == [
+        (TextBlock(text=WITHOUT_TEXT), *(_image(p) for p in shots)),
+        (TextBlock(text="and this one?"),),
+    ]

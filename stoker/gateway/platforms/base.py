@@ -100,6 +100,9 @@ class Message:
     # Not addressed to the bot (no mention) but in a thread: answered only when the user
     # already talks with the bot there (their chat key has a session), else dropped.
     followup: bool = False
+    # Messages sent together as one (a Telegram album: one message per photo) share a
+    # group: the bridge answers them in one turn.
+    group: str = ""
     kind: Literal["message"] = "message"
 
 

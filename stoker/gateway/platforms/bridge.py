@@ -18,7 +18,10 @@ this process, then given up with a warning. While a turn runs the chat shows typ
 calls appear as edits of one status message, and a background review's summary comes as
 a quiet follow-up. A message's attachments are downloaded when it is handled (again after
 a restart, from the stored update) and become blocks after its text or one reply saying
-what was not passed (`attachments.py`).
+what was not passed (`attachments.py`). The parts of an album (a Telegram album is one
+message per photo) are answered together, once no part has come for `ALBUM_SETTLE`
+seconds: one turn with every part's text and attachments, counted once against the rate
+limit.
 """
 
 from __future__ import annotations
@@ -27,8 +30,9 @@ import asyncio
 import json
 import logging
 import secrets
+import time
 from collections.abc import Coroutine, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from starlette.routing import BaseRoute
@@ -68,6 +72,8 @@ TYPING_EVERY = 4.0  # seconds: platforms show "typing" for about five
 RETRY_EVERY = 15.0  # seconds between looks for updates whose handling failed
 MAX_ATTEMPTS = 5  # tries per update in one process before it is given up
 LEASE_SECONDS = 60.0  # renewed while an update is handled: a dead replica's expires soon
+ALBUM_SETTLE = 1.0  # seconds after an album's last part before it is answered, whole
+ALBUMS_REMEMBERED = 1024
 
 
 def chat_of(key: ChatKey) -> ChatRef:
@@ -141,6 +147,7 @@ class Bridge:
         self._inflight: set[str] = set()  # update ids scheduled in this process
         self._attempts: dict[str, int] = {}
         self._sweeper: asyncio.Task[None] | None = None
+        self._albums: dict[str, float] = {}  # album group -> when its latest part came
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -234,7 +241,8 @@ class Bridge:
             return
         if update.followup and not await self._talking(update.key):
             return  # a thread's message to others, not to the bot
-        allowed, tell = self.rates.take(update.key.chat)
+        album = self._album_part(update)
+        allowed, tell = (True, False) if album else self.rates.take(update.key.chat)
         if not allowed:
             if tell:
                 wait = max(1, round(self.rates.wait(update.key.chat)))
@@ -246,6 +254,43 @@ class Bridge:
             self.name, update.id, chat=update.key.stored, body=body
         ):
             self._schedule(update)
+
+    def _album_part(self, message: Message) -> bool:
+        """Note when an album's part came; whether one came before (an album counts once
+        against the chat's rate limit, as the one message it is to the user)."""
+        if not message.group:
+            return False
+        seen = message.group in self._albums
+        self._albums[message.group] = time.monotonic()
+        while len(self._albums) > ALBUMS_REMEMBERED:
+            self._albums.pop(next(iter(self._albums)))
+        return seen
+
+    async def _with_album(self, message: Message) -> tuple[Message, list[str]]:
+        """`message` with the other parts of its album still pending in the store (once
+        no part has come for `ALBUM_SETTLE` seconds): their texts and attachments in
+        order, as one message; and the ids of those parts, finished with it."""
+        while True:  # a part may come while this waits: then wait on from that one
+            wait = self._albums.get(message.group, 0.0) + ALBUM_SETTLE - time.monotonic()
+            if wait <= 0:
+                break
+            await asyncio.sleep(wait)
+        parts: list[Message] = []
+        for pending in await self.gateway.store.pending_updates(self.name):
+            if pending.chat != message.key.stored or pending.key == message.id:
+                continue
+            try:
+                part = self.adapter.parse(json.loads(pending.body))
+            except Exception:  # unreadable: `_retry_pending` drops it
+                continue
+            if isinstance(part, Message) and part.group == message.group:
+                parts.append(part)
+        if not parts:
+            return message, []
+        every = sorted([message, *parts], key=lambda m: (len(m.id), m.id))
+        text = "\n\n".join(m.text for m in every if m.text.strip())
+        attachments = tuple(a for m in every for a in m.attachments)
+        return replace(message, text=text, attachments=attachments), [p.id for p in parts]
 
     async def latest(self) -> dict[str, str]:
         out: dict[str, str] = {}
@@ -329,6 +374,9 @@ class Bridge:
         through a long reply sends only what did not arrive. What of the attachments the
         model cannot take is said first; a message of nothing else gets no turn."""
         ctx, chat = Context(update=message.id), chat_of(message.key)
+        others: list[str] = []  # the album's other parts, answered by this one's turn
+        if message.group:
+            message, others = await self._with_album(message)
         outbox: list[tuple[str, bool, bool]] = []  # (text, markup, quiet)
         attached = Prepared()
         if message.attachments:
@@ -354,6 +402,8 @@ class Bridge:
             if i >= done:
                 await self.adapter.send(ctx, chat, text, markup=markup, quiet=quiet)
                 await store.mark_delivered(self.name, message.id, i + 1)
+        for other in others:  # before this one: a restart replays this one's turn, whole
+            await store.finish_update(self.name, other)
         await store.finish_update(self.name, message.id)
 
     async def _attached(self, message: Message, ctx: Context, last_try: bool) -> Prepared:

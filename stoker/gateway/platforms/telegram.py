@@ -308,7 +308,13 @@ class TelegramAdapter:
             return None
         thread = str(m.message_thread_id) if m.is_topic_message and m.message_thread_id else ""
         key = ChatKey(platform=NAME, chat=str(m.chat.id), thread=thread, user=str(m.from_user.id))
-        return Message(id=str(update.update_id), key=key, text=text, attachments=attachments)
+        return Message(
+            id=str(update.update_id),
+            key=key,
+            text=text,
+            attachments=attachments,
+            group=m.media_group_id or "",
+        )
 
     # -- sending -----------------------------------------------------------------------------
 
