@@ -109,6 +109,7 @@ def test_serve_help_shows_the_platforms_section() -> None:
         "[platforms.discord] starts a Discord bot",
         "pip install 'stoker[discord]'",
         "allowed_servers (Discord): server ids",
+        '[memory] directory = "memory" gives each user their own memory',
     ):
         assert phrase in text
 

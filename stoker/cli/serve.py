@@ -87,6 +87,9 @@ def serve(
     allowed_users, allowed_chats: who is answered (default: nobody); "*" for everyone.
 
     rate_per_minute, burst: how many messages each chat may send.
+
+    \[memory] directory = "memory" gives each user their own memory, saved by a
+    background review every review_every turns and read by their next session.
     """
 
     from stoker import gateway
