@@ -35,7 +35,6 @@ import logging
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
-from urllib.parse import urlsplit
 
 import aiohttp
 import discord
@@ -57,7 +56,7 @@ from stoker.gateway.platforms.base import (
     Update,
 )
 from stoker.gateway.platforms.discord_markdown import discord_markdown
-from stoker.gateway.platforms.download import read_within
+from stoker.gateway.platforms.download import get_within, on_hosts
 from stoker.gateway.platforms.redact import Redact
 from stoker.gateway.platforms.settings import DiscordSettings
 from stoker.gateway.platforms.text import render, split, utf16_length
@@ -89,7 +88,6 @@ CATCH_UP_CHATS = 50  # the chats most recently active that a fresh connection ca
 CATCH_UP_MESSAGES = 100  # per chat: Discord's most per history request
 ACCEPT_TRIES = 4  # a message the inbox could not store, tried again after 1, 2, 4 s
 CDN_HOSTS = frozenset({"cdn.discordapp.com", "media.discordapp.net"})
-DOWNLOAD_TIMEOUT = aiohttp.ClientTimeout(total=60.0)  # one attachment
 REMEMBERED = 256  # button presses and slash commands waiting for their answer
 _ANSWERED = (discord.MessageType.default, discord.MessageType.reply)
 
@@ -465,23 +463,14 @@ class DiscordAdapter:
         if not self._cdn(attachment.ref):
             raise AttachmentRefused("its download link is not Discord's")
         if self._downloads is None:
-            self._downloads = aiohttp.ClientSession(timeout=DOWNLOAD_TIMEOUT)
-        async with self._downloads.get(attachment.ref, allow_redirects=False) as response:
-            if response.status >= 500:
-                raise ConnectionError(f"Discord's file server answered {response.status}")
-            if response.status in (403, 404):  # its signed link expired, or it was deleted
-                raise AttachmentRefused("Discord no longer serves it (deleted, or too old)")
-            if response.status != 200:
-                raise AttachmentRefused(f"Discord refused the download ({response.status})")
-            return await read_within(
-                response.content.iter_chunked(65536), limit, stated=response.content_length
-            )
+            self._downloads = aiohttp.ClientSession()
+        gone = "Discord no longer serves it (deleted, or too old)"  # its signed link expired
+        return await get_within(
+            self._downloads, attachment.ref, limit, who="Discord", refusals={403: gone, 404: gone}
+        )
 
     def _cdn(self, url: str) -> bool:
-        target, api = urlsplit(url), urlsplit(self.settings.api_url)
-        if target.scheme == api.scheme and target.netloc == api.netloc:
-            return True
-        return target.scheme == "https" and (target.hostname or "") in CDN_HOSTS
+        return on_hosts(url, self.settings.api_url, CDN_HOSTS.__contains__)
 
 
 def _remember(pending: dict[str, discord.Interaction], interaction: discord.Interaction) -> None:

@@ -8,9 +8,15 @@ off there, whatever was stated.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterable
+from collections.abc import AsyncIterable, Callable, Mapping
+from urllib.parse import urlsplit
+
+import aiohttp
 
 from stoker.gateway.platforms.base import AttachmentRefused
+
+TIMEOUT = aiohttp.ClientTimeout(total=60.0)  # one file
+CHUNK = 65_536
 
 
 def size(n: int) -> str:
@@ -34,3 +40,38 @@ async def read_within(chunks: AsyncIterable[bytes], limit: int, *, stated: int |
         if len(body) > limit:
             raise too_large(stated, limit)
     return bytes(body)
+
+
+def on_hosts(url: str, api_url: str, platform: Callable[[str], bool]) -> bool:
+    """Whether `url` is on the platform's own hosts (https, a host `platform` accepts) or
+    the configured API's (a test's fake, a proxy): the only places a download goes."""
+    target, api = urlsplit(url), urlsplit(api_url)
+    if target.scheme == api.scheme and target.netloc == api.netloc:
+        return True
+    return target.scheme == "https" and platform(target.hostname or "")
+
+
+async def get_within(
+    session: aiohttp.ClientSession,
+    url: str,
+    limit: int,
+    *,
+    who: str,
+    refusals: Mapping[int, str],
+    headers: Mapping[str, str] | None = None,
+) -> bytes:
+    """A platform file server's download of `url`, within `limit` bytes, never through
+    a redirect. A 5xx is passing (`ConnectionError`: tried again later); a status in
+    `refusals` is refused with its reason; any other but 200 is refused naming it."""
+    async with session.get(
+        url, headers=headers, allow_redirects=False, timeout=TIMEOUT
+    ) as response:
+        if response.status >= 500:
+            raise ConnectionError(f"{who}'s file server answered {response.status}")
+        if response.status in refusals:
+            raise AttachmentRefused(refusals[response.status])
+        if response.status != 200:
+            raise AttachmentRefused(f"{who} refused the download ({response.status})")
+        return await read_within(
+            response.content.iter_chunked(CHUNK), limit, stated=response.content_length
+        )

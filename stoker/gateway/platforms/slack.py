@@ -32,7 +32,7 @@ import logging
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs
 
 import aiohttp
 from slack_sdk.errors import SlackApiError
@@ -63,7 +63,7 @@ from stoker.gateway.platforms.base import (
     MessageRef,
     Update,
 )
-from stoker.gateway.platforms.download import read_within
+from stoker.gateway.platforms.download import get_within, on_hosts
 from stoker.gateway.platforms.mrkdwn import escape, slack_mrkdwn
 from stoker.gateway.platforms.redact import Redact
 from stoker.gateway.platforms.settings import SlackSettings
@@ -88,7 +88,6 @@ FORMATTING = (
 )
 RATE_LIMIT_RETRIES = 3
 REMEMBERED = 4096  # user messages whose reaction may still be pending
-DOWNLOAD_TIMEOUT = aiohttp.ClientTimeout(total=60.0)  # one file
 NO_SCOPE = "Slack refused the download: the app needs the files:read scope"
 _MENTION = re.compile(r"<@([A-Z0-9]+)(?:\|[^>]*)?>")
 
@@ -375,30 +374,24 @@ class SlackAdapter:
             raise AttachmentRefused("Slack gave no download link (hidden by the plan, or deleted)")
         if not self._slacks(attachment.ref) or self._session is None:
             raise AttachmentRefused("its download link is not Slack's")
-        async with self._session.get(
+        return await get_within(
+            self._session,
             attachment.ref,
+            limit,
+            who="Slack",
+            # Slack redirects to its sign-in page when the token may not read the file
+            refusals=dict.fromkeys((301, 302, 303, 307, 308, 401, 403), NO_SCOPE),
             headers={"Authorization": f"Bearer {self.settings.token}"},
-            allow_redirects=False,
-            timeout=DOWNLOAD_TIMEOUT,
-        ) as response:
-            if response.status >= 500:
-                raise ConnectionError(f"Slack's file server answered {response.status}")
-            if response.status in (301, 302, 303, 307, 308, 401, 403):
-                raise AttachmentRefused(NO_SCOPE)
-            if response.status != 200:
-                raise AttachmentRefused(f"Slack refused the download ({response.status})")
-            return await read_within(
-                response.content.iter_chunked(65536), limit, stated=response.content_length
-            )
+        )
 
     def _slacks(self, url: str) -> bool:
         """Whether `url` is on a Slack host (or the configured API's, a test's fake): the
         only places the bot token is sent."""
-        target, api = urlsplit(url), urlsplit(self.settings.api_url)
-        if target.scheme == api.scheme and target.netloc == api.netloc:
-            return True
-        host = target.hostname or ""
-        return target.scheme == "https" and (host == "slack.com" or host.endswith(".slack.com"))
+        return on_hosts(
+            url,
+            self.settings.api_url,
+            lambda host: host == "slack.com" or host.endswith(".slack.com"),
+        )
 
     async def pressed(self, ctx: Context, press: ButtonPress, note: str) -> None:
         """The note, seen only by who pressed (the question itself is the bridge's to
