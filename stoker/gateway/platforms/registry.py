@@ -6,51 +6,42 @@ configured; a missing one is a clear error at start, saying which extra to insta
 
 from __future__ import annotations
 
+import importlib
+from collections.abc import Callable
+from typing import Any
+
 from stoker.errors import ConfigError
 from stoker.gateway.platforms.access import ChatRates
+from stoker.gateway.platforms.base import Adapter
 from stoker.gateway.platforms.bridge import Bridge
 from stoker.gateway.platforms.settings import PlatformSettings
 from stoker.gateway.service import Gateway
 
+# Each platform: its adapter (module, class) and the library its extra installs.
+ADAPTERS: dict[str, tuple[str, str, str]] = {
+    "telegram": ("stoker.gateway.platforms.telegram", "TelegramAdapter", "python-telegram-bot"),
+    "slack": ("stoker.gateway.platforms.slack", "SlackAdapter", "slack-sdk and aiohttp"),
+    "discord": ("stoker.gateway.platforms.discord", "DiscordAdapter", "discord.py"),
+}
+
 
 def build_bridges(settings: PlatformSettings, gateway: Gateway) -> list[Bridge]:
     bridges = []
-    if settings.telegram is not None:
+    for name in settings.names:
+        module, adapter, library = ADAPTERS[name]
         try:
-            from stoker.gateway.platforms.telegram import TelegramAdapter
+            make: Callable[[Any], Adapter] = getattr(importlib.import_module(module), adapter)
         except ImportError as exc:
             raise ConfigError(
-                "[platforms.telegram] needs python-telegram-bot: pip install 'stoker[telegram]'"
+                f"[platforms.{name}] needs {library}: pip install 'stoker[{name}]'"
             ) from exc
-        t = settings.telegram
+        platform = getattr(settings, name)
         bridges.append(
             Bridge(
                 gateway,
-                TelegramAdapter(t),
-                allowlist=t.allowlist,
-                rates=ChatRates(t.rate),
+                make(platform),
+                allowlist=platform.allowlist,
+                rates=ChatRates(platform.rate),
             )
-        )
-    if settings.slack is not None:
-        try:
-            from stoker.gateway.platforms.slack import SlackAdapter
-        except ImportError as exc:
-            raise ConfigError(
-                "[platforms.slack] needs slack-sdk and aiohttp: pip install 'stoker[slack]'"
-            ) from exc
-        s = settings.slack
-        bridges.append(
-            Bridge(gateway, SlackAdapter(s), allowlist=s.allowlist, rates=ChatRates(s.rate))
-        )
-    if settings.discord is not None:
-        try:
-            from stoker.gateway.platforms.discord import DiscordAdapter
-        except ImportError as exc:
-            raise ConfigError(
-                "[platforms.discord] needs discord.py: pip install 'stoker[discord]'"
-            ) from exc
-        d = settings.discord
-        bridges.append(
-            Bridge(gateway, DiscordAdapter(d), allowlist=d.allowlist, rates=ChatRates(d.rate))
         )
     return bridges
