@@ -37,15 +37,24 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-class TelegramSection(_Strict):
+class _ChatSection(_Strict):
+    """What every platform's section has: how fast each chat may send."""
+
+    rate_per_minute: float = Field(default=20.0, ge=0)
+    burst: int = Field(default=5, ge=1)
+
+    @property
+    def rate(self) -> RateLimit:
+        return RateLimit(per_minute=self.rate_per_minute, burst=self.burst)
+
+
+class TelegramSection(_ChatSection):
     mode: Literal["polling", "webhook"] = "polling"
     token_env: str | None = None
     token_file: str | None = None
     api_url: str = TELEGRAM_API  # another Bot API server (a local one, a test's fake)
     allowed_users: list[int | str] = []
     allowed_chats: list[int | str] = []
-    rate_per_minute: float = Field(default=20.0, ge=0)
-    burst: int = Field(default=5, ge=1)
     poll_timeout_seconds: int = Field(default=30, ge=0, le=50)
     webhook_url: str | None = None
     webhook_path: str = WEBHOOK_PATH
@@ -154,7 +163,7 @@ def _telegram(s: TelegramSection, env: Mapping[str, str], base: Path) -> Telegra
             users=frozenset(str(u) for u in s.allowed_users),
             chats=frozenset(str(c) for c in s.allowed_chats),
         ),
-        rate=RateLimit(per_minute=s.rate_per_minute, burst=s.burst),
+        rate=s.rate,
         poll_timeout=s.poll_timeout_seconds,
         webhook_url=s.webhook_url,
         webhook_path=s.webhook_path,
@@ -185,7 +194,7 @@ SLACK_API = "https://slack.com/api"
 SLACK_PATH = "/platforms/slack"
 
 
-class SlackSection(_Strict):
+class SlackSection(_ChatSection):
     mode: Literal["events", "socket"] = "events"
     token_env: str | None = None
     token_file: str | None = None
@@ -196,8 +205,6 @@ class SlackSection(_Strict):
     api_url: str = SLACK_API  # another Web API base (a test's fake)
     allowed_users: list[str] = []
     allowed_chats: list[str] = []
-    rate_per_minute: float = Field(default=20.0, ge=0)
-    burst: int = Field(default=5, ge=1)
     path: str = SLACK_PATH  # events at PATH/events, buttons at PATH/actions, PATH/commands
 
 
@@ -253,7 +260,7 @@ def _slack(s: SlackSection, env: Mapping[str, str], base: Path) -> SlackSettings
         app_token=app_token,
         api_url=s.api_url.rstrip("/"),
         allowlist=Allowlist(users=frozenset(s.allowed_users), chats=frozenset(s.allowed_chats)),
-        rate=RateLimit(per_minute=s.rate_per_minute, burst=s.burst),
+        rate=s.rate,
         path=s.path.rstrip("/"),
     )
 
@@ -270,15 +277,13 @@ DISCORD_API = "https://discord.com/api/v10"
 _SNOWFLAKE = re.compile(r"^\d{1,20}$")
 
 
-class DiscordSection(_Strict):
+class DiscordSection(_ChatSection):
     token_env: str | None = None
     token_file: str | None = None
     api_url: str = DISCORD_API  # another REST base (a test's fake, a rate-limit proxy)
     allowed_users: list[int | str] = []
     allowed_chats: list[int | str] = []
     allowed_servers: list[int | str] = []
-    rate_per_minute: float = Field(default=20.0, ge=0)
-    burst: int = Field(default=5, ge=1)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -321,5 +326,5 @@ def _discord(s: DiscordSection, env: Mapping[str, str], base: Path) -> DiscordSe
         token=token,
         api_url=s.api_url.rstrip("/"),
         allowlist=Allowlist(users=users, chats=chats | servers),
-        rate=RateLimit(per_minute=s.rate_per_minute, burst=s.burst),
+        rate=s.rate,
     )
