@@ -1,11 +1,24 @@
-"""The cache checks every chat platform's end-to-end tests make, written once: a chat's
-tenth message reads all its ninth read and wrote, and a review after a platform turn
-reads all the turn cached."""
+"""What every chat platform's end-to-end tests share, written once: the gateway they run
+on (the simulator as a model that echoes, or writes a long reply), and the cache checks:
+a chat's tenth message reads all its ninth read and wrote, and a review after a platform
+turn reads all the turn cached."""
 
 from __future__ import annotations
 
 from stoker.gateway.service import Gateway
+from stoker.providers.sim.engine import SimEngine
+from stoker.providers.sim.provider import SimProvider
+from stoker.store.base import SqlEventStore
 from stoker.wire.record import CacheRecord
+from tests.telegram_rig import ChatModel
+from tests.test_gateway_support import Rig, make_rig
+
+
+def chat_rig(store: SqlEventStore) -> Rig:
+    """A gateway on `store` whose model answers "Understood: ..." (or a long reply)."""
+    rig = make_rig(store)
+    rig.provider = SimProvider(engine=SimEngine(model=ChatModel()), clock=rig.clock)
+    return rig
 
 
 async def assert_tenth_reads_the_ninth(

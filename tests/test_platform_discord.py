@@ -30,9 +30,13 @@ from tests.discord_rig import TOKEN, Api, api, bridge
 from tests.fake_discord import CHANNEL, DM, GUILD, USER
 from tests.helpers import make_registry
 from tests.images import png
-from tests.platform_checks import assert_review_reads_the_turn, assert_tenth_reads_the_ninth
+from tests.platform_checks import (
+    assert_review_reads_the_turn,
+    assert_tenth_reads_the_ninth,
+    chat_rig,
+)
 from tests.store_fixtures import reopen
-from tests.telegram_rig import LONG, ChatModel, running
+from tests.telegram_rig import LONG, running
 from tests.test_gateway_support import make_rig
 from tests.test_platform_telegram import _Stuck
 from tests.test_review import ReviewingModel, memory
@@ -41,12 +45,6 @@ __all__ = ["api"]
 SILENT = 4096  # Discord's SUPPRESS_NOTIFICATIONS flag
 NO_EMBEDS = 4  # SUPPRESS_EMBEDS
 EPHEMERAL = 64
-
-
-def _rig(store: SqlEventStore):  # type: ignore[no-untyped-def]
-    rig = make_rig(store)
-    rig.provider = SimProvider(engine=SimEngine(model=ChatModel()), clock=rig.clock)
-    return rig
 
 
 def _seen(content: str) -> str:
@@ -67,7 +65,7 @@ def _contents(api: Api) -> list[str]:
 
 
 async def test_a_message_runs_a_turn_and_the_reply_arrives(store: SqlEventStore, api: Api) -> None:
-    rig = _rig(store)
+    rig = chat_rig(store)
     async with running(bridge(rig.gateway, api.url)):
         api.fake.user_message("hello bot")
         await api.fake.wait_for(lambda: len(api.fake.sent()) == 1)
@@ -90,7 +88,7 @@ async def test_a_message_runs_a_turn_and_the_reply_arrives(store: SqlEventStore,
 async def test_in_a_server_channel_only_a_mention_is_answered(
     store: SqlEventStore, api: Api
 ) -> None:
-    rig = _rig(store)
+    rig = chat_rig(store)
     server = Allowlist(chats=frozenset({str(GUILD)}))  # the whole server, any member
     async with running(bridge(rig.gateway, api.url, allowlist=server)):
         api.fake.user_message("talking among ourselves", channel=CHANNEL, user=77)
@@ -105,7 +103,7 @@ async def test_in_a_server_channel_only_a_mention_is_answered(
 
 
 async def test_a_long_reply_is_split_within_discords_limit(store: SqlEventStore, api: Api) -> None:
-    rig = _rig(store)
+    rig = chat_rig(store)
     async with running(bridge(rig.gateway, api.url)):
         api.fake.user_message("long answer please")
         await api.fake.wait_for(lambda: len(api.fake.sent()) >= 1)
@@ -117,7 +115,7 @@ async def test_a_long_reply_is_split_within_discords_limit(store: SqlEventStore,
 
 
 async def test_commands_work_in_a_dm_and_with_a_mention(store: SqlEventStore, api: Api) -> None:
-    rig = _rig(store)
+    rig = chat_rig(store)
     server = Allowlist(users=frozenset({str(USER)}))
     async with running(bridge(rig.gateway, api.url, allowlist=server)):
         assert await _exchange(api, "hello") == ["Understood: hello"]
@@ -141,7 +139,7 @@ async def test_commands_work_in_a_dm_and_with_a_mention(store: SqlEventStore, ap
 async def test_a_button_question_approves_and_another_denies(
     store: SqlEventStore, api: Api
 ) -> None:
-    rig = _rig(store)
+    rig = chat_rig(store)
     b = bridge(rig.gateway, api.url, allowlist=Allowlist(users=frozenset({str(USER), "43"})))
     key = ChatKey(platform="discord", chat=str(DM), user=str(USER))
     async with running(b):
@@ -181,7 +179,7 @@ async def test_a_restart_mid_turn_loses_nothing_and_answers_nothing_twice(
 ) -> None:
     """Discord does not deliver again: a message sent while the gateway was down is read
     back from the channel's history at the next connection."""
-    rig = _rig(store)
+    rig = chat_rig(store)
     sim = rig.provider
     assert isinstance(sim, SimProvider)
     stuck = _Stuck(sim)
@@ -225,7 +223,7 @@ async def test_a_restart_mid_turn_loses_nothing_and_answers_nothing_twice(
 async def test_a_dropped_connection_resumes_and_gets_what_it_missed(
     store: SqlEventStore, api: Api
 ) -> None:
-    rig = _rig(store)
+    rig = chat_rig(store)
     async with running(bridge(rig.gateway, api.url)):
         assert await _exchange(api, "before") == ["Understood: before"]
         api.fake.drop_connection()
@@ -244,7 +242,7 @@ async def test_a_dropped_connection_resumes_and_gets_what_it_missed(
 async def test_an_answer_not_delivered_is_delivered_after_a_restart_without_a_new_turn(
     store: SqlEventStore, api: Api
 ) -> None:
-    rig = _rig(store)
+    rig = chat_rig(store)
     api.fake.fail_next["create_message"] = 1  # Discord is down when the answer goes out
     async with running(bridge(rig.gateway, api.url)):
         message = api.fake.user_message("hello")
@@ -262,7 +260,7 @@ async def test_an_answer_not_delivered_is_delivered_after_a_restart_without_a_ne
 
 
 async def test_nobody_outside_the_allowlist_gets_anything(store: SqlEventStore, api: Api) -> None:
-    rig = _rig(store)
+    rig = chat_rig(store)
     async with running(bridge(rig.gateway, api.url, allowlist=Allowlist())) as b:
         api.fake.user_message("hello?", user=99)
         api.fake.user_message("hello?", user=99, channel=CHANNEL, mention=True)
@@ -301,7 +299,7 @@ async def test_tool_progress_edits_one_status_message_and_a_review_follows_quiet
 async def test_a_chats_tenth_message_reads_the_whole_prefix_of_its_ninth(
     store: SqlEventStore, api: Api
 ) -> None:
-    rig = _rig(store)
+    rig = chat_rig(store)
     async with running(bridge(rig.gateway, api.url)):
         for i in range(1, 11):
             assert await _exchange(api, f"message {i}") == [f"Understood: message {i}"]
@@ -311,7 +309,7 @@ async def test_a_chats_tenth_message_reads_the_whole_prefix_of_its_ninth(
 async def test_an_image_and_a_text_file_reach_the_model_after_the_text(
     store: SqlEventStore, api: Api
 ) -> None:
-    rig = _rig(store)
+    rig = chat_rig(store)
     chart, rows = png(64, 48), "day,sales\nmon,3\ntue,5\n"
     async with running(bridge(rig.gateway, api.url)):
         files = [
@@ -339,7 +337,7 @@ async def test_an_image_and_a_text_file_reach_the_model_after_the_text(
 async def test_attachments_the_model_cannot_take_get_a_clear_reply_and_the_text_its_answer(
     store: SqlEventStore, api: Api
 ) -> None:
-    rig = _rig(store)
+    rig = chat_rig(store)
     async with running(bridge(rig.gateway, api.url)):
         files = [
             api.fake.file("voice-message.ogg", "audio/ogg", b"OggS" + bytes(300)),
@@ -401,7 +399,7 @@ async def test_a_risky_call_asks_with_buttons_and_runs_only_when_allowed(
 async def test_slash_commands_are_registered_and_answered_in_place(
     store: SqlEventStore, api: Api
 ) -> None:
-    rig = _rig(store)
+    rig = chat_rig(store)
     async with running(bridge(rig.gateway, api.url)):
         assert await _exchange(api, "hello") == ["Understood: hello"]
         first = await store.chat_session("discord", f"{DM}//{USER}")
@@ -439,7 +437,7 @@ async def test_a_refused_command_registration_leaves_typed_commands_working(
     store: SqlEventStore, api: Api, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.DEBUG)  # every request and gateway payload discord.py logs
-    rig = _rig(store)
+    rig = chat_rig(store)
     api.fake.fail_next["set_commands"] = 1
     async with running(bridge(rig.gateway, api.url)):
         (usage,) = await _exchange(api, "/usage")
@@ -452,7 +450,7 @@ async def test_a_refused_command_registration_leaves_typed_commands_working(
 async def test_a_command_that_could_not_be_deferred_is_answered_in_the_channel(
     store: SqlEventStore, api: Api
 ) -> None:
-    rig = _rig(store)
+    rig = chat_rig(store)
     api.fake.expired = True  # the bot was too slow: Discord no longer takes an answer
     async with running(bridge(rig.gateway, api.url)):
         api.fake.slash("usage")
@@ -486,7 +484,7 @@ async def test_a_stored_update_that_cannot_be_read_is_dropped_and_the_others_ans
 ) -> None:
     """A pending row is outside input too (edited by hand, written by an older version):
     one that no longer parses must not keep the bridge from starting."""
-    rig = _rig(store)
+    rig = chat_rig(store)
     good = {"type": "message", "id": "1", "channel_id": str(DM), "author_id": str(USER)}
     rows = [("0", "{not json"), ("1", json.dumps({**good, "text": "still here"}))]
     rows.append(("2", json.dumps({**good, "id": "2", "attachments": [{"size": "huge"}]})))
@@ -500,7 +498,7 @@ async def test_a_stored_update_that_cannot_be_read_is_dropped_and_the_others_ans
 
 
 async def test_a_reply_to_the_bots_message_is_a_mention(store: SqlEventStore, api: Api) -> None:
-    rig = _rig(store)
+    rig = chat_rig(store)
     server = Allowlist(chats=frozenset({str(GUILD)}))
     async with running(bridge(rig.gateway, api.url, allowlist=server)):
         assert await _exchange(api, "first", channel=CHANNEL, mention=True) == ["Understood: first"]

@@ -23,21 +23,19 @@ from stoker.wire.record import CacheRecord
 from tests.fake_slack import BOT_ID, BOT_USER
 from tests.helpers import make_registry
 from tests.images import png
-from tests.platform_checks import assert_review_reads_the_turn, assert_tenth_reads_the_ninth
+from tests.platform_checks import (
+    assert_review_reads_the_turn,
+    assert_tenth_reads_the_ninth,
+    chat_rig,
+)
 from tests.slack_rig import DM, USER, Api, Slack, api, bridge, slack_to
 from tests.store_fixtures import reopen
-from tests.telegram_rig import LONG, ChatModel
+from tests.telegram_rig import LONG
 from tests.test_gateway_support import make_rig
 from tests.test_platform_telegram import _Stuck
 from tests.test_review import ReviewingModel, memory
 
 __all__ = ["api"]
-
-
-def _rig(store: SqlEventStore):  # type: ignore[no-untyped-def]
-    rig = make_rig(store)
-    rig.provider = SimProvider(engine=SimEngine(model=ChatModel()), clock=rig.clock)
-    return rig
 
 
 async def _exchange(slack: Slack, text: str, *, replies: int = 1, **kwargs: str) -> list[str]:
@@ -49,7 +47,7 @@ async def _exchange(slack: Slack, text: str, *, replies: int = 1, **kwargs: str)
 
 
 async def test_a_message_runs_a_turn_and_the_reply_arrives(store: SqlEventStore, api: Api) -> None:
-    rig = _rig(store)
+    rig = chat_rig(store)
     async with slack_to(rig.gateway, bridge(rig.gateway, api.url), api) as slack:
         event = api.fake.event("hello bot & <friends>")
         assert await slack.deliver(event) == 200
@@ -81,7 +79,7 @@ async def test_a_message_runs_a_turn_and_the_reply_arrives(store: SqlEventStore,
 async def test_in_a_channel_only_a_mention_is_answered_in_its_thread(
     store: SqlEventStore, api: Api
 ) -> None:
-    rig = _rig(store)
+    rig = chat_rig(store)
     channel = {"channel": "C0CHAN01", "channel_type": "channel"}
     async with slack_to(rig.gateway, bridge(rig.gateway, api.url), api) as slack:
         for ignored in (
@@ -106,7 +104,7 @@ async def test_in_a_channel_only_a_mention_is_answered_in_its_thread(
 async def test_in_a_thread_the_user_talks_with_the_app_follow_ups_need_no_mention(
     store: SqlEventStore, api: Api
 ) -> None:
-    rig = _rig(store)
+    rig = chat_rig(store)
     thread = {"channel": "C0CHAN01", "channel_type": "channel", "thread_ts": "1700000000.000200"}
     other = {**thread, "thread_ts": "1700000000.000300"}
     everyone = Allowlist(chats=frozenset({"C0CHAN01"}))  # the colleague may talk to it too
@@ -134,7 +132,7 @@ async def test_in_a_thread_the_user_talks_with_the_app_follow_ups_need_no_mentio
 
 
 async def test_a_long_reply_is_split_within_the_limit(store: SqlEventStore, api: Api) -> None:
-    rig = _rig(store)
+    rig = chat_rig(store)
     async with slack_to(rig.gateway, bridge(rig.gateway, api.url), api) as slack:
         await _exchange(slack, "long answer please", replies=2)
     texts = api.fake.texts()
@@ -147,7 +145,7 @@ async def test_a_long_reply_is_split_within_the_limit(store: SqlEventStore, api:
 
 
 async def test_commands_work_typed_and_as_slash_commands(store: SqlEventStore, api: Api) -> None:
-    rig = _rig(store)
+    rig = chat_rig(store)
     async with slack_to(rig.gateway, bridge(rig.gateway, api.url), api) as slack:
         assert await _exchange(slack, "hello") == ["Understood: hello"]
         first = await store.chat_session("slack", f"{DM}//{USER}")
@@ -172,7 +170,7 @@ async def test_commands_work_typed_and_as_slash_commands(store: SqlEventStore, a
 async def test_a_button_question_approves_and_another_denies(
     store: SqlEventStore, api: Api
 ) -> None:
-    rig = _rig(store)
+    rig = chat_rig(store)
     other = "U0OTHER1"
     b = bridge(rig.gateway, api.url, allowlist=Allowlist(users=frozenset({USER, other})))
     key = ChatKey(platform="slack", chat=DM, user=USER)
@@ -215,7 +213,7 @@ async def test_a_button_question_approves_and_another_denies(
 async def test_a_restart_mid_turn_loses_nothing_and_a_retry_is_answered_once(
     store: SqlEventStore, api: Api
 ) -> None:
-    rig = _rig(store)
+    rig = chat_rig(store)
     sim = rig.provider
     assert isinstance(sim, SimProvider)
     stuck = _Stuck(sim)
@@ -249,7 +247,7 @@ async def test_a_restart_mid_turn_loses_nothing_and_a_retry_is_answered_once(
 
 
 async def test_a_rate_limited_call_waits_and_is_sent_again(store: SqlEventStore, api: Api) -> None:
-    rig = _rig(store)
+    rig = chat_rig(store)
     api.fake.limit_next["chat.postMessage"] = 2  # Slack: slow down (Retry-After: 0)
     async with slack_to(rig.gateway, bridge(rig.gateway, api.url), api) as slack:
         attempts = await _exchange(slack, "hello", replies=3)
@@ -261,7 +259,7 @@ async def test_a_rate_limited_call_waits_and_is_sent_again(store: SqlEventStore,
 async def test_an_answer_not_delivered_is_delivered_after_a_restart_without_a_new_turn(
     store: SqlEventStore, api: Api
 ) -> None:
-    rig = _rig(store)
+    rig = chat_rig(store)
     first = bridge(rig.gateway, api.url)
     api.fake.fail_next["chat.postMessage"] = 1  # Slack is down when the answer goes out
     async with slack_to(rig.gateway, first, api) as slack:
@@ -283,7 +281,7 @@ async def test_an_answer_not_delivered_is_delivered_after_a_restart_without_a_ne
 
 
 async def test_nobody_outside_the_allowlist_gets_anything(store: SqlEventStore, api: Api) -> None:
-    rig = _rig(store)
+    rig = chat_rig(store)
     b = bridge(rig.gateway, api.url, allowlist=Allowlist())  # the default: nobody
     async with slack_to(rig.gateway, b, api) as slack:
         stranger = "U0STRANGE"
@@ -303,7 +301,7 @@ async def test_nobody_outside_the_allowlist_gets_anything(store: SqlEventStore, 
 async def test_an_unsigned_or_stale_request_is_refused_and_nothing_is_stored(
     store: SqlEventStore, api: Api
 ) -> None:
-    rig = _rig(store)
+    rig = chat_rig(store)
     async with slack_to(rig.gateway, bridge(rig.gateway, api.url), api) as slack:
         body = json.dumps(api.fake.event("hello")).encode()
         cases = {
@@ -330,7 +328,7 @@ async def test_an_unsigned_or_stale_request_is_refused_and_nothing_is_stored(
 async def test_a_chats_tenth_message_reads_the_whole_prefix_of_its_ninth(
     store: SqlEventStore, api: Api
 ) -> None:
-    rig = _rig(store)
+    rig = chat_rig(store)
     async with slack_to(rig.gateway, bridge(rig.gateway, api.url), api) as slack:
         for i in range(1, 11):
             assert await _exchange(slack, f"message {i}") == [f"Understood: message {i}"]

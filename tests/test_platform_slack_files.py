@@ -15,8 +15,8 @@ from stoker.store.base import SqlEventStore
 from stoker.wire.blocks import MAX_IMAGE_BYTES, ImageBlock, TextBlock
 from stoker.wire.messages import UserMessage
 from tests.images import png
+from tests.platform_checks import chat_rig
 from tests.slack_rig import DM, TOKEN, USER, Api, Slack, api, bridge, slack_to
-from tests.test_platform_slack import _rig
 
 __all__ = ["api"]
 
@@ -38,7 +38,7 @@ async def test_an_image_and_a_text_file_reach_the_model_after_the_text_in_their_
     store: SqlEventStore, api: Api, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.DEBUG)
-    rig = _rig(store)
+    rig = chat_rig(store)
     chart = png(64, 48)
     rows = "day,sales\nmon,3\ntue,5\n"
     async with slack_to(rig.gateway, bridge(rig.gateway, api.url), api) as slack:
@@ -68,7 +68,7 @@ async def test_an_image_and_a_text_file_reach_the_model_after_the_text_in_their_
 async def test_a_download_slack_refuses_says_which_scope_is_missing_and_the_text_is_answered(
     store: SqlEventStore, api: Api
 ) -> None:
-    rig = _rig(store)
+    rig = chat_rig(store)
     api.fake.files_read = False  # the app was installed without the files:read scope
     async with slack_to(rig.gateway, bridge(rig.gateway, api.url), api) as slack:
         shared = [api.fake.file("chart.png", "image/png", png(8, 8))]
@@ -84,7 +84,7 @@ async def test_a_download_slack_refuses_says_which_scope_is_missing_and_the_text
 async def test_files_the_model_cannot_take_get_a_clear_reply_and_nothing_else(
     store: SqlEventStore, api: Api
 ) -> None:
-    rig = _rig(store)
+    rig = chat_rig(store)
     async with slack_to(rig.gateway, bridge(rig.gateway, api.url), api) as slack:
         shared = [
             api.fake.file("clip.webm", "audio/webm", b"\x1aE\xdf\xa3" + bytes(300)),
@@ -105,7 +105,7 @@ async def test_files_the_model_cannot_take_get_a_clear_reply_and_nothing_else(
 async def test_a_download_longer_than_slack_said_stops_at_the_limit(
     store: SqlEventStore, api: Api
 ) -> None:
-    rig = _rig(store)
+    rig = chat_rig(store)
     async with slack_to(rig.gateway, bridge(rig.gateway, api.url), api) as slack:
         shared = [api.fake.file("photo.png", "image/png", png(8, 8), stated=900, endless=True)]
         await _exchange(slack, "look", shared, replies=2)
@@ -118,7 +118,7 @@ async def test_a_download_longer_than_slack_said_stops_at_the_limit(
 
 
 async def test_at_most_four_images_go_with_one_message(store: SqlEventStore, api: Api) -> None:
-    rig = _rig(store)
+    rig = chat_rig(store)
     pictures = [png(8, 8, shade=i) for i in range(5)]
     async with slack_to(rig.gateway, bridge(rig.gateway, api.url), api) as slack:
         shared = [api.fake.file(f"p{i}.png", "image/png", p) for i, p in enumerate(pictures)]
@@ -140,7 +140,7 @@ async def test_at_most_four_images_go_with_one_message(store: SqlEventStore, api
 async def test_the_bot_token_goes_to_no_link_but_slacks_and_a_missing_link_is_named(
     store: SqlEventStore, api: Api
 ) -> None:
-    rig = _rig(store)
+    rig = chat_rig(store)
     async with slack_to(rig.gateway, bridge(rig.gateway, api.url), api) as slack:
         elsewhere = api.fake.file("a.png", "image/png", png(8, 8))
         elsewhere["url_private_download"] = "https://files.evil.example/a.png"

@@ -18,10 +18,10 @@ from stoker.gateway.service import Gateway
 from stoker.providers.sim.provider import SimProvider
 from stoker.store.base import SqlEventStore
 from tests.fake_slack import BOT_USER
+from tests.platform_checks import chat_rig
 from tests.slack_rig import DM, TOKEN, USER, Api, api, bridge
 from tests.store_fixtures import reopen
 from tests.telegram_rig import running
-from tests.test_platform_slack import _rig
 from tests.test_platform_telegram import _Stuck
 
 __all__ = ["api"]
@@ -37,7 +37,7 @@ async def test_socket_mode_answers_a_message_a_command_and_a_button(
     store: SqlEventStore, api: Api, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.DEBUG)
-    rig = _rig(store)
+    rig = chat_rig(store)
     fake = api.fake
     b = _socket(rig.gateway, api)
     async with running(b):
@@ -67,7 +67,7 @@ async def test_socket_mode_answers_a_message_a_command_and_a_button(
 async def test_socket_mode_restart_loses_nothing_and_answers_a_redelivery_once(
     store: SqlEventStore, api: Api
 ) -> None:
-    rig = _rig(store)
+    rig = chat_rig(store)
     fake = api.fake
     sim = rig.provider
     assert isinstance(sim, SimProvider)
@@ -104,7 +104,7 @@ async def test_socket_mode_restart_loses_nothing_and_answers_a_redelivery_once(
 async def test_socket_mode_answers_nobody_outside_the_allowlist(
     store: SqlEventStore, api: Api
 ) -> None:
-    rig = _rig(store)
+    rig = chat_rig(store)
     fake = api.fake
     async with running(_socket(rig.gateway, api, allowlist=Allowlist())):
         fake.envelope("events_api", fake.event("hello?", user="U0STRANGE"))

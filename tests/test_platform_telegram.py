@@ -23,23 +23,21 @@ from stoker.wire.messages import UserMessage
 from stoker.wire.record import CacheRecord
 from stoker.wire.request import Request
 from tests.helpers import make_registry
-from tests.platform_checks import assert_review_reads_the_turn, assert_tenth_reads_the_ninth
+from tests.platform_checks import (
+    assert_review_reads_the_turn,
+    assert_tenth_reads_the_ninth,
+    chat_rig,
+)
 from tests.store_fixtures import reopen
-from tests.telegram_rig import LONG, USER, Api, ChatModel, Clock, api, bridge, running
+from tests.telegram_rig import LONG, USER, Api, Clock, api, bridge, running
 from tests.test_gateway_support import Wrapped, make_rig
 from tests.test_review import ReviewingModel, memory
 
 __all__ = ["api"]
 
 
-def _rig(store: SqlEventStore):  # type: ignore[no-untyped-def]
-    rig = make_rig(store)
-    rig.provider = SimProvider(engine=SimEngine(model=ChatModel()), clock=rig.clock)
-    return rig
-
-
 async def test_a_message_runs_a_turn_and_the_reply_arrives(store: SqlEventStore, api: Api) -> None:
-    rig = _rig(store)
+    rig = chat_rig(store)
     async with running(bridge(rig.gateway, api.url)):
         api.fake.user_message("hello bot")
         await api.fake.wait_for(lambda: len(api.fake.sent()) == 1)
@@ -62,7 +60,7 @@ async def test_a_message_runs_a_turn_and_the_reply_arrives(store: SqlEventStore,
 
 
 async def test_a_long_reply_is_split_within_telegrams_limit(store: SqlEventStore, api: Api) -> None:
-    rig = _rig(store)
+    rig = chat_rig(store)
     async with running(bridge(rig.gateway, api.url)):
         api.fake.user_message("long answer please")
         await api.fake.wait_for(lambda: len(api.fake.sent()) >= 2)
@@ -86,7 +84,7 @@ async def _exchange(api: Api, text: str, *, replies: int = 1) -> list[str]:
 async def test_commands_work_and_new_moves_the_chat_to_a_new_session(
     store: SqlEventStore, api: Api
 ) -> None:
-    rig = _rig(store)
+    rig = chat_rig(store)
     async with running(bridge(rig.gateway, api.url)):
         assert await _exchange(api, "hello") == ["Understood: hello"]
         first = await store.chat_session("telegram", f"{USER}//{USER}")
@@ -117,7 +115,7 @@ async def test_commands_work_and_new_moves_the_chat_to_a_new_session(
 async def test_a_button_question_approves_and_another_denies(
     store: SqlEventStore, api: Api
 ) -> None:
-    rig = _rig(store)
+    rig = chat_rig(store)
     b = bridge(rig.gateway, api.url, allowlist=Allowlist(users=frozenset({str(USER), "43"})))
     key = ChatKey(platform="telegram", chat=str(USER), user=str(USER))
     await b.start()
@@ -172,7 +170,7 @@ class _Stuck(Wrapped):
 async def test_a_restart_mid_turn_loses_nothing_and_answers_nothing_twice(
     store: SqlEventStore, api: Api
 ) -> None:
-    rig = _rig(store)
+    rig = chat_rig(store)
     sim = rig.provider
     assert isinstance(sim, SimProvider)
     stuck = _Stuck(sim)
@@ -218,7 +216,7 @@ async def test_a_restart_mid_turn_loses_nothing_and_answers_nothing_twice(
 async def test_an_answer_not_delivered_is_delivered_after_a_restart_without_a_new_turn(
     store: SqlEventStore, api: Api
 ) -> None:
-    rig = _rig(store)
+    rig = chat_rig(store)
     first = bridge(rig.gateway, api.url)
     await first.start()
     api.fake.fail_next["sendMessage"] = 1  # Telegram is down when the answer goes out
@@ -244,7 +242,7 @@ async def test_an_answer_not_delivered_is_delivered_after_a_restart_without_a_ne
 
 
 async def test_nobody_outside_the_allowlist_gets_anything(store: SqlEventStore, api: Api) -> None:
-    rig = _rig(store)
+    rig = chat_rig(store)
     b = bridge(rig.gateway, api.url, allowlist=Allowlist())  # the default: nobody
     await b.start()
     try:
@@ -265,7 +263,7 @@ async def test_nobody_outside_the_allowlist_gets_anything(store: SqlEventStore, 
 async def test_a_chat_over_its_rate_limit_is_told_once_and_recovers(
     store: SqlEventStore, api: Api
 ) -> None:
-    rig = _rig(store)
+    rig = chat_rig(store)
     clock = Clock()
     async with running(
         bridge(rig.gateway, api.url, now=clock, rate=RateLimit(per_minute=1, burst=2))
@@ -312,7 +310,7 @@ async def test_tool_progress_edits_one_status_message_and_a_review_follows_quiet
 async def test_a_chats_tenth_message_reads_the_whole_prefix_of_its_ninth(
     store: SqlEventStore, api: Api
 ) -> None:
-    rig = _rig(store)
+    rig = chat_rig(store)
     async with running(bridge(rig.gateway, api.url)):
         for i in range(1, 11):
             assert await _exchange(api, f"message {i}") == [f"Understood: message {i}"]
@@ -323,7 +321,7 @@ async def test_each_user_in_each_group_topic_has_their_own_session(
     store: SqlEventStore, api: Api
 ) -> None:
     group = -100123
-    rig = _rig(store)
+    rig = chat_rig(store)
     allow = Allowlist(chats=frozenset({str(group)}))
     async with running(bridge(rig.gateway, api.url, allowlist=allow)):
         api.fake.user_message("in the group", user=42, chat=group)
@@ -348,7 +346,7 @@ async def test_each_user_in_each_group_topic_has_their_own_session(
 async def test_a_question_nobody_answers_gives_none_and_says_so(
     store: SqlEventStore, api: Api
 ) -> None:
-    rig = _rig(store)
+    rig = chat_rig(store)
     key = ChatKey(platform="telegram", chat=str(USER), user=str(USER))
     async with running(bridge(rig.gateway, api.url)) as b:
         assert await b.ask(key, "Delete the branch?", ["Allow", "Deny"], wait=0.3) is None
@@ -360,7 +358,7 @@ async def test_a_question_nobody_answers_gives_none_and_says_so(
 async def test_an_answer_the_platform_refused_is_sent_again_without_a_restart(
     store: SqlEventStore, api: Api
 ) -> None:
-    rig = _rig(store)
+    rig = chat_rig(store)
     sim = rig.provider
     assert isinstance(sim, SimProvider)
     api.fake.fail_next["sendMessage"] = 2  # Telegram fails the answer twice
@@ -379,7 +377,7 @@ async def test_flood_control_delays_a_long_reply_without_losing_or_repeating_a_p
 ) -> None:
     # PTB 22 warns when it reads a retry_after as an int; the timedelta form is its future
     monkeypatch.setenv("PTB_TIMEDELTA", "1")
-    rig = _rig(store)
+    rig = chat_rig(store)
     api.fake.flood = {3}  # the third message is answered "429: retry after 1"
     async with running(bridge(rig.gateway, api.url)):
         api.fake.user_message("long answer please")
@@ -396,7 +394,7 @@ async def test_flood_control_delays_a_long_reply_without_losing_or_repeating_a_p
 async def test_a_retry_after_a_failure_part_way_sends_only_the_parts_that_did_not_arrive(
     store: SqlEventStore, api: Api
 ) -> None:
-    rig = _rig(store)
+    rig = chat_rig(store)
     api.fake.broken = {3}  # Telegram fails the third message of the reply
     async with running(bridge(rig.gateway, api.url, retry_every=0.1)):
         api.fake.user_message("long answer please")

@@ -20,10 +20,11 @@ from stoker.wire.blocks import MAX_IMAGE_BYTES, ImageBlock, TextBlock
 from stoker.wire.messages import UserMessage
 from stoker.wire.request import Request
 from tests.images import png
+from tests.platform_checks import chat_rig
 from tests.store_fixtures import reopen
 from tests.telegram_rig import USER, Api, api, bridge, running
 from tests.test_gateway_support import Wrapped
-from tests.test_platform_telegram import _rig, _Stuck
+from tests.test_platform_telegram import _Stuck
 
 __all__ = ["api"]
 
@@ -49,7 +50,7 @@ def _sim(rig: Any) -> SimProvider:
 async def test_a_photo_reaches_the_model_as_an_image_after_its_caption(
     store: SqlEventStore, api: Api
 ) -> None:
-    rig = _rig(store)
+    rig = chat_rig(store)
     async with running(bridge(rig.gateway, api.url)):
         # Telegram offers each photo in sizes: the largest within the image limit is taken
         api.fake.photo("what is in it?", sizes=((90, 90), (320, 320)))
@@ -76,7 +77,7 @@ async def test_a_photo_reaches_the_model_as_an_image_after_its_caption(
 async def test_a_text_document_arrives_as_a_text_block_naming_it(
     store: SqlEventStore, api: Api
 ) -> None:
-    rig = _rig(store)
+    rig = chat_rig(store)
     notes = "# Plan\n\n- ship on friday — «déjà vu»\n"
     async with running(bridge(rig.gateway, api.url)):
         api.fake.document(notes.encode(), "plan.md", "text/markdown", "summarize this")
@@ -95,7 +96,7 @@ async def test_a_text_document_arrives_as_a_text_block_naming_it(
 async def test_what_the_model_cannot_take_gets_a_clear_reply_and_the_caption_its_answer(
     store: SqlEventStore, api: Api
 ) -> None:
-    rig = _rig(store)
+    rig = chat_rig(store)
     async with running(bridge(rig.gateway, api.url)):
         api.fake.voice("listen to this")
         await api.fake.wait_for(lambda: len(api.fake.sent()) == 2)
@@ -135,7 +136,7 @@ class _TextOnly(Wrapped):
 async def test_a_chat_whose_model_reads_text_only_is_told_and_its_caption_answered(
     store: SqlEventStore, api: Api
 ) -> None:
-    rig = _rig(store)
+    rig = chat_rig(store)
     rig.provider = _TextOnly(_sim(rig))  # type: ignore[assignment]
     model = rig.gateway.defaults.model
     async with running(bridge(rig.gateway, api.url)):
@@ -152,7 +153,7 @@ async def test_a_chat_whose_model_reads_text_only_is_told_and_its_caption_answer
 async def test_an_image_over_the_limit_is_refused_without_being_downloaded(
     store: SqlEventStore, api: Api
 ) -> None:
-    rig = _rig(store)
+    rig = chat_rig(store)
     big = png(40, 40)
     async with running(bridge(rig.gateway, api.url)):
         # Telegram states the size: one over the limit is not even asked for
@@ -177,7 +178,7 @@ async def test_an_image_over_the_limit_is_refused_without_being_downloaded(
 async def test_text_files_are_passed_up_to_the_limit_of_a_message(
     store: SqlEventStore, api: Api
 ) -> None:
-    rig = _rig(store)
+    rig = chat_rig(store)
     async with running(bridge(rig.gateway, api.url)):
         limit = rig.gateway.max_message_chars  # a file is read like a message
         api.fake.document(b"x" * (limit + 1), "big.log", "text/plain", "read it")
@@ -192,7 +193,7 @@ async def test_text_files_are_passed_up_to_the_limit_of_a_message(
 async def test_a_restart_before_the_turn_downloads_the_photo_again_from_the_stored_update(
     store: SqlEventStore, api: Api
 ) -> None:
-    rig = _rig(store)
+    rig = chat_rig(store)
     api.fake.fail_next["getFile"] = 1000  # Telegram's file API is down: nothing is lost
     first = bridge(rig.gateway, api.url)
     await first.start()
@@ -218,7 +219,7 @@ async def test_a_restart_before_the_turn_downloads_the_photo_again_from_the_stor
 async def test_a_download_that_keeps_failing_is_named_at_the_last_try_and_the_caption_answered(
     store: SqlEventStore, api: Api
 ) -> None:
-    rig = _rig(store)
+    rig = chat_rig(store)
     api.fake.fail_next["getFile"] = 1000
     async with running(bridge(rig.gateway, api.url, retry_every=0.05)):
         api.fake.photo("what is in it?")
@@ -235,7 +236,7 @@ async def test_a_download_that_keeps_failing_is_named_at_the_last_try_and_the_ca
 async def test_the_message_after_an_image_reads_the_whole_prefix_with_the_image(
     store: SqlEventStore, api: Api
 ) -> None:
-    rig = _rig(store)
+    rig = chat_rig(store)
     async with running(bridge(rig.gateway, api.url)):
         api.fake.user_message("hello")
         await api.fake.wait_for(lambda: len(api.fake.sent()) == 1)
@@ -262,7 +263,7 @@ async def test_the_message_after_an_image_reads_the_whole_prefix_with_the_image(
 async def test_a_turn_cut_off_with_its_photo_is_finished_after_a_restart_not_sent_twice(
     store: SqlEventStore, api: Api
 ) -> None:
-    rig = _rig(store)
+    rig = chat_rig(store)
     sim = _sim(rig)
     stuck = _Stuck(sim)  # hangs on the turn whose text starts with "stuck"
     rig.provider = stuck  # type: ignore[assignment]
@@ -287,7 +288,7 @@ async def test_a_turn_cut_off_with_its_photo_is_finished_after_a_restart_not_sen
 async def test_an_album_is_answered_once_whole_and_counts_once_against_the_rate_limit(
     store: SqlEventStore, api: Api
 ) -> None:
-    rig = _rig(store)
+    rig = chat_rig(store)
     async with running(bridge(rig.gateway, api.url, rate=RateLimit(per_minute=1, burst=2))):
         api.fake.album("compare these three", 3)
         await api.fake.wait_for(lambda: len(api.fake.sent()) == 1)
@@ -303,7 +304,7 @@ async def test_an_album_is_answered_once_whole_and_counts_once_against_the_rate_
 async def test_an_album_sent_while_the_gateway_was_down_is_answered_once_after_it(
     store: SqlEventStore, api: Api
 ) -> None:
-    rig = _rig(store)
+    rig = chat_rig(store)
     api.fake.album("", 2)  # queued at Telegram before the bot polls
     api.fake.user_message("and this one?")
     async with running(bridge(rig.gateway, api.url)):
