@@ -1,6 +1,7 @@
 """Builders of wire payloads whose blocks have an exact token count.
 
-`"x " * n` is exactly n tokens with `count_tokens`, so every number of the worked
+`"x " * n` is exactly n tokens with `count_tokens` (the Anthropic estimate), and
+`" x" * n` is exactly n tokens in OpenAI's o200k_base, so every number of the worked
 examples in docs/provider-caching.md can be asserted exactly.
 """
 
@@ -8,7 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from stoker.cache.tokens import count_tokens
+from stoker.cache.accounting._openai_counts import MESSAGE_FRAME
+from stoker.cache.tokens import count_tokens, tokenizer_named
 from stoker.wire.dialects._chain import compact
 
 AUTO = {"type": "ephemeral"}
@@ -93,11 +95,32 @@ def body(
     return payload
 
 
+O200K = tokenizer_named("o200k_base")
+
+
+def openai_pad(n: int, prefix: str = "") -> str:
+    """Text of exactly `n` o200k_base tokens that starts with `prefix`."""
+    text = prefix + " x" * (n - O200K.count(prefix))
+    assert O200K.count(text) == n
+    return text
+
+
+def frame(role: str) -> int:
+    """Tokens OpenAI adds around a message of `role`: its 3 frame tokens and the role."""
+    return MESSAGE_FRAME + O200K.count(role)
+
+
+def openai_message(role: str, n: int, prefix: str = "", **extra: Any) -> dict[str, Any]:
+    """An OpenAI message of exactly `n` tokens, frame included, as string content."""
+    return {"role": role, "content": openai_pad(n - frame(role), prefix), **extra}
+
+
 def part(
     n: int, *, prefix: str = "", ttl: str | None = None, kind: str = "input_text"
 ) -> dict[str, Any]:
-    """An OpenAI text content part of exactly `n` tokens, optionally an explicit breakpoint."""
-    value: dict[str, Any] = {"type": kind, "text": pad(n, prefix)}
+    """An OpenAI text content part of exactly `n` tokens (its message's frame not
+    included), optionally an explicit breakpoint."""
+    value: dict[str, Any] = {"type": kind, "text": openai_pad(n, prefix)}
     if ttl:
         value["prompt_cache_breakpoint"] = {"mode": "explicit", "ttl": ttl}
     return value

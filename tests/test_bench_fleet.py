@@ -15,7 +15,7 @@ from stoker.cli.app import app
 async def test_sharded_keys_read_the_shared_prefix_where_one_key_overflows() -> None:
     model = WIRES["openai gpt-5 (L)"]
     shared = await measure_shared(model)
-    assert shared > 4000  # the tools and the system prompt
+    assert shared > 3000  # the tools and the system prompt: 3,456 o200k_base tokens
     per_session = await fleet_run(model, 60, "per session", 40, shared)
     one_key = await fleet_run(model, 60, "one key", 40, shared)
     sharded = await fleet_run(model, 60, "sharded", 40, shared)

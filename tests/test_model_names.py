@@ -12,7 +12,7 @@ from stoker.cache.models import model_info, same_model
 from stoker.errors import ConfigError
 from stoker.store.base import SqlEventStore
 from stoker.wire.usage import Usage
-from tests.accounting_helpers import body, pad, part, text, user
+from tests.accounting_helpers import body, openai_message, text, user
 from tests.test_gateway_support import make_rig
 
 
@@ -50,10 +50,10 @@ def test_the_anthropic_simulator_reads_what_another_spelling_wrote() -> None:
 
 def test_the_openai_simulator_reads_what_another_spelling_wrote() -> None:
     acc = OpenAIAccountant()
-    developer = {"role": "developer", "content": [part(1500)]}
+    developer = openai_message("developer", 1500)
 
     def payload(model: str, question: str) -> dict[str, object]:
-        asks = {"role": "user", "content": pad(100, question)}
+        asks = openai_message("user", 100, question)
         return {"model": model, "input": [developer, asks], "prompt_cache_key": "k"}
 
     acc.account(payload("openai/gpt-5.6", "one"), api="responses", at=0.0)

@@ -1,4 +1,4 @@
-"""Images in the simulator and in the model facts: counted by one exact rule, refused
+"""Images in the simulator and in the model facts: counted by the provider's rule, refused
 where a real API refuses them, and a model's `images` fact as each provider reports it."""
 
 from __future__ import annotations
@@ -34,11 +34,13 @@ def _image(data: str, media_type: str = "image/png") -> dict[str, Any]:
     return {"type": "image", "source": {"type": "base64", "media_type": media_type, "data": data}}
 
 
-def test_an_image_counts_one_token_per_thousand_base64_characters() -> None:
+def test_an_image_counts_its_area_over_750() -> None:
+    """Anthropic's rule (docs/provider-caching.md, "Token counts"), the size read from
+    the PNG header: 200 x 150 / 750 = 40."""
     data = base64.b64encode(png(200, 150)).decode()
     plain = SimEngine().handle("anthropic", _payload(), at=0.0)
     seen = SimEngine().handle("anthropic", _payload(_image(data)), at=0.0)
-    assert seen.usage.input_total - plain.usage.input_total == len(data) // 1000 > 0
+    assert seen.usage.input_total - plain.usage.input_total == 40
 
 
 @pytest.mark.parametrize(

@@ -40,6 +40,8 @@ class ModelInfo:
     retention_24h: bool = False
     context_window: int | None = None  # tokens a request may hold (None: unknown)
     images: bool = False  # takes image blocks; unknown means no (an image would be refused)
+    tokenizer: Literal["estimate", "o200k_base", "cl100k_base"] = "estimate"  # stoker.cache.tokens
+    reasons: bool = False  # OpenAI: a reasoning model (reasoning tokens, no `stop`/`logprobs`)
 
     @property
     def input(self) -> float | None:

@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from stoker.cache import media_tokens as media
 from stoker.cache.models import ModelInfo
 from stoker.cache.tokens import count_tokens
 from stoker.errors import InvalidRequest
@@ -183,9 +184,32 @@ def _latest_turn(messages: list[Any]) -> int:
 
 
 def _image_tokens(block: dict[str, Any]) -> int:
+    """An image block: by its size when the bytes are inline, else the fixed estimate."""
     source = block.get("source") or {}
-    data = source.get("data") or source.get("url") or ""
-    return max(1, len(data) // 1000)
+    data = source.get("data") if source.get("type") == "base64" else None
+    size = media.base64_image_size(data) if isinstance(data, str) else None
+    return media.anthropic_image(size)
+
+
+def _document_tokens(block: dict[str, Any]) -> int:
+    """A document block: plain text by its tokens, content blocks by theirs, a PDF by its
+    pages (read from inline bytes, else the fixed estimate); its title and context too."""
+    source = block.get("source") or {}
+    kind, data = source.get("type"), source.get("data")
+    extra = count_tokens(str(block.get("title") or "")) + count_tokens(
+        str(block.get("context") or "")
+    )
+    if kind == "text":
+        return extra + count_tokens(data if isinstance(data, str) else "")
+    if kind == "content":
+        content = source.get("content")
+        if isinstance(content, str):
+            return extra + count_tokens(content)
+        parts = [p for p in content or () if isinstance(p, dict)]
+        return extra + sum(block_tokens(p, "messages") for p in parts)
+    if kind == "base64" and isinstance(data, str):
+        return extra + media.anthropic_pdf(media.base64_pdf_pages(data))
+    return extra + media.anthropic_pdf(None)
 
 
 def block_tokens(block: dict[str, Any], level: Level) -> int:
@@ -217,10 +241,7 @@ def block_tokens(block: dict[str, Any], level: Level) -> int:
     if kind == "image":
         return _image_tokens(block)
     if kind == "document":
-        source = block.get("source") or {}
-        if source.get("type") == "text":
-            return count_tokens(source.get("data", ""))
-        return _image_tokens(block)
+        return _document_tokens(block)
     return count_tokens(compact(block))
 
 

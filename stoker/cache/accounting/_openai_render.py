@@ -1,32 +1,37 @@
 """OpenAI request payload (Chat Completions or Responses) -> a token stream with boundaries.
 
 Render order is hidden tokens -> tools -> instructions / system / developer -> input
-items (docs/provider-caching.md, "OpenAI simulator"). Each tool, message part, call and
-output is one segment: a header (role, ids, structure) plus its counted tokens. Text is
-split with `split_tokens`, which joins back byte for byte, so prefix keys see exact
-strings, and a key can be taken at any token (regime L's grid) or at a message end
-(regime N).
+items, then the reply's priming (docs/provider-caching.md, "OpenAI simulator"). Each
+tool, message part, call and output is one segment: a header (role, ids, structure)
+plus its tokens, counted as OpenAI counts them (`_openai_counts`, with the model's
+encoding). Text tokens are kept as their bytes, which join back exactly, so prefix keys
+see exact strings, and a key can be taken at any token (regime L's grid) or at a
+message end (regime N).
 
 Each unit (tool, instructions, message or item) is rendered once per prefix and found
 again in a `ChainMemo`, segments and their keys included: a call costs its new units, a
-lookup per old one, and a hash per key taken inside a segment.
+lookup per old one, and one pass over the tokens of the segments keys are taken inside.
 """
 
 from __future__ import annotations
 
 import hashlib
 from bisect import bisect_left
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from stoker.cache.tokens import split_tokens
+import stoker.cache.accounting._openai_counts as counts
+from stoker.cache.accounting._openai_counts import Token
+from stoker.cache.tokens import Tokenizer
 from stoker.errors import InvalidRequest
 from stoker.wire.dialects._chain import ChainMemo, compact, link
 
 Api = Literal["chat", "responses"]
 ItemKind = Literal["dev", "user", "assistant", "call", "output", "other"]
 _TEXT_PARTS = ("text", "input_text", "output_text")
+_IMAGE_PARTS = ("image_url", "input_image")
+_FILE_PARTS = ("file", "input_file")
 _ROLE_KIND: dict[str, ItemKind] = {
     "system": "dev",
     "developer": "dev",
@@ -37,15 +42,21 @@ _ROLE_KIND: dict[str, ItemKind] = {
 _RETENTION = {"in_memory": "in_memory", "in-memory": "in_memory", "24h": "24h"}
 
 
-def extend(chain: str, header: str, tokens: Sequence[str]) -> str:
+def extend(chain: str, header: str, tokens: Iterable[Token]) -> str:
     """The key after a segment (or its first tokens): header, then each token, framed."""
     h = hashlib.sha256(chain.encode("utf-8", "surrogatepass"))
     data = header.encode("utf-8", "surrogatepass")
     h.update(b"H" + len(data).to_bytes(8, "big") + data)
-    for token in tokens:
-        data = token.encode("utf-8", "surrogatepass")
-        h.update(b"T" + len(data).to_bytes(4, "big") + data)
+    _feed(h, tokens)
     return h.hexdigest()
+
+
+def _feed(h: Any, tokens: Iterable[Token]) -> None:
+    for token in tokens:
+        if isinstance(token, int):  # tokens that are no text: only their number is keyed
+            h.update(b"N" + token.to_bytes(8, "big"))
+        else:
+            h.update(b"T" + len(token).to_bytes(4, "big") + token)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -61,7 +72,7 @@ class Segment:
     end: int
     parent: str
     key: str
-    tokens: tuple[str, ...] | None = None
+    tokens: tuple[Token, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -104,19 +115,67 @@ class Rendered:
     def key(self, position: int) -> str:
         """The prefix key at token offset `position` (> 0, at most `total`): every header
         of a segment that starts before it, and the tokens up to it."""
-        if position <= self.hidden:
-            return extend(self.namespace, "hidden", ("<hidden>",) * position)
-        segment = self.segments[bisect_left(self.ends, position)]  # holds token position-1
-        if position == segment.end:
-            return segment.key
-        assert segment.tokens is not None, "tokens are kept when keys inside segments are due"
-        cut = position - segment.start
-        return extend(segment.parent, segment.header, segment.tokens[:cut])
+        return self.keys([position])[position]
+
+    def keys(self, positions: Sequence[int], memo: ChainMemo | None = None) -> dict[int, str]:
+        """`key` at each of `positions` (ascending), in one pass over the tokens of each
+        segment they fall inside; with `memo`, keys inside a segment are kept there (the
+        same segment recurs in every later request of the conversation)."""
+        out: dict[int, str] = {}
+        i = 0
+        while i < len(positions):
+            position = positions[i]
+            if position <= self.hidden:
+                out[position] = extend(self.namespace, "hidden", [position])
+                i += 1
+                continue
+            segment = self.segments[bisect_left(self.ends, position)]  # holds position-1
+            if position == segment.end:
+                out[position] = segment.key
+                i += 1
+                continue
+            inside = []
+            while i < len(positions) and positions[i] < segment.end:
+                inside.append(positions[i])
+                i += 1
+            found = [memo.get((segment.key, p - segment.start)) for p in inside] if memo else []
+            if found and None not in found:
+                out.update(zip(inside, found, strict=True))
+                continue
+            for p, key in zip(
+                inside, _inside(segment, [p - segment.start for p in inside]), strict=True
+            ):
+                out[p] = key
+                if memo is not None:
+                    memo.put((segment.key, p - segment.start), key)
+        return out
 
     def segment_at(self, position: int) -> int | None:
         """Index of the segment holding the token just before `position`."""
         index = bisect_left(self.ends, position)
         return index if index < len(self.segments) else None
+
+
+def _inside(segment: Segment, cuts: list[int]) -> Iterator[str]:
+    """The keys after the first `cuts` tokens of `segment` (ascending), in one pass."""
+    tokens = segment.tokens
+    assert tokens is not None, "tokens are kept when keys inside segments are due"
+    h = hashlib.sha256(segment.parent.encode("utf-8", "surrogatepass"))
+    data = segment.header.encode("utf-8", "surrogatepass")
+    h.update(b"H" + len(data).to_bytes(8, "big") + data)
+    fed = next_token = 0  # whole tokens fed to `h`, and how many that is
+    for cut in cuts:
+        while next_token < len(tokens):
+            token = tokens[next_token]
+            size = token if isinstance(token, int) else 1
+            if fed + size > cut:
+                break
+            _feed(h, (token,))
+            fed, next_token = fed + size, next_token + 1
+        at = h.copy()
+        if fed < cut:  # the cut falls inside a run of non-text tokens
+            _feed(at, (cut - fed,))
+        yield at.hexdigest()
 
 
 def _invalid(message: str) -> InvalidRequest:
@@ -136,19 +195,18 @@ def _marker_ttl(marker: Any, path: str, ttls: Collection[str], default: str) -> 
 class _Unit:
     """Builds the segments of one unit, from a start offset and the key before it."""
 
-    __slots__ = ("keep", "key", "marks", "pos", "segments")
+    __slots__ = ("keep", "key", "marks", "pos", "segments", "tok")
 
-    def __init__(self, pos: int, key: str, keep: bool) -> None:
+    def __init__(self, pos: int, key: str, keep: bool, tok: Tokenizer) -> None:
         self.pos = pos
         self.key = key
         self.keep = keep
+        self.tok = tok
         self.segments: list[Segment] = []
         self.marks: list[tuple[int, Any, str]] = []
 
-    def segment(
-        self, header: str, tokens: tuple[str, ...], marker: Any = None, path: str = ""
-    ) -> None:
-        start, self.pos = self.pos, self.pos + len(tokens)
+    def segment(self, header: str, tokens: list[Token], marker: Any = None, path: str = "") -> None:
+        start, self.pos = self.pos, self.pos + counts.count(tokens)
         parent, self.key = self.key, extend(self.key, header, tokens)
         self.segments.append(
             Segment(
@@ -157,53 +215,63 @@ class _Unit:
                 end=self.pos,
                 parent=parent,
                 key=self.key,
-                tokens=tokens if self.keep else None,
+                tokens=tuple(tokens) if self.keep else None,
             )
         )
         if marker is not None:
             self.marks.append((self.pos, marker, path))
 
-    def tool(self, tool: Any, path: str) -> None:
+    def tool(self, tool: Any, path: str, first: bool) -> None:
         if not isinstance(tool, dict):
             raise _invalid(f"{path}: expected an object")
-        fn: dict[str, Any] = tool["function"] if isinstance(tool.get("function"), dict) else tool
-        params = fn.get("parameters")
-        tokens = split_tokens(str(fn.get("name", ""))) + split_tokens(
-            str(fn.get("description", ""))
-        )
-        tokens += split_tokens(compact(params)) if params is not None else []
         # The whole definition is in the header: exact schema JSON and order are the key.
-        self.segment("tool|" + compact(tool), tuple(tokens))
+        self.segment("tool|" + compact(tool), counts.tool(self.tok, tool, first))
 
-    def parts(self, tag: str, content: Any, path: str) -> None:
+    def parts(self, tag: str, content: Any, path: str, role: str, name: Any = None) -> None:
+        """A message's content parts, framed: its head before the first, `<|end|>` after
+        the last (a message without parts is one segment of its frame)."""
         parts = [{"type": "text", "text": content}] if isinstance(content, str) else content
-        for j, part in enumerate(parts or ()):
+        parts = list(parts or ())
+        frame = counts.head(self.tok, role, name)
+        if not parts:
+            self.segment(f"{tag}|frame", [*frame, *counts.END])
+            return
+        for j, part in enumerate(parts):
             if not isinstance(part, dict):
                 raise _invalid(f"{path}.{j}: expected a content part object")
-            kind = part.get("type")
-            text = part.get("refusal") if kind == "refusal" else part.get("text")
-            if kind in (*_TEXT_PARTS, "refusal") and isinstance(text, str):
-                tokens = tuple(split_tokens(text))
-                label = "refusal" if kind == "refusal" else "text"
-                # Whitespace-only text has no token; keep its bytes in the key anyway.
-                header = f"{tag}|{j}|{label}" + ("" if tokens or not text else "|" + text)
-            else:
-                body = compact({k: v for k, v in part.items() if k != "prompt_cache_breakpoint"})
-                header = f"{tag}|{j}|{body}"
-                tokens = ("<part>",) * max(1, len(body) // 1000)
+            header, tokens = self._part(tag, j, part)
+            first, last = frame if j == 0 else [], counts.END if j == len(parts) - 1 else []
+            tokens = [*first, *tokens, *last]
             self.segment(header, tokens, part.get("prompt_cache_breakpoint"), f"{path}.{j}")
+
+    def _part(self, tag: str, j: int, part: dict[str, Any]) -> tuple[str, list[Token]]:
+        kind = part.get("type")
+        text = part.get("refusal") if kind == "refusal" else part.get("text")
+        if kind in (*_TEXT_PARTS, "refusal") and isinstance(text, str):
+            tokens: list[Token] = list(self.tok.pieces(text))
+            label = "refusal" if kind == "refusal" else "text"
+            # Whitespace-only text has no token in the estimate; keep its bytes in the key.
+            return f"{tag}|{j}|{label}" + ("" if tokens or not text else "|" + text), tokens
+        body = compact({k: v for k, v in part.items() if k != "prompt_cache_breakpoint"})
+        if kind in _IMAGE_PARTS:
+            size = counts.image(part)
+        elif kind in _FILE_PARTS:
+            size = counts.file(self.tok, part)
+        else:  # audio and parts Stoker does not know: no documented rule
+            size = max(1, len(body) // 1000)
+        return f"{tag}|{j}|{body}", [size]
 
     def call(self, call_id: Any, name: Any, arguments: Any) -> None:
         # Arguments are a string on the wire and are hashed byte for byte.
         args = arguments if isinstance(arguments, str) else compact(arguments)
-        tokens = split_tokens(str(name or "")) + split_tokens(args)
-        self.segment(
-            f"call|{call_id}|{name}" + ("" if tokens or not args else "|" + args), tuple(tokens)
-        )
+        tokens: list[Token] = [counts.MESSAGE_FRAME, *self.tok.pieces(str(name or ""))]
+        tokens += self.tok.pieces(args)
+        self.segment(f"call|{call_id}|{name}" + ("" if args.strip() else "|" + args), tokens)
 
     def other(self, item: dict[str, Any], tokens_of: str | None = None) -> None:
         body = compact(item)
-        self.segment("item|" + body, tuple(split_tokens(body if tokens_of is None else tokens_of)))
+        text = body if tokens_of is None else tokens_of
+        self.segment("item|" + body, list(self.tok.pieces(text)))
 
     def message(self, role: str, message: dict[str, Any], path: str) -> ItemKind:
         kind = _ROLE_KIND.get(role, "other")
@@ -211,7 +279,10 @@ class _Unit:
         tag = f"msg|{role}" + (f"|{name}" if name else "")
         if kind == "output":
             tag = f"output|{message.get('tool_call_id')}"
-        self.parts(tag, message.get("content"), path)
+        content = message.get("content")
+        if kind == "assistant" and not content and message.get("tool_calls"):
+            return kind  # only its calls are rendered
+        self.parts(tag, content, path, role, name)
         return kind
 
 
@@ -244,13 +315,13 @@ def _sources(payload: dict[str, Any], api: Api) -> Iterator[UnitSource]:
 def _build(unit: _Unit, what: str, value: Any, path: str) -> ItemKind | None:
     """Render one unit; the kind of item it is (None for a tool)."""
     if what == "tool":
-        unit.tool(value, path)
+        unit.tool(value, path, first=path == "tools[0]")
         return None
-    if what == "instructions":
-        unit.parts("instructions", value, "instructions")
+    if what == "instructions":  # rendered as a developer message
+        unit.parts("instructions", value, "instructions", "developer")
         return "dev"
     if what == "input":
-        unit.parts("msg|user", value, "input")
+        unit.parts("msg|user", value, "input", "user")
         return "user"
     if what == "chat":
         if not isinstance(value, dict) or not isinstance(value.get("role"), str):
@@ -269,7 +340,8 @@ def _build(unit: _Unit, what: str, value: Any, path: str) -> ItemKind | None:
         unit.call(value.get("call_id"), value.get("name"), value.get("arguments", ""))
         return "call"
     if item_type == "function_call_output":
-        unit.parts(f"output|{value.get('call_id')}", value.get("output"), f"{path}.output")
+        tag = f"output|{value.get('call_id')}"
+        unit.parts(tag, value.get("output"), f"{path}.output", "tool")
         return "output"
     if item_type == "reasoning":
         summary = " ".join(s.get("text", "") for s in value.get("summary") or ())
@@ -317,6 +389,7 @@ def render(
     hidden: int,
     ttls: Collection[str],
     memo: ChainMemo,
+    tokenizer: Tokenizer,
     keep_tokens: bool = False,
     trusted: bool = False,
 ) -> Rendered:
@@ -325,7 +398,8 @@ def render(
     Units rendered before after the same prefix come from `memo`: by identity when the
     caller vouches that the payload is never mutated (`trusted`), else by content.
     `keep_tokens` keeps each segment's tokens, for keys inside segments (regime L).
-    `model` is the model's one name (`model_info(...).name`), however the payload spells it.
+    `model` is the model's one name (`model_info(...).name`), however the payload spells
+    it; `tokenizer` is its encoding (the memo keys by model, so by encoding too).
     """
     options = payload.get("prompt_cache_options") or {}
     mode = options.get("mode") or "implicit"
@@ -343,7 +417,7 @@ def render(
     settings = [key, payload.get("service_tier"), *_hidden_settings(payload, api)]
     settings.append(payload.get("parallel_tool_calls"))
     namespace = link("openai", org, model, compact(settings))
-    root = extend(namespace, "hidden", ("<hidden>",) * hidden)
+    root = extend(namespace, "hidden", [hidden])
     # The unit chain adds what changes how units render, not what they hash to.
     chain = link(root, api, str(hidden), str(keep_tokens))
     nodes: list[_Node] = []
@@ -356,7 +430,7 @@ def render(
             previous, chain = chain, link(chain, what, compact(value))
             node = memo.get(chain)
             if node is None:
-                unit = _Unit(pos, after, keep_tokens)
+                unit = _Unit(pos, after, keep_tokens, tokenizer)
                 kind = _build(unit, what, value, path)
                 node = _Node(
                     segments=tuple(unit.segments),
@@ -369,7 +443,17 @@ def render(
             memo.remember(previous, value, trusted, chain, node)
         nodes.append(node)
         pos, after = node.end, node.key
-    segments = tuple(s for node in nodes for s in node.segments)
+    # Every reply is primed with `<|start|>assistant<|message|>`: counted, never an ending.
+    priming = [counts.REPLY_PRIMING]
+    reply = Segment(
+        header="reply",
+        start=pos,
+        end=pos + counts.REPLY_PRIMING,
+        parent=after,
+        key=extend(after, "reply", priming),
+        tokens=tuple(priming) if keep_tokens else None,
+    )
+    segments = (*(s for node in nodes for s in node.segments), reply)
     items = [(node.kind, node.end) for node in nodes if node.kind is not None]
     endings, dev_end = _endings(items)
     explicit = [
@@ -381,7 +465,7 @@ def render(
         hidden=hidden,
         segments=segments,
         ends=tuple(s.end for s in segments),
-        total=pos,
+        total=reply.end,
         endings=tuple(p for p in endings if p > 0),
         dev_end=dev_end if dev_end else None,
         explicit=tuple((p, t) for p, t in explicit if p > 0),

@@ -14,8 +14,10 @@ Token count of a block (a stand-in for Anthropic's tokenizer, via `count_tokens`
     redacted_thinking  count_tokens(data)
     tool_use           count_tokens(name) + count_tokens(compact JSON of input, key order kept)
     tool_result        count_tokens(content) for a string, else the sum over its blocks
-    image              max(1, len(base64 data) // 1000)
-    document           count_tokens(text source), else like an image
+    image              width * height / 750 after Anthropic's resize (stoker.cache.media_tokens);
+                       the size read from the bytes, a fixed estimate for a URL or file
+    document           count_tokens(text source or content blocks); a PDF per page
+                       (text and page image), its pages read from the bytes
     tool definition    count_tokens(name) + count_tokens(description)
                        + count_tokens(compact JSON of input_schema, key order kept)
     anything else      count_tokens(compact JSON of the block)

@@ -10,10 +10,9 @@ body as it goes over the wire. The model table says which regime applies:
 * N (GPT-5.6+): writes at the latest eligible message ending and explicit
   `prompt_cache_breakpoint`s (paid, 30m / 12h), lookups over a bounded set of boundaries.
 
-Token counts: text parts `count_tokens(text)`; a tool `name + description + compact JSON
-of parameters`; a function call `name + arguments` (the string as sent); other parts
-(images, files) `max(1, len(compact JSON) // 1000)`; other items their compact JSON.
-Every rule the docs leave open is a field of `OpenAISettings`.
+Token counts are OpenAI's: the model's encoding (exact), the chat format's framing, the
+tool rule and the image and file rules, all in `_openai_counts` (docs/provider-caching.md,
+"Token counts"). Every rule the docs leave open is a field of `OpenAISettings`.
 """
 
 from __future__ import annotations
@@ -27,8 +26,9 @@ from stoker.cache.accounting._routing import Routed, Routing
 from stoker.cache.accounting._state import CacheEntry, EntryStore
 from stoker.cache.accounting.outcome import CacheBreakpoint, CacheOutcome, MissFact
 from stoker.cache.models import model_info
+from stoker.cache.tokens import tokenizer_for
 from stoker.errors import ConfigError, InvalidRequest
-from stoker.wire.dialects._chain import DEFAULT_CAPACITY
+from stoker.wire.dialects._chain import DEFAULT_CAPACITY, ChainMemo
 from stoker.wire.usage import Usage
 
 
@@ -171,6 +171,7 @@ class OpenAIAccountant:
             hidden=s.hidden_tokens,
             ttls=tuple(s.ttl_seconds),
             memo=store.renders,
+            tokenizer=tokenizer_for(info),
             keep_tokens=grid,
             trusted=trusted,
         )
@@ -218,6 +219,7 @@ class OpenAIAccountant:
             fact = MissFact(cause="below_minimum", tokens=r.total - r.hidden, minimum=minimum)
             return _outcome(r, Usage(uncached=total), (), None, [fact])
         keys = _Keys(r, routed.tag)
+        keys.fill(bounds, store.renders)  # at once: every boundary is written below
         hit = max((b for b in bounds if _live(store, keys[b], at)), default=None)
         g = s.cached_granularity
         cached = (hit - r.hidden) // g * g if hit is not None else 0
@@ -377,6 +379,12 @@ class _Keys(dict[int, str]):
     def __missing__(self, position: int) -> str:
         key = self[position] = self._tag + self._rendered.key(position)
         return key
+
+    def fill(self, positions: list[int], memo: ChainMemo) -> None:
+        """The keys at `positions` (ascending), at once: one pass per segment, kept in
+        `memo` for the next request of the conversation."""
+        for position, key in self._rendered.keys(positions, memo).items():
+            self[position] = self._tag + key
 
 
 def _live(store: EntryStore, key: str, at: float) -> bool:
