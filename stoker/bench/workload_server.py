@@ -6,16 +6,15 @@ from __future__ import annotations
 
 import sys
 
-import uvicorn
-
 from stoker.bench.cache import WorkloadModel
+from stoker.http_server import run
 from stoker.providers.sim.engine import SimEngine
 from stoker.providers.sim.server import create_app
 
 
 def main(port: int) -> None:
     app = create_app(SimEngine(model=WorkloadModel()))
-    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", lifespan="off")
+    run(app, host="127.0.0.1", port=port, log_level="warning", lifespan="off")
 
 
 if __name__ == "__main__":

@@ -29,8 +29,7 @@ def proxy(
     db: Db = None,
 ) -> None:
     """Forward a client's calls to its provider and record each with its cache effect."""
-    import uvicorn
-
+    from stoker.http_server import run
     from stoker.proxy import ProxyConfig, create_app
     from stoker.proxy.recorder_process import RecorderProcess
     from stoker.proxy.routes import upstream_url
@@ -63,7 +62,7 @@ def proxy(
         "shows what was recorded",
         soft_wrap=True,
     )
-    uvicorn.run(app, host=host, port=int(port), ws="none", lifespan="on", log_level="warning")
+    run(app, host=host, port=int(port), ws="none", lifespan="on", log_level="warning")
 
 
 def report_proxy(

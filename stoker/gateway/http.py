@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 from starlette.exceptions import HTTPException
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -35,7 +35,7 @@ from stoker.gateway.errors import (
     as_gateway_error,
     shown,
 )
-from stoker.gateway.openai_errors import OPENAI_PATHS, error_type
+from stoker.gateway.openai_errors import error_type, is_openai_path
 from stoker.gateway.service import Gateway
 
 M = TypeVar("M", bound=BaseModel)
@@ -226,7 +226,7 @@ async def on_http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
     kind = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "invalid_request")
     error: dict[str, Any] = {"type": kind, "message": str(exc.detail)}
-    if request.url.path in OPENAI_PATHS:  # OpenAI's shape there, the gateway's type as code
+    if is_openai_path(request.url.path):  # OpenAI's shape there, the gateway's type as code
         error = {**error, "type": error_type(exc.status_code), "param": None, "code": kind}
     return JSONResponse(
         {"error": error},
@@ -243,7 +243,8 @@ class InternalErrors:
     (no `Connection: close`): a keep-alive client's next request then fails. Here the
     exception is logged and ends with the response. A stream that fails after it has
     started cannot be answered again, so that one is re-raised: closing the connection
-    is the only way left to tell the client the stream is incomplete.
+    is the only way left to tell the client the stream is incomplete. A client that
+    hung up mid-body is not an error here: `stoker.http_server` logs it in one line.
     """
 
     def __init__(self, app: ASGIApp) -> None:
@@ -262,6 +263,8 @@ class InternalErrors:
 
         try:
             await self.app(scope, receive, tracked)
+        except ClientDisconnect:
+            raise
         except Exception:
             log.exception("unexpected error in %s %s", scope["method"], scope["path"])
             if started:

@@ -2,7 +2,7 @@
 
 `serve` blocks (the `stoker serve` command); `serve_in_thread` runs the app on a free
 loopback port in a background thread and yields its base URL, for the benchmark and the
-browser test.
+browser test. Both start uvicorn through `stoker.http_server`, as every Stoker server does.
 """
 
 from __future__ import annotations
@@ -16,13 +16,14 @@ from contextlib import contextmanager
 import uvicorn
 from starlette.applications import Starlette
 
-from stoker.agent.telemetry import telemetry_from
+from stoker.agent.telemetry_setup import telemetry_from
 from stoker.errors import ConfigError
 from stoker.gateway.app import create_app
 from stoker.gateway.config import GatewayConfig
 from stoker.gateway.platforms.registry import build_bridges
 from stoker.gateway.providers import ProviderFactory, factory_for
 from stoker.gateway.service import Gateway
+from stoker.http_server import run, server_config
 from stoker.providers.retry import RetryPolicy
 from stoker.store import open_store
 from stoker.store.base import SqlEventStore
@@ -82,7 +83,7 @@ def serve(config: GatewayConfig, *, log_level: str = "info") -> None:
     requests running then `config.grace` seconds, cancels what is left (writes are
     shielded, session locks released), then gives back its leases and exits."""
     app = build_app(config, build_gateway(config))
-    uvicorn.run(
+    run(
         app,
         host=config.host,
         port=config.port,
@@ -97,7 +98,7 @@ def serve_in_thread(
 ) -> Iterator[str]:
     """Serve `app` on a free port of `host` in a daemon thread; yields its base URL."""
     server = uvicorn.Server(
-        uvicorn.Config(app, host=host, port=0, log_level="warning", access_log=False)
+        server_config(app, host=host, port=0, log_level="warning", access_log=False)
     )
     thread = threading.Thread(target=server.run, name="stoker-gateway", daemon=True)
     thread.start()

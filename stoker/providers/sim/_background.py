@@ -2,7 +2,8 @@
 
 Tests (Stoker's and a user's) drive the HTTP simulator with real clients without a
 separate process: the port is bound before the server starts, so it is known and free,
-and the call returns only once uvicorn accepts connections.
+and the call returns only once uvicorn accepts connections. It runs on the HTTP protocol
+every Stoker server runs on (`stoker.http_server`), so tests meet the limits users do.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import uvicorn
+
+from stoker.http_server import server_config
 
 
 class _Server(uvicorn.Server):
@@ -56,13 +59,12 @@ def serve_in_background(
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((host, 0))
-    config = uvicorn.Config(
+    config = server_config(
         app,
         log_config=None,  # leave the host application's logging alone
         access_log=False,
         lifespan="off",
         ws="none",
-        http="h11",
     )
     server = _Server(config)
     thread = threading.Thread(
