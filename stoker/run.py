@@ -7,7 +7,7 @@ from pathlib import Path
 
 from stoker.agent.agent import Agent
 from stoker.agent.loop import TurnResult
-from stoker.agent.telemetry import telemetry_from
+from stoker.agent.telemetry_setup import telemetry_from
 from stoker.config import Config
 from stoker.providers.select import select_provider
 from stoker.store import open_store

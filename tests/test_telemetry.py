@@ -34,7 +34,7 @@ from stoker.agent.delegate import delegate_tool
 from stoker.agent.keepwarm import KeepWarm
 from stoker.agent.otel import OtelTelemetry
 from stoker.agent.review import ReviewConfig
-from stoker.agent.telemetry import telemetry_from
+from stoker.agent.telemetry_setup import telemetry_from
 from stoker.clock import FrozenClock
 from stoker.config import Config
 from stoker.providers.sim.model import tool_call

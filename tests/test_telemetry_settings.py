@@ -13,7 +13,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from stoker.agent.telemetry import NO_TELEMETRY, telemetry_from
+from stoker.agent.telemetry import NO_TELEMETRY
+from stoker.agent.telemetry_setup import telemetry_from
 from stoker.config import Config, TelemetrySettings
 from stoker.errors import ConfigError
 

@@ -4,8 +4,9 @@ A session opens a turn span around each user turn and a call span around each pr
 call, and hands the call span its `CacheRecord` once the call is measured, so the span
 says exactly what the record says. `NO_TELEMETRY` does nothing and imports nothing;
 `stoker.agent.otel` turns the same calls into OpenTelemetry spans and metrics. Only
-`telemetry_from` (or a program that builds `OtelTelemetry` itself) imports OpenTelemetry,
-so Stoker runs without the `otel` extra installed.
+`stoker.agent.telemetry_setup.telemetry_from` (or a program that builds `OtelTelemetry`
+itself) imports OpenTelemetry, so Stoker runs without the `otel` extra installed. This
+module imports neither: the seam sits below both of its implementations.
 """
 
 from __future__ import annotations
@@ -16,8 +17,6 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from stoker.agent.loop import TurnResult
-from stoker.config import TelemetrySettings
-from stoker.errors import ConfigError
 from stoker.wire.record import CacheRecord
 
 
@@ -106,19 +105,3 @@ class NoTelemetry:
 
 
 NO_TELEMETRY = NoTelemetry()
-
-
-def telemetry_from(settings: TelemetrySettings | None) -> Telemetry:
-    """The telemetry `settings` ask for (`Config.telemetry`): nothing when None, else
-    OpenTelemetry exporting to their endpoints (a clear error when the `otel` extra is
-    not installed)."""
-    if settings is None:
-        return NO_TELEMETRY
-    try:
-        from stoker.agent.otel import exporting
-    except ImportError as exc:
-        raise ConfigError(
-            f"OpenTelemetry export is configured (OTEL_* settings) but {exc.name or 'it'} is "
-            "not installed: pip install 'stoker[otel]', or unset the OTEL_* exporter variables"
-        ) from exc
-    return exporting(settings)
