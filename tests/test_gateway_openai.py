@@ -5,9 +5,11 @@ cache, client tools refused, and every error in OpenAI's shape."""
 from __future__ import annotations
 
 import json
+import logging
 from typing import Any
 
 import httpx
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -345,6 +347,33 @@ async def test_errors_are_in_openais_shape_with_the_gateways_type_as_code(
         assert openai_error(r, 405)["code"] == "method_not_allowed"
         assert r.headers["allow"] == "POST"
         assert await _sessions(c) == []
+
+
+class _Broken(Wrapped):
+    """The simulator with a bug: every call raises what no handler expects."""
+
+    async def complete(self, request: Request, context: CallContext) -> Completion:
+        raise RuntimeError("a bug")
+
+
+async def test_a_failed_requests_log_line_names_the_request_id_its_client_got(
+    store: SqlEventStore, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO)
+    rig = make_rig(store)
+    rig.provider = _Broken(rig.sim)
+    user = [{"role": "user", "content": "hi"}]
+    async with client(rig) as c:
+        plain = await _chat(c, user)
+        streamed = await c.post(
+            CHAT, json={"messages": user, "stream": True}, headers=auth("alice")
+        )
+    assert openai_error(plain, 500)["code"] == "internal"
+    assert json.loads(sse_events(streamed.text)[-2][1])["error"]["code"] == "internal"
+    for r in (plain, streamed):
+        rid = r.headers["x-request-id"]
+        assert [m for m in caplog.messages if rid in m], rid
+    assert plain.headers["x-request-id"] != streamed.headers["x-request-id"]
 
 
 # -- the hash chain, by generation -------------------------------------------------------------

@@ -1,12 +1,15 @@
 """Real OpenAI clients against a gateway on loopback: the official `openai` SDK (sync,
 async, streaming, Chat Completions and Responses) and the openai-agents framework
 (pinned in the dev extras). They see cached tokens in usage, OpenAI's exceptions with
-OpenAI's codes, client tools refused, and a resent history continuing one session."""
+OpenAI's codes, client tools refused, and a resent history continuing one session; and,
+with the SDK's strict validation, models, chunks and stream events of its own types, and
+a request id on every response."""
 
 from __future__ import annotations
 
 import asyncio
 import base64
+import re
 import threading
 import time
 from collections.abc import Iterator
@@ -24,8 +27,13 @@ from agents import (
     function_tool,
     set_tracing_disabled,
 )
+from openai.types import Model
+from openai.types.responses import ResponseStreamEvent
+from pydantic import TypeAdapter
 
+from stoker.errors import ProviderError
 from stoker.gateway.app import create_app
+from stoker.gateway.openai_compat import MODEL_CREATED
 from stoker.gateway.server import serve_in_thread
 from stoker.providers.base import CallContext, Completion
 from stoker.providers.sim.provider import SimProvider
@@ -286,3 +294,141 @@ def test_a_new_messages_data_url_images_reach_the_model_and_an_http_url_is_refus
         (TextBlock(text="ok"),),
     ]
     assert response.output_text.startswith("Understood: (sent without text)")
+
+
+# -- conformance: what the SDK's own types and attributes expect -------------------------------
+
+
+def _strict(url: str, key: str = KEY) -> openai.OpenAI:
+    """A client that validates every body against the SDK's types, as it does not by
+    default (it builds its objects without checking them)."""
+    return openai.OpenAI(
+        base_url=url + "/v1", api_key=key, max_retries=0, _strict_response_validation=True
+    )
+
+
+def test_models_are_openais_model_and_an_unknown_one_is_openais_404(url: str, rig: Rig) -> None:
+    served = rig.gateway.defaults.model
+    with _strict(url) as client:
+        listed = client.models.list().data
+        retrieved = client.models.retrieve(served)
+        for unknown in ("gpt-nothing", f"vendor/{served}"):  # an id's slash arrives as %2F
+            with pytest.raises(openai.NotFoundError) as missing:
+                client.models.retrieve(unknown)
+            assert missing.value.body == {
+                "message": f"The model {unknown!r} does not exist here: this gateway serves "
+                f"{served!r} (GET /v1/models lists it)",
+                "type": "invalid_request_error",
+                "param": "model",
+                "code": "model_not_found",
+            }
+    expected = Model(id=served, object="model", created=MODEL_CREATED, owned_by="stoker")
+    assert listed == [expected]
+    assert retrieved == expected
+
+
+def test_a_stream_with_usage_says_null_on_every_chunk_but_the_last(url: str) -> None:
+    with _strict(url) as client:
+        chunks = list(
+            client.chat.completions.create(
+                model="stoker",
+                messages=[_user("hi")],
+                stream=True,
+                stream_options={"include_usage": True},
+            )
+        )
+        plain = list(
+            client.chat.completions.create(model="stoker", messages=[_user("hi")], stream=True)
+        )
+    *before, last = chunks
+    assert [("usage" in c.model_fields_set, c.usage) for c in before] == [(True, None)] * len(
+        before
+    )
+    assert before[-1].choices[0].finish_reason == "stop"
+    assert last.choices == []
+    assert last.usage is not None
+    assert last.usage.completion_tokens > 0
+    assert not any("usage" in c.model_fields_set for c in plain)
+
+
+def _events(url: str, body: dict[str, Any]) -> list[Any]:
+    """The raw events of a streamed Response, each validated as the SDK's event type."""
+    r = httpx.post(
+        url + "/v1/responses",
+        json={**body, "stream": True},
+        headers={"Authorization": f"Bearer {KEY}"},
+    )
+    frames = [line[6:] for line in r.text.splitlines() if line.startswith("data: ")]
+    return [_EVENT.validate_json(frame, strict=False) for frame in frames]
+
+
+_EVENT: TypeAdapter[ResponseStreamEvent] = TypeAdapter(ResponseStreamEvent)
+
+
+def test_every_responses_stream_event_is_one_the_sdk_parses(url: str) -> None:
+    with _strict(url) as client, client.responses.stream(model="stoker", input="hi") as stream:
+        kinds = [event.type for event in stream]
+        final = stream.get_final_response()
+    assert kinds[0] == "response.created"
+    assert kinds[-1] == "response.completed"
+    assert final.status == "completed"
+    cut = _events(url, {"input": "hi", "max_output_tokens": 1})
+    assert cut[-1].type == "response.incomplete"
+
+
+def test_a_failed_responses_stream_ends_with_events_the_sdk_parses(rig: Rig) -> None:
+    failing = rig.provider = _Failing(rig.sim)
+    failing.failures = 10  # more than the agent retries
+    with serve_in_thread(create_app(rig.gateway, tokens=tokens())) as base:
+        failed = _events(base, {"input": "hi"})
+    assert [e.type for e in failed[-2:]] == ["error", "response.failed"]
+    assert failed[-2].code == "provider_error"  # the gateway's code, as elsewhere
+    assert failed[-1].response.error is not None
+    assert failed[-1].response.error.code == "server_error"  # one of the codes it may hold
+
+
+class _Failing(Wrapped):
+    """The simulator, but its next `failures` calls fail as a provider's 503 would."""
+
+    failures = 0
+
+    async def complete(self, request: Request, context: CallContext) -> Completion:
+        if self.failures:
+            self.failures -= 1
+            raise ProviderError("overloaded", provider="sim", status=503)
+        return await self.inner.complete(request, context)
+
+
+REQUEST_ID = re.compile(r"^req_[0-9a-f]{24}$")
+
+
+def request_id_of(parsed: Any) -> str | None:
+    """The SDK's documented (if underscored) attribute for a response's `x-request-id`."""
+    return parsed._request_id  # type: ignore[no-any-return]  # noqa: SLF001
+
+
+def test_every_openai_response_has_its_own_request_id(url: str, rig: Rig) -> None:
+    ids = []
+    with _strict(url) as client:
+        completion = client.chat.completions.create(model="stoker", messages=[_user("hi")])
+        ids.append(request_id_of(completion))
+        stream = client.chat.completions.create(
+            model="stoker", messages=[_user("again")], stream=True
+        )
+        _ = list(stream)
+        ids.append(stream.response.headers["x-request-id"])
+        ids.append(request_id_of(client.responses.create(model="stoker", input="hi")))
+        ids.append(request_id_of(client.models.retrieve(rig.gateway.defaults.model)))
+        with pytest.raises(openai.BadRequestError) as bad:
+            client.chat.completions.create(model="stoker", messages=[_user("hi")], n=2)
+        ids.append(bad.value.request_id)
+        with pytest.raises(openai.NotFoundError) as missing:
+            client.models.retrieve("gpt-nothing")
+        ids.append(missing.value.request_id)
+    with _strict(url, key="wrong") as bad_key, pytest.raises(openai.AuthenticationError) as auth:
+        bad_key.responses.create(model="stoker", input="hi")
+    ids.append(auth.value.request_id)
+    ids.append(httpx.put(url + "/v1/responses").headers.get("x-request-id"))  # the router's 405
+    assert all(REQUEST_ID.match(str(i)) for i in ids), ids
+    assert len(set(ids)) == len(ids)
+    assert "x-request-id" not in httpx.get(url + "/healthz").headers  # the gateway's own API

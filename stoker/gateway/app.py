@@ -39,7 +39,8 @@ from stoker.gateway.http import (
     wants_stream,
 )
 from stoker.gateway.images import image_blocks
-from stoker.gateway.openai_compat import chat_completions, models
+from stoker.gateway.openai_compat import chat_completions, model, models
+from stoker.gateway.openai_errors import RequestIds
 from stoker.gateway.openai_responses import responses
 from stoker.gateway.openapi import openapi_document
 from stoker.gateway.platforms.bridge import Bridge
@@ -254,6 +255,7 @@ def create_app(
         Route("/v1/chat/completions", chat_completions, methods=["POST"]),
         Route("/v1/responses", responses, methods=["POST"]),
         Route("/v1/models", models, methods=["GET"]),
+        Route("/v1/models/{model:path}", model, methods=["GET"]),
         Route("/openapi.json", openapi, methods=["GET"]),
         Route("/healthz", health, methods=["GET"]),
         Route("/readyz", ready, methods=["GET"]),
@@ -266,6 +268,7 @@ def create_app(
         exception_handlers={StokerError: on_stoker_error, HTTPException: on_http_error},
         middleware=[
             Middleware(TraceContext, telemetry=gateway.telemetry),
+            Middleware(RequestIds),
             Middleware(InternalErrors),
         ],
     )

@@ -12,12 +12,23 @@ Tools are the gateway's, run server-side. A client's own `tools` (or tool messag
 its history) are refused with a 400 that says so, never ignored: the model would not
 know of them, and the client would wait for calls that never come. Usage carries the
 cache: `prompt_tokens_details.cached_tokens` (read) and `cache_write_tokens`, OpenAI's
-names, and `x_stoker` with the write TTLs and the cost. Errors are OpenAI's shape
-(`openai_errors.py`).
+names, and `x_stoker` with the write TTLs and the cost; a stream asked for usage
+(`stream_options.include_usage`) says `"usage": null` on every chunk but its last,
+which has no choices and the usage, as OpenAI's does. `stop`, `max_tokens` and
+`max_completion_tokens` cut the answer the client receives, never the agent's own
+model calls (`openai_limits.py`). Errors are OpenAI's shape, and every response has an
+`x-request-id` (`openai_errors.py`).
+
+`/v1/models` lists the gateway's default model, and `/v1/models/{id}` answers it (any
+other id is OpenAI's 404 `model_not_found`). Its `created` is 0, the Unix epoch, always:
+the gateway does not know when the provider made the model, and a value that moves (the
+start time, the request time) would differ between replicas and restarts, so a client
+that compares or caches the list would see a change where there is none.
 """
 
 from __future__ import annotations
 
+import logging
 import secrets
 import time
 from collections.abc import AsyncIterator
@@ -29,7 +40,12 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from stoker.gateway.errors import InvalidParam
 from stoker.gateway.http import app_state, read_body, user_of
-from stoker.gateway.openai_errors import from_stream_error, openai_errors
+from stoker.gateway.openai_errors import (
+    ModelNotFound,
+    from_stream_error,
+    openai_errors,
+    request_id,
+)
 from stoker.gateway.openai_history import (
     SESSION_HEADER,
     Conversation,
@@ -37,11 +53,16 @@ from stoker.gateway.openai_history import (
     continued_in,
     exchange,
 )
+from stoker.gateway.openai_limits import Cutter, Limits, smallest, stop_sequences, token_limit
 from stoker.gateway.sse import HEADERS as SSE_HEADERS
 from stoker.gateway.sse import Event, encode
 from stoker.gateway.views import Reply
 from stoker.wire.dialects import openai_chat
 from stoker.wire.usage import Usage
+
+log = logging.getLogger(__name__)
+
+MODEL_CREATED = 0  # `created` of every model listed: unknown (see the module docstring)
 
 CLIENT_TOOLS = (
     "this gateway runs its own tools server-side and cannot hand tool calls to the "
@@ -126,6 +147,20 @@ class ChatRequest(BaseModel):
     functions: list[Any] | None = None
     response_format: dict[str, Any] | None = None
     n: int | None = None
+    # Checked by `limits`, which names the field at fault.
+    stop: Any = None
+    max_tokens: Any = None
+    max_completion_tokens: Any = None
+
+    def limits(self) -> Limits:
+        """What the request asks of its answer (a 400 naming the field if it is invalid)."""
+        return Limits(
+            stop=stop_sequences(self.stop),
+            max_tokens=smallest(
+                token_limit(self.max_tokens, "max_tokens"),
+                token_limit(self.max_completion_tokens, "max_completion_tokens"),
+            ),
+        )
 
 
 def refuse_structured_output(output_format: Any, param: str) -> None:
@@ -181,25 +216,35 @@ def extension(usage: Usage, cost_usd: float | None) -> dict[str, Any]:
     }
 
 
-def _finish(reply: Reply) -> str:
-    return "length" if reply.exit == "budget_exhausted" else "stop"
+def _finish(reply: Reply, cut: str | None) -> str:
+    """The finish reason: the client's limit that cut the answer, else the turn's own."""
+    return cut or ("length" if reply.exit == "budget_exhausted" else "stop")
 
 
 @openai_errors
 async def chat_completions(request: Request) -> Response:
     user_of(request)  # a 401 before anything about the body
     body = await read_body(request, ChatRequest)
-    turn = await exchange(request, conversation(body), param="messages", model=body.model)
+    turn = await exchange(
+        request, conversation(body), param="messages", model=body.model, limits=body.limits()
+    )
     completion_id = "chatcmpl-" + secrets.token_hex(12)
     created = int(time.time())
     if body.stream:
         events = await turn.events()
         include_usage = body.stream_options is not None and body.stream_options.include_usage
-        chunks = _Chunks(completion_id=completion_id, created=created, model=turn.model)
-        stream = chunks.stream(events, include_usage)
+        chunks = _Chunks(
+            completion_id=completion_id,
+            created=created,
+            model=turn.model,
+            include_usage=include_usage,
+            request_id=request_id(request),
+        )
+        stream = chunks.stream(events, turn.limits.cutter())
         headers = {**SSE_HEADERS, SESSION_HEADER: turn.session_id}
         return StreamingResponse(stream, media_type="text/event-stream", headers=headers)
     reply, timing = await turn.answer()
+    cut = turn.limits.cut(reply.text)
     return JSONResponse(
         {
             "id": completion_id,
@@ -210,8 +255,8 @@ async def chat_completions(request: Request) -> Response:
             "choices": [
                 {
                     "index": 0,
-                    "message": {"role": "assistant", "content": reply.text, "refusal": None},
-                    "finish_reason": _finish(reply),
+                    "message": {"role": "assistant", "content": cut.text, "refusal": None},
+                    "finish_reason": _finish(reply, cut.reason),
                     "logprobs": None,
                 }
             ],
@@ -224,14 +269,26 @@ async def chat_completions(request: Request) -> Response:
 class _Chunks:
     """The chunks of one streamed completion, from a turn's events."""
 
-    def __init__(self, *, completion_id: str, created: int, model: str) -> None:
-        self.base = {
+    def __init__(
+        self,
+        *,
+        completion_id: str,
+        created: int,
+        model: str,
+        include_usage: bool,
+        request_id: str | None,
+    ) -> None:
+        self.base: dict[str, Any] = {
             "id": completion_id,
             "object": "chat.completion.chunk",
             "created": created,
             "model": model,
             "system_fingerprint": None,
         }
+        if include_usage:  # null until the last chunk, which has it
+            self.base["usage"] = None
+        self.include_usage = include_usage
+        self.request_id = request_id
 
     def chunk(
         self, delta: dict[str, Any], finish: str | None = None, session: str | None = None
@@ -242,34 +299,49 @@ class _Chunks:
             frame["x_stoker_session"] = session
         return encode(None, frame)
 
-    async def stream(
-        self,
-        events: AsyncIterator[Event],
-        include_usage: bool,
-    ) -> AsyncIterator[bytes]:
+    async def stream(self, events: AsyncIterator[Event], cutter: Cutter) -> AsyncIterator[bytes]:
         yield self.chunk({"role": "assistant", "content": ""})
-        sent_text = False
         async for event, data in events:
             if event == "text":
-                sent_text = True
-                yield self.chunk({"content": data["delta"]})
+                if text := cutter.feed(data["delta"]):
+                    yield self.chunk({"content": text})
             elif event == "error":
-                yield encode(None, {"error": from_stream_error(data)})
+                error = from_stream_error(data)
+                log.info(
+                    "request %s: the streamed answer failed (%s)", self.request_id, error["code"]
+                )
+                yield encode(None, {"error": error})
             elif event == "done":
                 reply = Reply.from_dict(data)
-                if not sent_text and reply.text:  # commands and replayed retries stream no deltas
-                    yield self.chunk({"content": reply.text})
-                yield self.chunk({}, _finish(reply), session=reply.new_session_id)
-                if include_usage:
+                # The rest of the answer: all of it for a command or a replayed retry,
+                # which stream no deltas.
+                rest = cutter.finish(reply.text)
+                if rest.text:
+                    yield self.chunk({"content": rest.text})
+                yield self.chunk({}, _finish(reply, rest.reason), session=reply.new_session_id)
+                if self.include_usage:
                     usage = usage_fields(reply.usage, reply.cost_usd)
                     yield encode(None, {**self.base, "choices": [], "usage": usage})
         yield encode(None, "[DONE]")
 
 
+def model_entry(model: str) -> dict[str, Any]:
+    """A model as `/v1/models` lists it (OpenAI's `Model`)."""
+    return {"id": model, "object": "model", "created": MODEL_CREATED, "owned_by": "stoker"}
+
+
 @openai_errors
 async def models(request: Request) -> Response:
     user_of(request)
-    model = app_state(request).gateway.defaults.model
-    return JSONResponse(
-        {"object": "list", "data": [{"id": model, "object": "model", "owned_by": "stoker"}]}
-    )
+    served = app_state(request).gateway.defaults.model
+    return JSONResponse({"object": "list", "data": [model_entry(served)]})
+
+
+@openai_errors
+async def model(request: Request) -> Response:
+    """`/v1/models/{model}`: the served model, or OpenAI's 404 `model_not_found`."""
+    user_of(request)
+    served = app_state(request).gateway.defaults.model
+    if request.path_params["model"] != served:
+        raise ModelNotFound(request.path_params["model"], served)
+    return JSONResponse(model_entry(served))

@@ -13,7 +13,9 @@ system prompt carries the time would otherwise start a new session on every call
 After each answer the store keeps, per session, the hash of the history the client now
 holds (its messages plus the answer) and the session's message count. A request whose
 history up to its last assistant message has that hash continues that session, and
-its messages after that point are the new message. A history that was edited, or a
+its messages after that point are the new message. The answer in that hash is the one
+the client was sent, cut by its `stop` or token limit if it sent one (`openai_limits`),
+while the session keeps the whole answer. A history that was edited, or a
 session that got a message some other way since, matches nothing and starts a new
 session: continuing would show the model a conversation the client does not have.
 A message that fails (the provider is down) leaves the client's history where it was,
@@ -39,6 +41,7 @@ from stoker.agent.seams import Callbacks
 from stoker.gateway.errors import InvalidParam
 from stoker.gateway.http import app_state, idempotency_key, user_of
 from stoker.gateway.images import WITHOUT_TEXT, data_url, image_blocks
+from stoker.gateway.openai_limits import NO_LIMITS, Limits
 from stoker.gateway.service import Gateway
 from stoker.gateway.sse import Event, turn_events
 from stoker.gateway.timing import timed
@@ -178,6 +181,7 @@ class Exchange:
     idempotency_key: str | None
 
     response_id: str | None = None  # a Responses API answer's id, to continue from
+    limits: Limits = NO_LIMITS  # what the client is sent of the answer
 
     async def answer(self) -> tuple[Reply, dict[str, str]]:
         """The turn's reply, with its Server-Timing header."""
@@ -210,7 +214,7 @@ class Exchange:
             raise
         await store.remember_client_history(
             continued_in(reply),
-            self.conversation.after(reply.text),
+            self.conversation.after(self.limits.cut(reply.text).text),
             response_id=self.response_id,
         )
         return reply
@@ -229,9 +233,11 @@ async def exchange(
     model: str | None,
     previous_response_id: str | None = None,
     response_id: str | None = None,
+    limits: Limits = NO_LIMITS,
 ) -> Exchange:
     """The request `request`, whose messages (in field `param`) are `conversation`;
-    `response_id` names its answer (Responses API)."""
+    `response_id` names its answer (Responses API); `limits` cut what the client gets
+    (counted with the tokenizer of the session's model)."""
     user = user_of(request)
     blocks = image_blocks(conversation.new_images(param))
     text = conversation.new_text(param)
@@ -247,6 +253,7 @@ async def exchange(
         model=model,
         previous_response_id=previous_response_id,
     )
+    model = gateway.pool.model_of(sid) or model or gateway.defaults.model
     return Exchange(
         gateway=gateway,
         user=user,
@@ -254,7 +261,8 @@ async def exchange(
         text=text,
         blocks=blocks,
         conversation=conversation,
-        model=gateway.pool.model_of(sid) or model or gateway.defaults.model,
+        model=model,
         idempotency_key=key,
         response_id=response_id,
+        limits=limits.counted_as(model),
     )

@@ -289,7 +289,8 @@ def openapi_document() -> dict[str, Any]:
             "/v1/chat/completions": {
                 "post": _op(
                     "OpenAI-compatible chat; X-Stoker-Session or the resent history carries "
-                    "the session",
+                    "the session; stop and max_tokens / max_completion_tokens cut the answer "
+                    "the client receives, not the agent's model calls",
                     {"200": _json(_OBJ, "chat.completion, or chat.completion.chunk SSE")},
                     *_OPENAI_ERRORS,
                     parameters=_OPENAI_PARAMETERS,
@@ -299,7 +300,8 @@ def openapi_document() -> dict[str, Any]:
             "/v1/responses": {
                 "post": _op(
                     "OpenAI-compatible Responses API; X-Stoker-Session, previous_response_id "
-                    "or the resent history carries the session",
+                    "or the resent history carries the session; max_output_tokens cuts the "
+                    "answer the client receives",
                     {"200": _json(_OBJ, "response, or its SSE event sequence")},
                     *_OPENAI_ERRORS,
                     parameters=_OPENAI_PARAMETERS,
@@ -307,6 +309,15 @@ def openapi_document() -> dict[str, Any]:
                 )
             },
             "/v1/models": {"get": _op("The default model", {"200": _json(_OBJ)})},
+            "/v1/models/{model}": {
+                "get": _op(
+                    "The default model, by its id (which may hold slashes); any other id is "
+                    "OpenAI's 404 model_not_found",
+                    {"200": _json(_OBJ)},
+                    404,
+                    parameters=[_path("model")],
+                )
+            },
             "/openapi.json": {
                 "get": {
                     "summary": "This document",
