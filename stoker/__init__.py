@@ -16,7 +16,7 @@ from stoker.agent.review import ReviewConfig
 from stoker.agent.seams import Callbacks
 from stoker.agent.session import Session
 from stoker.agent.starts import INHERIT, Rebase
-from stoker.agent.telemetry import telemetry_from
+from stoker.agent.telemetry_setup import telemetry_from
 from stoker.cache.explain import explain
 from stoker.cache.planner import CachePolicy
 from stoker.clock import Clock, FrozenClock, SystemClock
@@ -64,6 +64,7 @@ from stoker.providers.base import CallContext, Completion, Provider
 from stoker.providers.retry import RetryableError
 from stoker.providers.sim.model import RuleModel, ScriptedModel
 from stoker.providers.sim.provider import SimProvider
+from stoker.providers.sim.schema_values import UnsatisfiableSchema
 from stoker.store import SessionStore, open_store
 from stoker.tools import (
     ApprovalDecision,
@@ -78,7 +79,9 @@ from stoker.tools import (
 )
 from stoker.tools._schema import ArgumentError
 from stoker.wire.blocks import (
+    DocumentBlock,
     ImageBlock,
+    ImageRefBlock,
     RedactedThinkingBlock,
     TextBlock,
     ThinkingBlock,
@@ -108,6 +111,7 @@ _LAZY = {
     "Conflict": "stoker.gateway.errors",
     "GatewayError": "stoker.gateway.errors",
     "InvalidParam": "stoker.gateway.errors",
+    "ModelNotFound": "stoker.gateway.openai_errors",
     "NotFound": "stoker.gateway.errors",
     "PayloadTooLarge": "stoker.gateway.errors",
     "ToolsRemoved": "stoker.gateway.errors",
@@ -158,11 +162,13 @@ __all__ = [
     "Conflict",
     "DelegateConfig",
     "DispatchPolicy",
+    "DocumentBlock",
     "EntryNotFound",
     "Explanation",
     "FrozenClock",
     "GatewayError",
     "ImageBlock",
+    "ImageRefBlock",
     "IntegrationError",
     "IntegrationTimeout",
     "Integrations",
@@ -172,6 +178,7 @@ __all__ = [
     "InvalidSkill",
     "MemoryStoreError",
     "MissingTools",
+    "ModelNotFound",
     "NotFound",
     "OpenAIProvider",
     "OtelTelemetry",
@@ -219,6 +226,7 @@ __all__ = [
     "Unavailable",
     "UnknownPrice",
     "UnknownToolkit",
+    "UnsatisfiableSchema",
     "UnsupportedMediaType",
     "UpstreamError",
     "UpstreamTimeout",

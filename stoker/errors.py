@@ -9,6 +9,7 @@ what went wrong and what to do about it.
     ├── WireError                a payload or stored value that does not parse
     ├── ProviderError            a provider call failed
     │   ├── InvalidRequest       the provider (or the sim) rejected the request (HTTP 400)
+    │   │   └── UnsatisfiableSchema  (stoker.providers.sim) no JSON value satisfies a schema
     │   ├── AuthenticationError  the key was rejected (HTTP 401/403); never shows the key
     │   └── ProviderTimeout      the call ran past a timeout (connect, first byte, total)
     ├── PrefixError              an operation would change a frozen prefix without a declared rebase
@@ -84,10 +85,21 @@ class ProviderError(StokerError):
 
 
 class InvalidRequest(ProviderError):
-    """The provider rejected the request as malformed (HTTP 400)."""
+    """The provider rejected the request as malformed (HTTP 400). `param` names the field
+    at fault and `code` the provider's error code, where the provider says them."""
 
-    def __init__(self, message: str, *, provider: str = "", status: int = 400) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        provider: str = "",
+        status: int = 400,
+        param: str | None = None,
+        code: str | None = None,
+    ) -> None:
         super().__init__(message, provider=provider, status=status)
+        self.param = param
+        self.code = code
 
 
 class AuthenticationError(ProviderError):

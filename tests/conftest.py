@@ -40,4 +40,4 @@ def recorded_calls(request: pytest.FixtureRequest) -> Iterator[list[CacheRecord]
     assert_no_undeclared_breaks(records)
 
 
-pytest_plugins = ["tests.store_fixtures", "tests.faulty_upstream"]
+pytest_plugins = ["tests.store_fixtures", "tests.faulty_upstream", "tests.sim_routes"]

@@ -6,17 +6,20 @@ turn reads all the turn cached."""
 from __future__ import annotations
 
 from stoker.gateway.service import Gateway
+from stoker.gateway.session_settings import SessionSettings
 from stoker.providers.sim.engine import SimEngine
 from stoker.providers.sim.provider import SimProvider
 from stoker.store.base import SqlEventStore
 from stoker.wire.record import CacheRecord
+from tests.helpers import SYSTEM
 from tests.telegram_rig import ChatModel
 from tests.test_gateway_support import Rig, make_rig
 
 
 def chat_rig(store: SqlEventStore) -> Rig:
-    """A gateway on `store` whose model answers "Understood: ..." (or a long reply)."""
-    rig = make_rig(store)
+    """A gateway on `store` whose model answers "Understood: ..." (or a long reply, which
+    needs room: the simulator, like a model, stops at `max_tokens`)."""
+    rig = make_rig(store, defaults=SessionSettings(system=SYSTEM, max_tokens=16_000))
     rig.provider = SimProvider(engine=SimEngine(model=ChatModel()), clock=rig.clock)
     return rig
 

@@ -272,3 +272,12 @@ async def test_tools_take_loose_tools_and_toolsets_alike_and_agents_close_with_a
 def test_an_agent_without_a_provider_says_how_to_name_one() -> None:
     with pytest.raises(ConfigError, match="'sim:claude-sonnet-4-6'"):
         Agent("claude-sonnet-4-6")
+
+
+@pytest.mark.parametrize("budget", [512, 4096, 8000])
+def test_a_thinking_budget_the_provider_would_refuse_fails_when_the_agent_is_made(
+    budget: int,
+) -> None:
+    with pytest.raises(ConfigError, match="thinking budget must be at least 1,024"):
+        Agent("sim:claude-sonnet-4-6", thinking_budget=budget, max_tokens=4096)
+    assert Agent("sim:claude-sonnet-4-6", thinking_budget=1024, max_tokens=4096).thinking_budget

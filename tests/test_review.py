@@ -76,7 +76,7 @@ def _without_messages(payload: dict[str, Any]) -> str:
         (None, None),
         (("files", "memory_tools"), None),
         (("files", "memory", "shell", "memory_tools"), None),
-        (None, 4096),
+        (None, 2048),
     ],
     ids=["default", "narrowed", "widened", "thinking"],
 )

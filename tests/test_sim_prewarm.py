@@ -24,7 +24,7 @@ from stoker.wire.messages import user_text
 from stoker.wire.prefix import CacheParams, Prefix
 from stoker.wire.request import Request
 from stoker.wire.usage import Usage
-from tests.accounting_helpers import assistant, body, pad, part, text, user
+from tests.accounting_helpers import assistant, body, frame, openai_message, part, text, user
 
 
 def t2_messages(*, ttl: str | None = None) -> list[dict[str, Any]]:
@@ -58,7 +58,10 @@ def test_seal_reads_the_prefix_and_writes_the_tail_under_one_1h_breakpoint() -> 
         ({"thinking": {"type": "enabled", "budget_tokens": 2048}}, "extended thinking"),
         ({"tool_choice": {"type": "any"}}, "a forced `tool_choice`"),
         ({"tool_choice": {"type": "tool", "name": "read_file"}}, "a forced `tool_choice`"),
-        ({"output_config": {"format": {"type": "json_schema"}}}, "`output_config.format`"),
+        (
+            {"output_config": {"format": {"type": "json_schema", "schema": {"type": "object"}}}},
+            "`output_config.format`",
+        ),
     ],
 )
 def test_max_tokens_0_is_refused_with_what_the_api_refuses(
@@ -84,11 +87,15 @@ def test_max_tokens_0_renders_and_parses_as_0() -> None:
 
 
 def developer(n: int = 1500) -> dict[str, Any]:
-    return {"role": "developer", "content": [part(n, ttl="30m")]}
+    """A developer message of `n` tokens (frame included) ending with a breakpoint."""
+    return {"role": "developer", "content": [part(n - frame("developer"), ttl="30m")]}
 
 
 def asks(question: str, n: int = 100) -> dict[str, Any]:
-    return {"role": "user", "content": pad(n, question)}
+    return openai_message("user", n, question)
+
+
+PRIMING = 3  # the tokens priming OpenAI's reply, after the last message: never cached
 
 
 def test_responses_prewarm_writes_like_a_real_request_and_generates_nothing() -> None:
@@ -100,23 +107,26 @@ def test_responses_prewarm_writes_like_a_real_request_and_generates_nothing() ->
         "prompt_cache_options": {**explicit, "prewarm": True},
     }
     result = engine.handle("openai_responses", warm, at=0.0)
-    assert result.usage == Usage(written_5m=1500, uncached=100, output=0)
+    assert result.usage == Usage(written_5m=1500, uncached=100 + PRIMING, output=0)
     assert (result.body["output"], result.body["status"]) == ([], "completed")
     assert result.body["usage"]["output_tokens"] == 0
     real = {**warm, "input": [developer(), asks("the question")], "prompt_cache_options": explicit}
-    assert engine.handle("openai_responses", real, at=10.0).usage == Usage(
-        read=1500, uncached=100, output=1
-    )
+    answered = engine.handle("openai_responses", real, at=10.0)
+    # gpt-5.6 reasons before it answers: its reasoning tokens are output too
+    reasoning = answered.body["usage"]["output_tokens_details"]["reasoning_tokens"]
+    assert reasoning > 0
+    assert answered.usage == Usage(read=1500, uncached=100 + PRIMING, output=1 + reasoning)
 
 
 def test_responses_prewarm_honours_the_12h_ttl_option() -> None:
     engine = SimEngine()
     warm = {
         "model": "gpt-5.6",
-        "input": [{"role": "developer", "content": pad(1500)}, asks("placeholder")],
+        "input": [openai_message("developer", 1500), asks("placeholder")],
         "prompt_cache_options": {"ttl": "12h", "prewarm": True},
     }
-    assert engine.handle("openai_responses", warm, at=0.0).usage == Usage(written_1h=1600)
+    usage = engine.handle("openai_responses", warm, at=0.0).usage
+    assert usage == Usage(written_1h=1600, uncached=PRIMING)
     (entry,) = engine.openai.entries().values()
     assert (entry.ttl, entry.expires_at) == ("12h", 43200.0)
 

@@ -97,6 +97,13 @@ class Agent:
     telemetry: Telemetry = field(default=NO_TELEMETRY, compare=False, repr=False)
 
     def __post_init__(self) -> None:
+        budget = self.thinking_budget
+        if budget is not None and not 1024 <= budget < self.max_tokens:
+            raise ConfigError(
+                f"thinking_budget={budget} with max_tokens={self.max_tokens}: the thinking "
+                "budget must be at least 1,024 tokens and below max_tokens (it is part of the "
+                "output); raise max_tokens or lower the budget"
+            )
         if self.provider is None:
             self._select()
         # resolved once: every session of this agent shares the fallbacks' connections

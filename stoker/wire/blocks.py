@@ -135,8 +135,43 @@ class ImageBlock:
     kind: Literal["image"] = "image"
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ImageRefBlock:
+    """An image by reference: a URL or a provider's file id, sent as given and never
+    fetched by Stoker. `detail` is OpenAI's `low` / `high` / `auto` ("" when not given).
+
+    A kind of its own rather than a field of `ImageBlock`, so the stored fingerprints of
+    inline images stay what they were."""
+
+    url: str = ""
+    file_id: str = ""
+    detail: str = ""
+    kind: Literal["image_ref"] = "image_ref"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DocumentBlock:
+    """A file given to the model as content: a PDF (base64 `data`), plain text (`data` is
+    the text itself, `media_type` "text/plain"), or any file by `url` or provider
+    `file_id`. `name` is its filename or title. Sent exactly as given; never fetched."""
+
+    media_type: str = ""
+    data: str = ""
+    url: str = ""
+    file_id: str = ""
+    name: str = ""
+    kind: Literal["document"] = "document"
+
+
 Block = (
-    TextBlock | ThinkingBlock | RedactedThinkingBlock | ToolUseBlock | ToolResultBlock | ImageBlock
+    TextBlock
+    | ThinkingBlock
+    | RedactedThinkingBlock
+    | ToolUseBlock
+    | ToolResultBlock
+    | ImageBlock
+    | ImageRefBlock
+    | DocumentBlock
 )
 
 _KINDS: dict[str, type[Any]] = {
@@ -146,6 +181,8 @@ _KINDS: dict[str, type[Any]] = {
     "tool_use": ToolUseBlock,
     "tool_result": ToolResultBlock,
     "image": ImageBlock,
+    "image_ref": ImageRefBlock,
+    "document": DocumentBlock,
 }
 
 

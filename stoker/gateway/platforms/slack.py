@@ -94,7 +94,8 @@ _MENTION = re.compile(r"<@([A-Z0-9]+)(?:\|[^>]*)?>")
 
 def _bot_user(raw: Mapping[str, Any]) -> str:
     """The app's own user id, from the event's `authorizations` (no call needed)."""
-    for a in raw.get("authorizations") or ():
+    given = raw.get("authorizations")
+    for a in given if isinstance(given, list) else ():
         if isinstance(a, Mapping) and a.get("is_bot") and isinstance(a.get("user_id"), str):
             return str(a["user_id"])
     return ""

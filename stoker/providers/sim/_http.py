@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
@@ -17,6 +18,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 
 from stoker.errors import ConfigError
+from stoker.wire.blocks import valid_text
 from stoker.wire.dialects.anthropic_stream import ERROR_TYPES
 from stoker.wire.usage import Usage
 
@@ -51,25 +53,60 @@ def api_key(request: Request) -> str | None:
     return token.strip() if scheme.lower() == "bearer" and token.strip() else None
 
 
+class SimJSON(JSONResponse):
+    """A JSON answer that can always be written: a client's lone surrogate echoed back
+    (an error naming its value, a Response echoing its metadata) becomes U+FFFD, and a
+    number JSON cannot hold (a huge exponent parses to infinity) becomes null."""
+
+    def render(self, content: Any) -> bytes:
+        try:
+            return super().render(content)
+        except (ValueError, UnicodeEncodeError):
+            return super().render(_writable(content))
+
+
+def _writable(value: Any) -> Any:
+    if isinstance(value, str):
+        return valid_text(value)
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {_writable(str(k)): _writable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_writable(v) for v in value]
+    return value
+
+
+def request_id() -> str:
+    """A request id in the providers' format (`req_` and 24 hex digits), unique per process."""
+    return "req_" + hashlib.sha256(f"sim-request-{next(_ids)}".encode()).hexdigest()[:24]
+
+
+def id_headers(shape: Shape, rid: str | None = None) -> dict[str, str]:
+    """The header that carries the request id, under the provider's name for it (the SDKs
+    expose it as `_request_id`)."""
+    return {"request-id" if shape == "anthropic" else "x-request-id": rid or request_id()}
+
+
 def error_response(
-    shape: Shape, status: int, message: str, *, headers: dict[str, str] | None = None
+    shape: Shape,
+    status: int,
+    message: str,
+    *,
+    headers: dict[str, str] | None = None,
+    param: str | None = None,
+    code: str | None = None,
 ) -> JSONResponse:
     """An error in the provider's own shape (what its SDK parses into an exception)."""
-    request_id = f"req_sim_{next(_ids):06d}"
+    rid = request_id()
     body: dict[str, Any]
     if shape == "anthropic":
         kind = ERROR_TYPES.get(status, "api_error")
-        body = {
-            "type": "error",
-            "error": {"type": kind, "message": message},
-            "request_id": request_id,
-        }
-        extra = {"request-id": request_id}
+        body = {"type": "error", "error": {"type": kind, "message": message}, "request_id": rid}
     else:
-        kind, code = _OPENAI_ERRORS.get(status, ("server_error", None))
-        body = {"error": {"message": message, "type": kind, "param": None, "code": code}}
-        extra = {"x-request-id": request_id}
-    return JSONResponse(body, status_code=status, headers={**extra, **(headers or {})})
+        kind, usual = _OPENAI_ERRORS.get(status, ("server_error", None))
+        body = {"error": {"message": message, "type": kind, "param": param, "code": code or usual}}
+    return SimJSON(body, status_code=status, headers={**id_headers(shape, rid), **(headers or {})})
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

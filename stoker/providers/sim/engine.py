@@ -24,18 +24,27 @@ from stoker.cache.accounting import (
     OpenAISettings,
 )
 from stoker.cache.models import ModelInfo, model_info
-from stoker.cache.tokens import estimate_tokens
+from stoker.cache.tokens import tokenizer_for
 from stoker.errors import ConfigError, InvalidRequest
+from stoker.providers.sim import api_anthropic, api_chat, api_responses
+from stoker.providers.sim.answer import REASONING, Answer, Reply, shape
+from stoker.providers.sim.api_openai import sim_id
+from stoker.providers.sim.asks import Ask
+from stoker.providers.sim.fulfil import fulfil
 from stoker.providers.sim.model import RuleModel, SimModel
+from stoker.providers.sim.responses_store import ResponseStore, Stored, input_items
 from stoker.wire.blocks import (
     IMAGE_TYPES,
     MAX_IMAGE_BASE64,
     Block,
     ImageBlock,
+    ImageRefBlock,
+    ThinkingBlock,
     ToolUseBlock,
 )
 from stoker.wire.dialects import dialect_module
 from stoker.wire.dialects._chain import ChainMemo
+from stoker.wire.dialects._shape import model_of
 from stoker.wire.messages import AssistantMessage, Message, UserMessage
 from stoker.wire.request import Request
 from stoker.wire.usage import Usage
@@ -91,11 +100,16 @@ def check_images(request: Request, info: ModelInfo, *, checked: tuple[Message, .
     start = len(checked) if checked and messages[: len(checked)] == checked else 0
     for i in range(start, len(messages)):
         for k, block in enumerate(messages[i].content):
-            if not isinstance(block, ImageBlock):
+            if not isinstance(block, ImageBlock | ImageRefBlock):
                 continue
             where = f"messages.{i}.content.{k}.image"
             if not info.images:
                 problem = f"model {info.name!r} does not support image input"
+            elif isinstance(block, ImageRefBlock):
+                if not block.file_id and not block.url.startswith(("https://", "http://")):
+                    problem = f"source.url must be an http(s) URL, not {block.url[:60]!r}"
+                else:
+                    continue  # accepted and never fetched: counted by the documented rule
             elif block.media_type not in IMAGE_TYPES:
                 problem = f"media_type {block.media_type!r} is not one of {', '.join(IMAGE_TYPES)}"
             elif len(block.data) > MAX_IMAGE_BASE64:
@@ -150,13 +164,21 @@ def is_prewarm(dialect: str, payload: dict[str, Any], info: ModelInfo) -> bool:
     return True
 
 
-def output_tokens(blocks: tuple[Block, ...]) -> int:
-    return max(estimate_tokens(blocks), 1)
+def _openai_ids(blocks: tuple[Block, ...]) -> tuple[Block, ...]:
+    """The model's tool calls with OpenAI's `call_` ids (the sim model names them
+    Anthropic's way, `toolu_`)."""
+    return tuple(
+        replace(b, id="call_" + b.id.removeprefix("toolu_"))
+        if isinstance(b, ToolUseBlock) and b.id.startswith("toolu_")
+        else b
+        for b in blocks
+    )
 
 
 @dataclass(slots=True, kw_only=True)
 class SimEngine:
-    """State of one simulated provider: its model, cache entries, and an id counter."""
+    """State of one simulated provider: its model, cache entries, stored responses, and an
+    id counter."""
 
     model: SimModel = field(default_factory=RuleModel)
     anthropic: AnthropicAccountant = field(
@@ -164,8 +186,83 @@ class SimEngine:
     )
     openai: OpenAIAccountant = field(default_factory=lambda: OpenAIAccountant(OpenAISettings()))
     parsed: ChainMemo = field(default_factory=ChainMemo)
+    responses: ResponseStore = field(default_factory=ResponseStore)
     _ids: itertools.count[int] = field(default_factory=itertools.count)
     _paired: dict[str, tuple[Message, ...]] = field(default_factory=dict)  # per workspace
+
+    def info(self, dialect: str, payload: dict[str, Any]) -> ModelInfo:
+        """The facts of the model the payload names: a 404 for one the simulator does not
+        serve, or one of another provider on this API."""
+        if payload.get("model") is None:
+            message = (
+                "model: Field required"
+                if dialect == "anthropic"
+                else "Missing required parameter: 'model'."
+            )
+            raise InvalidRequest(message, provider="sim", param="model")
+        model = model_of(payload)
+        try:
+            info = model_info(model)
+        except ConfigError as exc:
+            raise InvalidRequest(
+                str(exc), provider="sim", status=404, param="model", code="model_not_found"
+            ) from exc
+        wanted = "anthropic" if dialect == "anthropic" else "openai"
+        if info.provider != wanted:
+            raise InvalidRequest(
+                f"model {model!r} is an {info.provider} model; this is the {dialect} API",
+                provider="sim",
+                status=404,
+                param="model",
+                code="model_not_found",
+            )
+        return info
+
+    def expanded(self, dialect: str, payload: dict[str, Any], workspace: str) -> dict[str, Any]:
+        """The payload with the context the provider adds: a Responses request's stored
+        chain (`previous_response_id`) and referenced items, as one input."""
+        if dialect != "openai_responses":
+            return payload
+        if payload.get("previous_response_id") is None and not any(
+            isinstance(i, dict) and i.get("type") == "item_reference"
+            for i in payload.get("input") or ()
+            if not isinstance(payload.get("input"), str)
+        ):
+            return payload
+        context = self.responses.context_of(workspace, payload)
+        return {k: v for k, v in payload.items() if k != "previous_response_id"} | {
+            "input": context
+        }
+
+    def count(self, dialect: str, payload: dict[str, Any], *, workspace: str) -> int:
+        """The input tokens of a request, as the token-counting endpoints answer: the
+        prompt's total with its chain, no cache touched, nothing answered."""
+        if dialect == "anthropic" and payload.get("messages") == []:
+            raise InvalidRequest("messages: at least one message is required", param="messages")
+        if dialect != "anthropic" and payload.get("input") == []:
+            raise InvalidRequest(
+                "Invalid 'input': empty array. Expected an array with minimum length 1, but got "
+                "an empty array instead.",
+                param="input",
+                code="empty_array",
+            )
+        try:
+            self.info(dialect, payload)
+            sent = self.expanded(dialect, payload, workspace)
+            if dialect == "anthropic":
+                dialect_module(dialect).parse_request({"max_tokens": 0, **sent})
+                counter = AnthropicAccountant(self.anthropic.settings)
+                outcome = counter.account(sent, at=0.0, workspace="count")
+            else:
+                dialect_module(dialect).parse_request(sent)
+                counted = OpenAIAccountant(self.openai.settings)
+                outcome = counted.account(sent, api=_API[dialect], at=0.0, org="count")  # type: ignore[arg-type]
+        except _MISSHAPEN as exc:
+            raise InvalidRequest(
+                f"the request does not have the shape of the {dialect} API: {exc!r:.300}",
+                provider="sim",
+            ) from exc
+        return outcome.usage.input_total
 
     def handle(
         self,
@@ -176,47 +273,92 @@ class SimEngine:
         workspace: str = "default",
         trusted: bool = False,
     ) -> SimResult:
-        """Account the request's cache effect at time `at`, answer it, render the response.
+        """Check the request as the API would, account its cache effect at time `at`,
+        answer it within what it asks, render the response.
 
         `trusted`: the caller never mutates the payload's dicts (true of what the dialects
         render), so parts seen in earlier calls may be recognized by identity.
         """
         module = dialect_module(dialect)
-        request = module.parse_request(payload, memo=self.parsed, trusted=trusted)
-        model = request.prefix.params.model
+        api = _APIS[dialect]
         try:
-            info = model_info(model)
-        except ConfigError as exc:
-            raise InvalidRequest(str(exc), provider="sim", status=404) from exc
-        wanted = "anthropic" if dialect == "anthropic" else "openai"
-        if info.provider != wanted:
+            info = self.info(dialect, payload)
+            ask = api.ask(payload, info)
+            sent = self.expanded(dialect, payload, workspace)
+            request = module.parse_request(sent, memo=self.parsed, trusted=trusted)
+            check_tool_pairing(request, checked=self._paired.get(workspace, ()))
+            check_images(request, info, checked=self._paired.get(workspace, ()))
+            prewarm = is_prewarm(dialect, payload, info)
+            if dialect == "anthropic":
+                outcome = self.anthropic.account(sent, at=at, workspace=workspace, trusted=trusted)
+            else:
+                outcome = self.openai.account(
+                    sent,
+                    api=_API[dialect],  # type: ignore[arg-type]
+                    at=at,
+                    org=workspace,
+                    trusted=trusted,
+                )
+        except _MISSHAPEN as exc:
+            if trusted:  # Stoker rendered it: a bug of ours, not the caller's
+                raise
             raise InvalidRequest(
-                f"model {model!r} is an {info.provider} model; this is the {dialect} API",
+                f"the request does not have the shape of the {dialect} API: {exc!r:.300}",
                 provider="sim",
-                status=404,
-            )
-        check_tool_pairing(request, checked=self._paired.get(workspace, ()))
-        check_images(request, info, checked=self._paired.get(workspace, ()))
+            ) from exc
         self._paired[workspace] = request.messages
-        prewarm = is_prewarm(dialect, payload, info)
-        if dialect == "anthropic":
-            outcome = self.anthropic.account(payload, at=at, workspace=workspace, trusted=trusted)
-        else:
-            api = _API[dialect]
-            outcome = self.openai.account(payload, api=api, at=at, org=workspace, trusted=trusted)  # type: ignore[arg-type]
-        blocks = () if prewarm else self.model.respond(request)
+        tokens = tokenizer_for(info)
         if prewarm:  # Anthropic says why nothing came back; a Responses pre-warm completes
             stop = "max_tokens" if dialect == "anthropic" else "end_turn"
+            answer = Answer(content=(), stop=stop, output_tokens=0)
         else:
-            stop = "tool_use" if any(isinstance(b, ToolUseBlock) for b in blocks) else "end_turn"
-        prefix = "msg_sim_" if dialect == "anthropic" else "resp_sim_"
-        message = AssistantMessage(
-            content=blocks, stop_reason=stop, id=f"{prefix}{next(self._ids):06d}"
-        )
-        usage = replace(outcome.usage, output=0 if prewarm else output_tokens(blocks))
-        return SimResult(
-            body=module.render_response(message, usage, model),
+            blocks = fulfil(self.model.respond(request), ask, request)
+            answer = shape(blocks, ask, tokens)
+        n = next(self._ids)
+        content = answer.content
+        if dialect != "anthropic":
+            content = _openai_ids(content)
+        if dialect == "openai_responses" and ask.reasoning and not prewarm:
+            content = (_reasoning_block(ask, n), *content)
+        message = AssistantMessage(content=content, stop_reason=answer.stop, id=_id(dialect, n))
+        usage = replace(outcome.usage, output=answer.output_tokens * ask.n)
+        reply = Reply(
             message=message,
-            outcome=outcome,
+            answer=answer,
             usage=usage,
+            ask=ask,
+            model=request.prefix.params.model,
+            created=int(at),
+            tokens=tokens,
         )
+        body = api.response(reply, payload)
+        if dialect == "openai_responses" and payload.get("store", True) is not False:
+            self.responses.put(workspace, Stored(body=body, context=tuple(input_items(sent))))
+        return SimResult(body=body, message=message, outcome=outcome, usage=usage)
+
+
+def _id(dialect: str, n: int) -> str:
+    if dialect == "anthropic":
+        return sim_id("msg_01", n, 22)
+    if dialect == "openai_chat":
+        return sim_id("chatcmpl-", n, 29)
+    return sim_id("resp_", n, 48)
+
+
+def _reasoning_block(ask: Ask, n: int) -> ThinkingBlock:
+    """The reasoning item of a Responses reasoning model: its summary when asked for, its
+    encrypted content (opaque, replayable) when `include` asks for it."""
+    summary = REASONING if ask.reasoning_summary else ""
+    encrypted = sim_id("gAAAAA", n, 64) if ask.encrypted_reasoning else ""
+    return ThinkingBlock(thinking=summary, signature=encrypted)
+
+
+# What reading a body of the wrong shape raises (a number where a name belongs, a list
+# where an object does) before a check names it more precisely.
+_MISSHAPEN = (KeyError, IndexError, TypeError, AttributeError, ValueError, OverflowError)
+
+_APIS: dict[str, Any] = {
+    "anthropic": api_anthropic,
+    "openai_chat": api_chat,
+    "openai_responses": api_responses,
+}

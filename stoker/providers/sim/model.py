@@ -27,15 +27,20 @@ class SimModel(Protocol):
     def respond(self, request: Request) -> tuple[Block, ...]: ...
 
 
+def _last_fingerprints(request: Request) -> tuple[str, ...]:
+    """The newest message's block fingerprints (none: a request of only a system prompt)."""
+    return request.messages[-1].block_fingerprints if request.messages else ()
+
+
 def _call_id(request: Request, name: str, index: int) -> str:
-    seed = f"{len(request.messages)}|{request.messages[-1].block_fingerprints}|{name}|{index}"
+    seed = f"{len(request.messages)}|{_last_fingerprints(request)}|{name}|{index}"
     return "toolu_" + hashlib.sha256(seed.encode()).hexdigest()[:20]
 
 
 def _thinking(request: Request) -> tuple[Block, ...]:
     if request.prefix.params.thinking_budget is None:
         return ()
-    seed = "|".join(request.messages[-1].block_fingerprints)
+    seed = "|".join(_last_fingerprints(request))
     signature = hashlib.sha256(seed.encode()).hexdigest()
     return (ThinkingBlock(thinking="Let me work out what is being asked.", signature=signature),)
 
@@ -98,8 +103,10 @@ class RuleModel:
     """The default sim model: deterministic, tool-using when asked, never creative."""
 
     def respond(self, request: Request) -> tuple[Block, ...]:
-        last = request.messages[-1]
         thinking = _thinking(request)
+        if not request.messages:  # only a system prompt: nothing was asked yet
+            return (*thinking, TextBlock(text="Understood."))
+        last = request.messages[-1]
         if isinstance(last, UserMessage) and last.tool_results and not last.text:
             summary = "; ".join(r.content[:120] for r in last.tool_results)
             return (*thinking, TextBlock(text=f"Done. Tool results: {summary}"))

@@ -4,14 +4,22 @@ Any HTTP client (the official SDKs, other agent frameworks, Stoker's own adapter
 run offline against it and get real cache accounting: every request goes through
 `SimEngine.handle`, the same call the in-process `SimProvider` makes, with the caller's
 workspace (a hash of its API key) and the server's clock. It rejects what the real APIs
-reject, in their error shapes: no key (401), bad JSON, more than 4 breakpoints or an
-unanswered tool_use (400), an unknown model (404).
+reject, in their error shapes and with their request-id headers: no key (401), bad JSON,
+more than 4 breakpoints, an unanswered tool_use, a missing `max_tokens` and every other
+refusal of `stoker.providers.sim.api_*` (400), an unknown model (404). Nothing a client
+sends makes it answer a 5xx other than the failures it is told to inject.
 
     POST /v1/messages               Anthropic Messages (`stream: true` for SSE)
     POST /v1/messages/count_tokens  Anthropic token counting
     POST /v1/chat/completions       OpenAI Chat Completions (streams end with a usage chunk
                                     when `stream_options.include_usage` is set)
-    POST /v1/responses              OpenAI Responses (streaming events included)
+    POST /v1/responses              OpenAI Responses (streaming events included; stored
+                                    responses chain by `previous_response_id`)
+    GET|DELETE /v1/responses/{id}   a stored response; `/input_items` lists what it answered
+    POST /v1/responses/input_tokens OpenAI's token count of a Responses request
+    GET  /v1/models[/{id}]          the models served, in Anthropic's shape when the request
+                                    carries `anthropic-version` (as Anthropic's SDK sends),
+                                    else OpenAI's
     GET  /stats                     cache totals per key (workspace) and model; with a key,
                                     `you` names the caller's own workspace
     POST /sim/fail                  fail the next requests: {"status": 529, "count": 3,
@@ -22,27 +30,38 @@ unanswered tool_use (400), an unknown model (404).
 from __future__ import annotations
 
 import json
+import logging
 from collections import deque
 from collections.abc import AsyncIterator, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from starlette.applications import Starlette
-from starlette.requests import Request
-from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
-from stoker.cache.accounting import AnthropicAccountant
-from stoker.cache.models import model_info
 from stoker.clock import Clock, SystemClock
-from stoker.errors import ConfigError, InvalidRequest, StokerError, WireError
+from stoker.errors import ConfigError, StokerError
+from stoker.providers.sim import catalogue
 from stoker.providers.sim._background import ServedSim, serve_in_background
-from stoker.providers.sim._http import Failure, Ledger, Shape, api_key, error_response, workspace_of
+from stoker.providers.sim._http import (
+    Failure,
+    Ledger,
+    Shape,
+    SimJSON,
+    api_key,
+    error_response,
+    id_headers,
+    workspace_of,
+)
 from stoker.providers.sim.engine import SimEngine
-from stoker.wire.dialects import anthropic, anthropic_stream, openai_chat_stream
+from stoker.wire.dialects import anthropic_stream, openai_chat_stream
 from stoker.wire.dialects import openai_responses_stream as responses_stream
 
 __all__ = ["ServedSim", "SimServer", "create_app", "serve", "serve_in_background"]
+
+log = logging.getLogger(__name__)
 
 _NO_KEY = {
     "anthropic": "x-api-key header is required",
@@ -113,64 +132,132 @@ class SimServer:
             result = self.engine.handle(dialect, payload, at=self.clock.now(), workspace=workspace)
         except _Rejected as rejected:
             return rejected.response
-        except InvalidRequest as exc:
-            return error_response(shape, exc.status or 400, str(exc))
-        except WireError as exc:
-            return error_response(shape, 400, str(exc))
-        except ConfigError as exc:  # a scripted model out of steps: the server's fault
-            return error_response(shape, 500, str(exc))
+        except StokerError as exc:
+            return _refused(shape, exc)
+        except ClientDisconnect:  # nobody to answer: `stoker.http_server` logs one line
+            raise
+        except Exception:  # a bug: still an answer in the API's shape, and a log line
+            log.exception("the simulator failed on a %s request", dialect)
+            return error_response(shape, 500, "the simulator failed on this request (a bug)")
         self.ledger.record(workspace, str(payload["model"]), result.usage)
+        headers = id_headers(shape)
         if payload.get("stream") is not True:
             if failure is not None:  # a mid-stream failure fails a plain request plainly
                 return error_response(shape, failure.status, failure.message)
-            return JSONResponse(result.body)
+            return SimJSON(result.body, headers=headers)
         frames = (
             _frames(dialect, payload, result.body)
             if failure is None
             else _broken(dialect, payload, result.body, failure)
         )
-        return StreamingResponse(_aiter(frames), media_type="text/event-stream")
+        return StreamingResponse(_aiter(frames), media_type="text/event-stream", headers=headers)
 
     async def count_tokens(self, request: Request) -> Response:
         """Anthropic's token count: the prompt's total, without touching any cache."""
+        return await self._count(request, "anthropic")
+
+    async def input_tokens(self, request: Request) -> Response:
+        """OpenAI's token count of a Responses request (its chain included), cache untouched."""
+        return await self._count(request, "openai_responses")
+
+    async def _count(self, request: Request, dialect: str) -> Response:
+        shape: Shape = "anthropic" if dialect == "anthropic" else "openai"
         try:
-            self._caller(request, "anthropic")
-            payload = await self._payload(request, "anthropic")
-            anthropic.parse_request({"max_tokens": 0, **payload})
-            model = str(payload["model"])
-            try:
-                model_info(model)
-            except ConfigError as exc:
-                return error_response("anthropic", 404, str(exc))
-            counter = AnthropicAccountant(self.engine.anthropic.settings)
-            outcome = counter.account(payload, at=0.0, workspace="count_tokens")
+            workspace = self._caller(request, shape)
+            payload = await self._payload(request, shape)
+            total = self.engine.count(dialect, payload, workspace=workspace)
         except _Rejected as rejected:
             return rejected.response
         except StokerError as exc:
-            return error_response("anthropic", getattr(exc, "status", None) or 400, str(exc))
-        return JSONResponse({"input_tokens": outcome.usage.input_total})
+            return _refused(shape, exc)
+        except ClientDisconnect:  # nobody to answer: `stoker.http_server` logs one line
+            raise
+        except Exception:  # a bug: still an answer in the API's shape, and a log line
+            log.exception("the simulator failed to count tokens")
+            return error_response(shape, 500, "the simulator failed on this request (a bug)")
+        body: dict[str, Any] = {"input_tokens": total}
+        if shape == "openai":
+            body = {"object": "response.input_tokens", **body}
+        return SimJSON(body, headers=id_headers(shape))
+
+    async def stored_response(self, request: Request) -> Response:
+        """GET (or DELETE) a stored response, or list the input items it answered."""
+        try:
+            workspace = self._caller(request, "openai")
+        except _Rejected as rejected:
+            return rejected.response
+        response_id = str(request.path_params["response_id"])
+        stored = self.engine.responses.get(workspace, response_id)
+        if stored is None:
+            message = f"Response with id '{response_id}' not found."
+            return error_response("openai", 404, message, param="response_id", code=None)
+        headers = id_headers("openai")
+        if request.method == "DELETE":
+            self.engine.responses.delete(workspace, response_id)
+            body = {"id": response_id, "object": "response", "deleted": True}
+            return SimJSON(body, headers=headers)
+        if request.url.path.endswith("/input_items"):
+            return SimJSON(catalogue.input_items(stored, response_id), headers=headers)
+        return SimJSON(stored.body, headers=headers)
+
+    async def models(self, request: Request) -> Response:
+        """The models served; one of them by id. Anthropic's shape when the caller sends
+        `anthropic-version` (Anthropic's SDK always does), OpenAI's otherwise."""
+        shape: Shape = "anthropic" if "anthropic-version" in request.headers else "openai"
+        try:
+            self._caller(request, shape)
+        except _Rejected as rejected:
+            return rejected.response
+        wanted = request.path_params.get("model_id")
+        if wanted is None:
+            return SimJSON(catalogue.model_list(shape), headers=id_headers(shape))
+        entry = catalogue.model_entry(shape, str(wanted))
+        if entry is None:
+            message = (
+                f"model: {wanted}"
+                if shape == "anthropic"
+                else f"The model '{wanted}' does not exist or you do not have access to it."
+            )
+            return error_response(shape, 404, message, param="model", code="model_not_found")
+        return SimJSON(entry, headers=id_headers(shape))
 
     async def fail(self, request: Request) -> Response:
         try:
             failure = Failure.from_json(json.loads(await request.body()))
         except (ValueError, ConfigError) as exc:
-            return JSONResponse({"error": str(exc)}, status_code=400)
+            return SimJSON({"error": str(exc)}, status_code=400)
         self.ledger.pending.append(failure)
-        return JSONResponse({"queued": failure.count, "status": failure.status})
+        return SimJSON({"queued": failure.count, "status": failure.status})
 
     async def reset(self, request: Request) -> Response:
         self.engine.anthropic.reset()
         self.engine.openai.reset()
+        self.engine.responses.clear()
         self.ledger.pending.clear()
         self.ledger.totals.clear()
         self.received.clear()
-        return JSONResponse({"reset": True})
+        return SimJSON({"reset": True})
 
     async def stats(self, request: Request) -> Response:
         """Totals per workspace; a caller that sends its key also learns which one is its own."""
         key = api_key(request)
         mine = {"you": workspace_of(key)} if key is not None else {}
-        return JSONResponse({**mine, **self.ledger.stats()})
+        return SimJSON({**mine, **self.ledger.stats()})
+
+
+def _refused(shape: Shape, exc: StokerError) -> Response:
+    """A refused request as the provider answers it: its status (400 unless the error
+    says otherwise; 404 for an unknown model), message, and the parameter at fault."""
+    if isinstance(exc, ConfigError):  # a scripted model out of steps: the server's fault
+        return error_response(shape, 500, str(exc))
+    status = getattr(exc, "status", None) or 400
+    return error_response(
+        shape,
+        status,
+        str(exc),
+        param=getattr(exc, "param", None),
+        code=getattr(exc, "code", None),
+    )
 
 
 _STREAMS: dict[str, Any] = {
@@ -242,6 +329,11 @@ def create_app(
             Route("/v1/messages/count_tokens", sim.count_tokens, methods=["POST"]),
             Route("/v1/chat/completions", chat, methods=["POST"]),
             Route("/v1/responses", responses, methods=["POST"]),
+            Route("/v1/responses/input_tokens", sim.input_tokens, methods=["POST"]),
+            Route("/v1/responses/{response_id}", sim.stored_response, methods=["GET", "DELETE"]),
+            Route("/v1/responses/{response_id}/input_items", sim.stored_response, methods=["GET"]),
+            Route("/v1/models", sim.models, methods=["GET"]),
+            Route("/v1/models/{model_id:path}", sim.models, methods=["GET"]),
             Route("/stats", sim.stats, methods=["GET"]),
             Route("/sim/fail", sim.fail, methods=["POST"]),
             Route("/sim/reset", sim.reset, methods=["POST"]),
@@ -253,6 +345,6 @@ def create_app(
 
 def serve(engine: SimEngine | None = None, *, host: str, port: int) -> None:
     """Serve the simulator in the foreground until interrupted (`stoker sim serve`)."""
-    import uvicorn
+    from stoker.http_server import run  # uvicorn loads only here
 
-    uvicorn.run(create_app(engine), host=host, port=port, ws="none", lifespan="off")
+    run(create_app(engine), host=host, port=port, ws="none", lifespan="off")

@@ -10,13 +10,21 @@ copies, so a marker never leaks into the memo or into the next request.
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from stoker.errors import WireError
-from stoker.wire.blocks import Block, ImageBlock, TextBlock, ToolResultBlock
+from stoker.wire.blocks import (
+    Block,
+    DocumentBlock,
+    ImageBlock,
+    ImageRefBlock,
+    TextBlock,
+    ToolResultBlock,
+)
 from stoker.wire.canonical import canonical_json
 from stoker.wire.dialects._chain import ChainMemo, remembered
 from stoker.wire.messages import AssistantMessage, Message, UserMessage
@@ -121,15 +129,81 @@ def arguments_text(args: Any) -> str:
     return json.dumps(args, ensure_ascii=False, separators=(",", ":"))
 
 
-def data_url(block: ImageBlock) -> str:
-    return f"data:{block.media_type};base64,{block.data}"
+def data_url(block: ImageBlock | DocumentBlock) -> str:
+    data = block.data
+    if isinstance(block, DocumentBlock) and block.media_type == "text/plain":
+        data = base64.b64encode(block.data.encode("utf-8")).decode("ascii")
+    return f"data:{block.media_type};base64,{data}"
 
 
-def image_from_url(url: Any) -> ImageBlock:
-    head, sep, data = str(url).partition(",")
-    if not (head.startswith("data:") and head.endswith(";base64") and sep):
-        raise WireError("only base64 data: image URLs can be represented; got a remote URL")
-    return ImageBlock(media_type=head[5:-7], data=data)
+def _data_url_parts(url: str) -> tuple[str, str] | None:
+    """(media type, base64 data) of a `data:...;base64,` URL; None for any other string."""
+    head, sep, data = url.partition(",")
+    if head.startswith("data:") and head.endswith(";base64") and sep:
+        return head[5:-7], data
+    return None
+
+
+def image_from_url(url: Any, detail: Any = None, file_id: Any = None) -> ImageBlock | ImageRefBlock:
+    """An inline image from a data: URL; any other URL (or a file id) is a reference,
+    kept as given (OpenAI fetches it; Stoker never does)."""
+    if file_id is not None and not url:
+        return ImageRefBlock(file_id=_text(file_id, "file_id"), detail=_detail(detail))
+    url = _text(url, "image_url")
+    inline = _data_url_parts(url)
+    if inline is not None:
+        return ImageBlock(media_type=inline[0], data=inline[1])
+    if not url.startswith(("http://", "https://")):
+        raise WireError(f"image_url must be an http(s) URL or a base64 data: URL, not {url[:60]!r}")
+    return ImageRefBlock(url=url, detail=_detail(detail))
+
+
+def _detail(value: Any) -> str:
+    if value is None:
+        return ""
+    if value not in ("low", "high", "auto", "original"):
+        raise WireError(f"image detail must be low, high or auto, not {value!r:.40}")
+    return str(value)
+
+
+def _text(value: Any, where: str) -> str:
+    if not isinstance(value, str):
+        raise WireError(f"{where} must be a string, not {type(value).__name__}")
+    return value
+
+
+def file_from(
+    data: Any, *, url: Any = None, file_id: Any = None, name: Any = None
+) -> DocumentBlock:
+    """A file part of either API (`file_data` as a data URL or bare base64, a URL, an id)."""
+    filename = "" if name is None else _text(name, "filename")
+    if file_id is not None:
+        return DocumentBlock(file_id=_text(file_id, "file_id"), name=filename)
+    if url is not None:
+        return DocumentBlock(url=_text(url, "file_url"), name=filename)
+    if data is None:
+        raise WireError("a file part needs file_data, file_url or file_id")
+    inline = _data_url_parts(_text(data, "file_data"))
+    if inline is None:  # bare base64: the filename says what it is
+        media = "application/pdf" if filename.lower().endswith(".pdf") else ""
+        return DocumentBlock(media_type=media, data=data, name=filename)
+    return DocumentBlock(media_type=inline[0], data=inline[1], name=filename)
+
+
+def file_fields(block: DocumentBlock, *, url_key: str | None) -> dict[str, Any]:
+    """The fields of a file part for `block`; `url_key` None when the API takes no URL."""
+    out: dict[str, Any] = {}
+    if block.file_id:
+        out["file_id"] = block.file_id
+    elif block.url:
+        if url_key is None:
+            raise WireError("Chat Completions takes a file by its data or id, not by URL")
+        out[url_key] = block.url
+    else:
+        out["file_data"] = data_url(block)
+    if block.name:
+        out["filename"] = block.name
+    return out
 
 
 def plain(parts: list[dict[str, Any]]) -> Any:
@@ -157,9 +231,30 @@ def parse_parts(content: Any) -> list[Block]:
             blocks.append(TextBlock(text=part["refusal"]))
         elif kind == "image_url":  # Chat nests the URL; some clients send it bare
             url = part["image_url"]
-            blocks.append(image_from_url(url["url"] if isinstance(url, dict) else url))
+            if isinstance(url, dict):
+                blocks.append(image_from_url(url["url"], url.get("detail")))
+            else:
+                blocks.append(image_from_url(url))
         elif kind == "input_image":
-            blocks.append(image_from_url(part.get("image_url")))
+            blocks.append(
+                image_from_url(part.get("image_url"), part.get("detail"), part.get("file_id"))
+            )
+        elif kind == "file":  # Chat
+            file = part["file"]
+            blocks.append(
+                file_from(
+                    file.get("file_data"), file_id=file.get("file_id"), name=file.get("filename")
+                )
+            )
+        elif kind == "input_file":  # Responses
+            blocks.append(
+                file_from(
+                    part.get("file_data"),
+                    url=part.get("file_url"),
+                    file_id=part.get("file_id"),
+                    name=part.get("filename"),
+                )
+            )
         else:
             raise WireError(f"unsupported content part type {kind!r}")
     return blocks
@@ -257,10 +352,12 @@ def replay(
     history = History(memo)
     system: list[str] = []
     for item in items:
-        side, value, closes, role = remembered(memo, tag, item, trusted, event_of)
-        if side == "system":
-            if history.started:
-                raise WireError(f"a {role} message after the first turn is not supported")
+        side, value, closes, _ = remembered(memo, tag, item, trusted, event_of)
+        if side == "system" and history.started:
+            # A system or developer message later in the conversation (both APIs take
+            # them anywhere): its text is read where it stands, as part of the user side.
+            history.add("user", (TextBlock(text=value),))
+        elif side == "system":
             system.append(value)
         else:
             history.add(side, value, closes=closes)

@@ -15,7 +15,9 @@ from typing import Any
 from stoker.errors import WireError
 from stoker.wire.blocks import (
     Block,
+    DocumentBlock,
     ImageBlock,
+    ImageRefBlock,
     RedactedThinkingBlock,
     TextBlock,
     ThinkingBlock,
@@ -64,7 +66,69 @@ def _render_block(block: Block) -> dict[str, Any]:
             "type": "image",
             "source": {"type": "base64", "media_type": block.media_type, "data": block.data},
         }
+    if isinstance(block, ImageRefBlock):
+        return {"type": "image", "source": _reference(block.url, block.file_id)}
+    if isinstance(block, DocumentBlock):
+        return _render_document(block)
     raise WireError(f"cannot render block {block!r} for Anthropic")
+
+
+def _reference(url: str, file_id: str) -> dict[str, str]:
+    return {"type": "url", "url": url} if url else {"type": "file", "file_id": file_id}
+
+
+def _render_document(block: DocumentBlock) -> dict[str, Any]:
+    source: dict[str, str]
+    if block.url or block.file_id:
+        source = _reference(block.url, block.file_id)
+    elif block.media_type == "text/plain":
+        source = {"type": "text", "media_type": "text/plain", "data": block.data}
+    else:
+        source = {"type": "base64", "media_type": block.media_type, "data": block.data}
+    out: dict[str, Any] = {"type": "document", "source": source}
+    if block.name:
+        out["title"] = block.name
+    return out
+
+
+def _parse_image(source: dict[str, Any]) -> Block:
+    kind = source.get("type", "base64")
+    if kind == "url":
+        return ImageRefBlock(url=_string(source["url"], "source.url"))
+    if kind == "file":
+        return ImageRefBlock(file_id=_string(source["file_id"], "source.file_id"))
+    if kind != "base64":
+        raise WireError(f"image source.type must be base64, url or file, not {kind!r}")
+    return ImageBlock(media_type=source.get("media_type", ""), data=source.get("data", ""))
+
+
+def _parse_document(data: dict[str, Any]) -> DocumentBlock:
+    source = data["source"]
+    kind = source.get("type")
+    name = str(data.get("title") or "")
+    if kind == "url":
+        return DocumentBlock(url=_string(source["url"], "source.url"), name=name)
+    if kind == "file":
+        return DocumentBlock(file_id=_string(source["file_id"], "source.file_id"), name=name)
+    if kind == "content":  # custom content: its text blocks, read as one plain text
+        parts = source.get("content")
+        text = parts if isinstance(parts, str) else "".join(p["text"] for p in parts)
+        return DocumentBlock(media_type="text/plain", data=text, name=name)
+    if kind not in ("base64", "text"):
+        raise WireError(
+            f"document source.type must be base64, text, url, file or content, not {kind!r}"
+        )
+    return DocumentBlock(
+        media_type=_string(source["media_type"], "source.media_type"),
+        data=_string(source["data"], "source.data"),
+        name=name,
+    )
+
+
+def _string(value: Any, where: str) -> str:
+    if not isinstance(value, str):
+        raise WireError(f"{where} must be a string, not {type(value).__name__}")
+    return value
 
 
 def _render_message(message: Message) -> list[dict[str, Any]]:
@@ -168,8 +232,9 @@ def _parse_block(data: dict[str, Any]) -> Block:
     if kind == "redacted_thinking":
         return RedactedThinkingBlock(data=data["data"])
     if kind == "image":
-        source = data.get("source", {})
-        return ImageBlock(media_type=source.get("media_type", ""), data=source.get("data", ""))
+        return _parse_image(data.get("source", {}))
+    if kind == "document":
+        return _parse_document(data)
     raise WireError(f"unsupported Anthropic content block type {kind!r}")
 
 

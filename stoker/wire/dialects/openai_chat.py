@@ -22,7 +22,9 @@ from typing import Any
 from stoker.errors import WireError
 from stoker.wire.blocks import (
     Block,
+    DocumentBlock,
     ImageBlock,
+    ImageRefBlock,
     RedactedThinkingBlock,
     TextBlock,
     ThinkingBlock,
@@ -40,6 +42,7 @@ from stoker.wire.dialects._openai_common import (
     arguments_text,
     cache_fields,
     data_url,
+    file_fields,
     memoized,
     memoized_tools,
     parse_parts,
@@ -65,6 +68,13 @@ def _part(block: Block) -> dict[str, Any]:
         return {"type": "text", "text": block.text}
     if isinstance(block, ImageBlock):
         return {"type": "image_url", "image_url": {"url": data_url(block)}}
+    if isinstance(block, ImageRefBlock):
+        if not block.url:
+            raise WireError("Chat Completions takes an image by URL or data, not by file id")
+        image = {"url": block.url, **({"detail": block.detail} if block.detail else {})}
+        return {"type": "image_url", "image_url": image}
+    if isinstance(block, DocumentBlock):
+        return {"type": "file", "file": file_fields(block, url_key=None)}
     raise WireError(f"cannot render {block.kind} block in a Chat Completions user message")
 
 

@@ -20,19 +20,32 @@ from stoker.wire.dialects.sse import DONE, event_json, frame, pieces
 
 
 def chunks(body: dict[str, Any], *, include_usage: bool = True) -> Iterator[dict[str, Any]]:
-    """The chunks that deliver the ChatCompletion `body`."""
+    """The chunks that deliver the ChatCompletion `body`: each choice's deltas in turn
+    (tagged with its index), then the usage chunk when asked for."""
     base = {
         "id": body.get("id", ""),
         "object": "chat.completion.chunk",
         "created": body.get("created", 0),
         "model": body.get("model", ""),
     }
+    for key in ("service_tier", "system_fingerprint"):
+        if key in body:
+            base[key] = body[key]
     tail = {"usage": None} if include_usage else {}
-    choice = (body.get("choices") or [{}])[0]
+    for choice in body.get("choices") or [{}]:
+        yield from _choice_chunks(base, tail, choice)
+    if include_usage:
+        yield {**base, "choices": [], "usage": body.get("usage")}
+
+
+def _choice_chunks(
+    base: dict[str, Any], tail: dict[str, Any], choice: dict[str, Any]
+) -> Iterator[dict[str, Any]]:
     message = choice.get("message") or {}
+    index = choice.get("index", 0)
 
     def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
-        out = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
+        out = {"index": index, "delta": delta, "logprobs": None, "finish_reason": finish}
         return {**base, "choices": [out], **tail}
 
     yield chunk({"role": "assistant", "content": ""})
@@ -40,16 +53,14 @@ def chunks(body: dict[str, Any], *, include_usage: bool = True) -> Iterator[dict
         if message.get(key):
             for piece in pieces(message[key]):
                 yield chunk({key: piece})
-    for index, call in enumerate(message.get("tool_calls") or ()):
+    for n, call in enumerate(message.get("tool_calls") or ()):
         function = call.get("function") or {}
         head = {"name": function.get("name", ""), "arguments": ""}
-        first = {"index": index, "id": call.get("id"), "type": "function", "function": head}
+        first = {"index": n, "id": call.get("id"), "type": "function", "function": head}
         yield chunk({"tool_calls": [first]})
         for piece in pieces(function.get("arguments", "")):
-            yield chunk({"tool_calls": [{"index": index, "function": {"arguments": piece}}]})
+            yield chunk({"tool_calls": [{"index": n, "function": {"arguments": piece}}]})
     yield chunk({}, choice.get("finish_reason") or "stop")
-    if include_usage:
-        yield {**base, "choices": [], "usage": body.get("usage")}
 
 
 def encode(chunk: dict[str, Any]) -> bytes:

@@ -30,7 +30,9 @@ from typing import Any
 from stoker.errors import WireError
 from stoker.wire.blocks import (
     Block,
+    DocumentBlock,
     ImageBlock,
+    ImageRefBlock,
     RedactedThinkingBlock,
     TextBlock,
     ThinkingBlock,
@@ -47,6 +49,7 @@ from stoker.wire.dialects._openai_common import (
     arguments_text,
     cache_fields,
     data_url,
+    file_fields,
     memoized,
     memoized_tools,
     parse_parts,
@@ -72,6 +75,11 @@ def _part(block: Block) -> dict[str, Any]:
         return {"type": "input_text", "text": block.text}
     if isinstance(block, ImageBlock):
         return {"type": "input_image", "image_url": data_url(block), "detail": "auto"}
+    if isinstance(block, ImageRefBlock):
+        where = {"image_url": block.url} if block.url else {"file_id": block.file_id}
+        return {"type": "input_image", **where, "detail": block.detail or "auto"}
+    if isinstance(block, DocumentBlock):
+        return {"type": "input_file", **file_fields(block, url_key="file_url")}
     raise WireError(f"cannot render {block.kind} block in a Responses user message")
 
 

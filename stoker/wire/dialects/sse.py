@@ -24,7 +24,8 @@ def frame(data: dict[str, Any] | str, event: str | None = None) -> bytes:
     )
     lines = [f"event: {event}"] if event else []
     lines.extend(f"data: {line}" for line in text.split("\n"))
-    return ("\n".join(lines) + "\n\n").encode("utf-8")
+    # "replace": a lone surrogate a client sent (and a server echoes) cannot be UTF-8
+    return ("\n".join(lines) + "\n\n").encode("utf-8", "replace")
 
 
 class Decoder:

@@ -1,0 +1,88 @@
+"""The three ways a client reaches the simulator: directly (`stoker sim serve`), through
+`stoker proxy` in audit mode, and through `stoker proxy --optimize`.
+
+The contract tests run every check on each route: a contract the simulator keeps must
+survive the proxy, which forwards what it does not rewrite and rewrites only what the
+model cannot tell. A plugin of the suite (`conftest.pytest_plugins`): `routes` serves the
+three for a module, and `claude` / `gpt` are official SDK clients, one per route.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import anthropic
+import openai
+import pytest
+
+from stoker.clock import FrozenClock
+from stoker.providers.sim.server import SimServer, create_app, serve_in_background
+from stoker.proxy import ProxyConfig
+from stoker.proxy import create_app as create_proxy
+from stoker.store.sqlite import SQLiteStore
+
+ROUTES = ["direct", "proxy-audit", "proxy-optimize"]
+
+# Long enough for every model's minimum (1,024 tokens; 2,048-token steps on gpt-5.5).
+SYSTEM = "You review pull requests for a Python team. " + "Keep every answer short. " * 600
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Routes:
+    """Base URLs by route name, and the simulator behind all of them."""
+
+    urls: dict[str, str]
+    sim: SimServer
+
+
+@contextmanager
+def serve_routes(tmp: Path) -> Iterator[Routes]:
+    """One simulator, and two proxies (audit, optimize) in front of it, on one clock."""
+    clock = FrozenClock()
+    with ExitStack() as stack:
+        upstream = stack.enter_context(serve_in_background(create_app(clock=clock)))
+        urls = {"direct": upstream.url}
+        for name, optimize in (("proxy-audit", False), ("proxy-optimize", True)):
+            app = create_proxy(
+                ProxyConfig(upstream=upstream.url, optimize=optimize),
+                sink=SQLiteStore(tmp / f"{name}.db"),
+                clock=clock,
+            )
+            urls[name] = stack.enter_context(serve_in_background(app)).url
+            stack.callback(app.state.proxy.close_from_thread)
+        yield Routes(urls=urls, sim=upstream.app.state.sim)
+
+
+def fresh_key() -> str:
+    """A key of its own: its own cache workspace and stored responses."""
+    return f"sk-sim-{uuid.uuid4().hex}"
+
+
+def claude_client(url: str) -> anthropic.Anthropic:
+    return anthropic.Anthropic(api_key=fresh_key(), base_url=url, max_retries=0)
+
+
+def gpt_client(url: str) -> openai.OpenAI:
+    return openai.OpenAI(api_key=fresh_key(), base_url=url + "/v1", max_retries=0)
+
+
+@pytest.fixture(scope="module")
+def routes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Routes]:
+    with serve_routes(tmp_path_factory.mktemp("routes")) as served:
+        yield served
+
+
+@pytest.fixture(params=ROUTES)
+def claude(request: pytest.FixtureRequest, routes: Routes) -> Iterator[anthropic.Anthropic]:
+    with claude_client(routes.urls[request.param]) as client:
+        yield client
+
+
+@pytest.fixture(params=ROUTES)
+def gpt(request: pytest.FixtureRequest, routes: Routes) -> Iterator[openai.OpenAI]:
+    with gpt_client(routes.urls[request.param]) as client:
+        yield client
