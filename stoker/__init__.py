@@ -11,15 +11,30 @@ from stoker.agent.agent import Agent
 from stoker.agent.compaction import CompactionPolicy
 from stoker.agent.delegate import DelegateConfig, delegate_tool
 from stoker.agent.integrations import Integrations
+from stoker.agent.keepwarm import SpendLimits
 from stoker.agent.loop import TurnResult
 from stoker.agent.review import ReviewConfig
 from stoker.agent.seams import Callbacks
 from stoker.agent.session import Session
 from stoker.agent.starts import INHERIT, Rebase
+from stoker.agent.stream import (
+    ApprovalRequested,
+    CallRecorded,
+    OutputDelta,
+    StatusChanged,
+    TextDelta,
+    ThinkingDelta,
+    ToolCallFinished,
+    ToolCallStarted,
+    TurnDone,
+    TurnEvent,
+    TurnStream,
+    UnansweredApproval,
+)
 from stoker.agent.telemetry_setup import telemetry_from
 from stoker.cache.explain import explain
 from stoker.cache.planner import CachePolicy
-from stoker.clock import Clock, FrozenClock, SystemClock
+from stoker.clock import Clock, FrozenClock, SystemClock, Timer
 from stoker.config import Config, TelemetrySettings
 from stoker.errors import (
     AmbiguousSessionId,
@@ -29,6 +44,7 @@ from stoker.errors import (
     ConfigError,
     InvalidRequest,
     MissingTools,
+    OutputError,
     PrefixError,
     ProviderError,
     ProviderTimeout,
@@ -139,6 +155,7 @@ __all__ = [
     "ApprovalDecision",
     "ApprovalNotFound",
     "ApprovalRequest",
+    "ApprovalRequested",
     "Approver",
     "ArgumentError",
     "AssistantMessage",
@@ -151,6 +168,7 @@ __all__ = [
     "CachePolicy",
     "CacheRecord",
     "CallContext",
+    "CallRecorded",
     "Callbacks",
     "Clock",
     "CompactionError",
@@ -182,6 +200,8 @@ __all__ = [
     "NotFound",
     "OpenAIProvider",
     "OtelTelemetry",
+    "OutputDelta",
+    "OutputError",
     "PayloadTooLarge",
     "Prefix",
     "PrefixError",
@@ -203,15 +223,22 @@ __all__ = [
     "SkillExists",
     "SkillNotFound",
     "SpawnDepthExceeded",
+    "SpendLimits",
+    "StatusChanged",
     "StokerError",
     "StoreError",
     "StoreUnavailable",
     "SystemClock",
     "TelemetrySettings",
     "TextBlock",
+    "TextDelta",
     "ThinkingBlock",
+    "ThinkingDelta",
+    "Timer",
     "Tool",
     "ToolCallFailed",
+    "ToolCallFinished",
+    "ToolCallStarted",
     "ToolContext",
     "ToolError",
     "ToolRegistry",
@@ -221,7 +248,11 @@ __all__ = [
     "ToolkitUnavailable",
     "ToolsRemoved",
     "Toolset",
+    "TurnDone",
+    "TurnEvent",
     "TurnResult",
+    "TurnStream",
+    "UnansweredApproval",
     "Unauthorized",
     "Unavailable",
     "UnknownPrice",

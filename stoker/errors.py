@@ -19,6 +19,7 @@ what went wrong and what to do about it.
     │   ├── ToolUnavailable      the session advertises a tool this runtime cannot run now
     │   └── SpawnDepthExceeded   a sub-agent would nest deeper than the configured limit
     ├── CompactionError          a history could not be compacted (or not enough to fit)
+    ├── OutputError              an answer did not validate as the output type asked for
     ├── StoreError               the session database cannot be used as it is
     │   ├── SessionNotFound      no session with that id in the store
     │   ├── AmbiguousSessionId   a shortened id that starts more than one session's id
@@ -178,6 +179,25 @@ class SpawnDepthExceeded(ToolError):
         )
         self.depth = depth
         self.limit = limit
+
+
+class OutputError(StokerError):
+    """The model's answer did not validate as the requested output type, after it was
+    told what was wrong and asked again (`retries` times). `field` names the first field
+    at fault ("" for the whole value), `reason` says why, `text` is the last answer."""
+
+    def __init__(self, output: str, *, field: str, reason: str, text: str, retries: int) -> None:
+        where = f"field {field!r}" if field else "the answer"
+        super().__init__(
+            f"the answer is not a valid {output}: {where}: {reason} (after {retries} "
+            f"{'retry' if retries == 1 else 'retries'}). Its text starts {text[:120]!r}; "
+            "the conversation holds every attempt"
+        )
+        self.output = output
+        self.field = field
+        self.reason = reason
+        self.text = text
+        self.retries = retries
 
 
 class CompactionError(StokerError):

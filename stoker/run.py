@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from stoker.agent.agent import Agent
 from stoker.agent.loop import TurnResult
@@ -40,7 +41,7 @@ class OneTurn:
     session's turns count on across `stoker run --session` calls)."""
 
     number: int
-    result: TurnResult
+    result: TurnResult[Any]
 
 
 def turns_in(history: tuple[Message, ...]) -> int:

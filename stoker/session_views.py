@@ -44,13 +44,14 @@ class TurnView:
     def cost_usd(self) -> float | None:
         return total_cost(r.cost_usd for r in self.records)
 
-    def result(self) -> TurnResult:
+    def result(self) -> TurnResult[Any]:
         """The turn as `send` returned it (for a retry whose response was lost)."""
         return TurnResult(
             text=self.answer,
             exit="answered",
             iterations=len(self.records),
             records=tuple(self.records),
+            output=self.answer,
         )
 
     @property

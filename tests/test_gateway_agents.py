@@ -184,8 +184,8 @@ async def test_callbacks_are_swapped_between_messages_without_eviction(
         callbacks=Callbacks(on_text=second.append, on_tool=tools.append),
     )
     assert gw.agents.peek(sid) is entry
-    assert first == ["Understood: hello"]
-    assert second == ["Done. Tool results: read_file ok: notes.md"]
+    assert "".join(first) == "Understood: hello"  # streamed, in pieces
+    assert "".join(second) == "Done. Tool results: read_file ok: notes.md"
     assert [(t.name, t.phase) for t in tools] == [("read_file", "start"), ("read_file", "end")]
 
 

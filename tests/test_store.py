@@ -4,6 +4,7 @@ indexes used tools, migrates, and resumes sessions by the rules."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 from dataclasses import replace
 
@@ -65,7 +66,9 @@ async def test_resume_in_a_new_store_object_sends_identical_prefix_and_reads_it(
     again = reopen(store)
     try:
         # A fresh agent object built the same way (same provider: its cache outlives us).
-        runtime = type(agent)(**{f: getattr(agent, f) for f in agent.__dataclass_fields__})
+        runtime = type(agent)(
+            **{f.name: getattr(agent, f.name) for f in dataclasses.fields(agent) if f.init}
+        )
         resumed = await runtime.open(again, session.id, create=False)
         result = await resumed.send("one more")
     finally:
@@ -133,7 +136,10 @@ async def test_tools_reconcile_records_a_rebase_event_with_its_reason(store: Sql
     agent, provider, session = await _session_with_history(store)
     wider, _ = sim_agent(registry=make_registry(), tools=[extra_tool])
     wider = type(wider)(
-        **{**{f: getattr(wider, f) for f in wider.__dataclass_fields__}, "provider": agent.provider}
+        **{
+            **{f.name: getattr(wider, f.name) for f in dataclasses.fields(wider) if f.init},
+            "provider": agent.provider,
+        }
     )
     resumed = await wider.open(store, session.id, create=False, tools="reconcile")
     assert "extra_tool" in resumed.prefix.tool_names
@@ -352,3 +358,15 @@ async def test_a_resumed_session_on_a_fresh_simulator_explains_the_cold_cache(
     explanation = result.records[0].explanation
     assert (explanation.verdict, result.records[0].usage.read) == ("cold", 0)
     assert "holds no entry for this prefix" in explanation.detail
+
+
+async def test_a_stored_turn_reads_back_as_the_result_send_returned(store: SqlEventStore) -> None:
+    """What a retry whose response was lost answers with (the gateway replays it)."""
+    from stoker.session_views import show_session
+
+    agent, _ = sim_agent(registry=make_registry())
+    session = await agent.open(store, "views-1")
+    sent = await session.send("read_file 'a.md'")
+    again = (await show_session(store, "views-1")).turns[-1].result()
+    assert (again.text, again.output, again.exit) == (sent.text, sent.text, "answered")
+    assert [r.usage for r in again.records] == [r.usage for r in sent.records]

@@ -267,9 +267,12 @@ async def test_progress_events_pair_start_and_end() -> None:
     events: list[ToolProgress] = []
     calls = [_call("add", {"a": 1}), _call("nope", n=1)]
     await _run(calls, [add], on_progress=events.append)
+    unknown = "unknown tool 'nope'; available tools: add"
     assert sorted(events, key=lambda e: (e.tool_use_id, e.phase == "end")) == [
-        ToolProgress(name="add", tool_use_id=calls[0].id, phase="start"),
-        ToolProgress(name="add", tool_use_id=calls[0].id, phase="end"),
-        ToolProgress(name="nope", tool_use_id=calls[1].id, phase="start"),
-        ToolProgress(name="nope", tool_use_id=calls[1].id, phase="end", is_error=True),
+        ToolProgress(name="add", tool_use_id=calls[0].id, phase="start", arguments='{"a": 1}'),
+        ToolProgress(name="add", tool_use_id=calls[0].id, phase="end", content="1"),
+        ToolProgress(name="nope", tool_use_id=calls[1].id, phase="start", arguments="{}"),
+        ToolProgress(
+            name="nope", tool_use_id=calls[1].id, phase="end", is_error=True, content=unknown
+        ),
     ]

@@ -16,12 +16,19 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Literal
 
+from stoker.agent.background import BackgroundWarmth
 from stoker.agent.compaction import CompactionPolicy
 from stoker.agent.fallback import Route
 from stoker.agent.integrations import USE_TOOLKIT, Integrations, use_toolkit_tool
+from stoker.agent.keepwarm import SpendLimits
+from stoker.agent.loop import TurnResult
+from stoker.agent.opening import open_session
+from stoker.agent.output import OutputSpec
+from stoker.agent.portal import Portal
 from stoker.agent.resume import ToolsMode
 from stoker.agent.review import ReviewConfig
-from stoker.agent.session import Session, open_session
+from stoker.agent.seams import Callbacks
+from stoker.agent.session import Session
 from stoker.agent.starts import new_start
 from stoker.agent.system_prompt import DEFAULT_SYSTEM, build_system_prompt
 from stoker.agent.telemetry import NO_TELEMETRY, Telemetry
@@ -74,6 +81,10 @@ class Agent:
     parallel_tool_calls: bool = True
     max_iterations: int = 25
     max_tokens: int = 4096
+    # The answer's type (a Pydantic model, a dataclass, a TypedDict; `str` for text): asked
+    # for natively on every request, so it is part of the prefix (`stoker.agent.output`).
+    output: Any = str
+    output_retries: int = 2  # a reply that does not validate is sent back this many times
     cache_policy: CachePolicy = field(default_factory=CachePolicy)
     compaction: CompactionPolicy = field(default_factory=CompactionPolicy)
     # Where a turn goes on when the provider is unavailable: "PROVIDER:MODEL" specs (or
@@ -95,6 +106,11 @@ class Agent:
     # Spans and metrics per turn and provider call (`stoker.agent.telemetry`); none unless
     # given, e.g. `telemetry_from(config.telemetry)`.
     telemetry: Telemetry = field(default=NO_TELEMETRY, compare=False, repr=False)
+    # While the agent is open its sessions are kept warm across idle gaps by the time
+    # policy (`stoker.agent.background`); False turns that off, `SpendLimits` caps it.
+    keep_warm: bool | SpendLimits = True
+    portal: Portal = field(default_factory=Portal, init=False, compare=False, repr=False)
+    warmth: BackgroundWarmth | None = field(default=None, init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         budget = self.thinking_budget
@@ -141,11 +157,49 @@ class Agent:
         object.__setattr__(self, "model", choice.model)
 
     async def aclose(self) -> None:
-        """Close the providers' connections (the simulator has none)."""
+        """Stop the sessions' keep-warm and close the providers' connections."""
+        if self.warmth is not None:
+            await self.warmth.aclose()
         for provider in (self.provider, *(r.provider for r in self.routes)):
             close = getattr(provider, "aclose", None)
             if close is not None:
                 await close()
+
+    def close(self) -> None:
+        """`aclose` for code with no event loop: it also stops the synchronous calls'
+        loop thread (`run_sync`, `send_sync`)."""
+        self.portal.close(self.aclose())
+
+    def __enter__(self) -> Agent:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def run_sync(
+        self, text: str, *, output: Any = None, callbacks: Callbacks | None = None
+    ) -> TurnResult[Any]:
+        """One turn of a new in-memory session, for code with no event loop (scripts,
+        notebooks, tests); inside one, `await agent.session().send(...)`."""
+        return self.portal.call(
+            self.session().send(text, output=output, callbacks=callbacks), what="agent.run_sync"
+        )
+
+    def _watched(self, session: Session) -> Session:
+        """`session`, kept warm in the background while the agent is open (`keep_warm`)."""
+        if self.keep_warm is False:
+            return session
+        if self.warmth is None:
+            limits = self.keep_warm if isinstance(self.keep_warm, SpendLimits) else SpendLimits()
+            object.__setattr__(self, "warmth", BackgroundWarmth(self.clock, limits))
+        assert self.warmth is not None
+        self.warmth.watch(session)
+        return session
 
     async def __aenter__(self) -> Agent:
         return self
@@ -203,6 +257,7 @@ class Agent:
                 effort=self.effort,
                 tool_choice=self.tool_choice,
                 parallel_tool_calls=self.parallel_tool_calls,
+                output=self._native_output(),
             ),
             tools=tuple(t.spec_bytes for t in self.resolved_tools()),
             system=build_system_prompt(
@@ -215,6 +270,11 @@ class Agent:
         routed = (info.regime or "L") == "L"
         slot = self.key_shards.slot(prefix, self.clock.now(), routed=routed, scope=self.cache_scope)
         return prefix.with_params(cache_slot=slot)
+
+    def _native_output(self) -> str | None:
+        """The output format every request of a new session asks for (None: text)."""
+        spec = OutputSpec.of(self.output)
+        return spec.native(self.info.provider).to_param() if spec is not None else None
 
     def config_snapshot(self) -> dict[str, Any]:
         """What shapes the prefix, as stored with a session and compared on resume.
@@ -235,6 +295,7 @@ class Agent:
             "effort": self.effort,
             "tool_choice": self.tool_choice,
             "parallel_tool_calls": self.parallel_tool_calls,
+            "output": self._native_output(),
             "toolsets": list(self.toolsets) if self.toolsets is not None else None,
             "disabled_toolsets": list(self.disabled_toolsets),
             "own_tools": sorted(
@@ -261,7 +322,7 @@ class Agent:
             session_id=session_id,
             history=history,
         )
-        return Session(start, agent=self, store=store)
+        return self._watched(Session(start, agent=self, store=store))
 
     async def open(
         self,
@@ -281,7 +342,7 @@ class Agent:
         them as interrupted.
         """
         self.info  # noqa: B018
-        return await open_session(
+        session = await open_session(
             self,
             store,
             session_id,
@@ -290,3 +351,4 @@ class Agent:
             interrupted=interrupted,
             new_prefix=lambda: self.build_prefix(new_lineage=True),
         )
+        return self._watched(session)

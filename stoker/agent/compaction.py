@@ -1,6 +1,7 @@
 """When a history nears the model's context window, its older part becomes a summary.
 
-Pure decisions live here; `Session` runs them. A compaction is a cache event like any
+The decisions, and the run itself (`compact`, given a fork to write the summary), live
+here; `Session` adopts what a run returns. A compaction is a cache event like any
 other: the summary is written by a fork that sends the session's exact prefix (so that
 call reads the cache instead of paying for the history again), the compacted history
 is a new lineage whose first call is a declared break, and when the cache has gone cold
@@ -12,16 +13,20 @@ only before a user message that answers nothing earlier.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
+from stoker.agent.state import CacheState
 from stoker.cache.planner import BlockRef
 from stoker.cache.tokens import count_tokens, estimate_tokens
-from stoker.errors import ConfigError
+from stoker.errors import CompactionError, ConfigError, StokerError
 from stoker.wire.blocks import TextBlock
+from stoker.wire.events import HistoryCompacted
+from stoker.wire.fingerprint import EMPTY_CHAIN, chain_step
 from stoker.wire.messages import AssistantMessage, Message, UserMessage
 from stoker.wire.prefix import Prefix
 from stoker.wire.request import Breakpoint
+from stoker.wire.usage import Usage
 
 SUMMARY_HEADER = "Summary of the earlier part of this conversation (written when it was compacted):"
 
@@ -156,3 +161,82 @@ def summary_marks(
     if read_at is not None and planned:
         marks.append(Breakpoint(message=read_at[0], block=read_at[1], ttl=planned[-1].ttl))
     return tuple(marks)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Summary:
+    """What a summarising fork answered: its text, whether it answered, its session id."""
+
+    text: str
+    answered: bool
+    writer: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Compacted:
+    """A compaction's outcome, for the session to adopt: its new history, the event that
+    stores it, and the cache state a resume of it starts from."""
+
+    messages: tuple[Message, ...]
+    event: HistoryCompacted
+    state: CacheState
+
+
+async def compact(
+    *,
+    session_id: str,
+    prefix: Prefix,
+    history: Sequence[Message],
+    state: CacheState,
+    keep_tokens: int,
+    reason: str,
+    summarise: Callable[[str], Awaitable[Summary]],
+    cost: Callable[[Usage], float | None],
+) -> Compacted:
+    """Cut `history` before its older part and have `summarise` (a fork of the session
+    with no tools) write what replaces it. Raises `CompactionError`, leaving everything
+    as it was, when nothing can be cut or the summary fails."""
+    cut = choose_cut(history, keep_tokens)
+    if cut is None:
+        raise CompactionError(
+            f"session {session_id!r} has nothing to compact: its history has no earlier "
+            "turn that can be summarised without splitting a tool call from its result"
+        )
+    try:
+        summary = await summarise(instruction(history, cut))
+    except StokerError as exc:
+        raise CompactionError(
+            f"session {session_id!r} was not compacted: the summary call failed ({exc}); "
+            "the history is as it was"
+        ) from exc
+    text = summary.text.strip()
+    if not summary.answered or not text:
+        raise CompactionError(
+            f"session {session_id!r} was not compacted: the summary came back empty; "
+            "the history is as it was"
+        )
+    messages = compacted(text, history, cut)
+    tokens = request_tokens(prefix, messages)
+    event = HistoryCompacted(
+        session_id=session_id,
+        messages=messages,
+        replaced=len(history),
+        kept_from=cut,
+        reason=reason,
+        summarised_by=summary.writer,
+        estimated_rewrite_tokens=tokens,
+        estimated_cost_usd=cost(Usage(written_5m=tokens)),
+    )
+    chain: list[str] = []
+    for m in messages:
+        chain.append(chain_step(chain[-1] if chain else EMPTY_CHAIN, m))
+    # What a resume of the stored session starts from: no write to plan against, no entry
+    # to keep warm; the gaps and the spending stay the session's.
+    fresh = CacheState(
+        chain=chain,
+        last_request=state.last_request,
+        idle_since=state.idle_since,
+        gaps=state.gaps,
+        warm_spent_usd=state.warm_spent_usd,
+    )
+    return Compacted(messages=messages, event=event, state=fresh)

@@ -15,6 +15,7 @@ import contextlib
 from collections.abc import Awaitable, Callable, Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass, field
+from typing import Any
 
 from stoker.agent.loop import TurnResult
 from stoker.errors import SpawnDepthExceeded, ToolError
@@ -51,7 +52,7 @@ class FanOut:
             await asyncio.wait_for(self.started[turn_mark].wait(), limit)
 
 
-SubAgentRun = Callable[[str, int, Callable[[], object] | None], Awaitable[TurnResult]]
+SubAgentRun = Callable[[str, int, Callable[[], object] | None], Awaitable[TurnResult[Any]]]
 """Fork a sub-agent, send it the task and return its turn: (task, max_iterations,
 called once its first response has begun)."""
 

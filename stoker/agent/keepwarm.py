@@ -18,8 +18,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import weakref
 from collections import deque
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, MutableMapping, Sequence
 from dataclasses import dataclass
 
 from stoker.agent.session import Session
@@ -56,12 +57,15 @@ class KeepWarm:
         limits: SpendLimits | None = None,
         gaps: GapSource | None = None,
         fire: Fire | None = None,
+        weak: bool = False,
     ) -> None:
+        """`weak`: hold the sessions weakly, so a session its program dropped is forgotten
+        (an agent's own keep-warm; the gateway forgets its sessions itself)."""
         self.clock = clock
         self.limits = limits or SpendLimits()
         self._gaps = gaps
         self._fire = fire
-        self._sessions: dict[str, Session] = {}
+        self._sessions: MutableMapping[str, Session] = weakref.WeakValueDictionary() if weak else {}
         self._target: float | None = None  # the due time `run` sleeps until
         self._spent: deque[tuple[float, float]] = deque()  # (when, usd)
         self._total = 0.0
@@ -80,6 +84,9 @@ class KeepWarm:
         """Stop keeping a session warm (deleted, evicted, closed)."""
         self._sessions.pop(session_id, None)
 
+    def forget_all(self) -> None:
+        self._sessions.clear()
+
     def __contains__(self, session_id: object) -> bool:
         return session_id in self._sessions
 
@@ -90,7 +97,7 @@ class KeepWarm:
         Asked of each session's plan every time: a turn or a rebase changes it, and this
         is read when a timer fires, not on every turn."""
         due = {}
-        for sid, session in self._sessions.items():
+        for sid, session in list(self._sessions.items()):
             plan = session.warm_plan(gaps=self._gaps_of(session))
             if plan is not None and plan.sends:
                 due[sid] = plan.at

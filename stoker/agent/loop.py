@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Generic, Literal, TypeVar
 
 from stoker.cache.pricing import total_cost
 from stoker.providers.base import Completion
@@ -19,16 +19,23 @@ from stoker.wire.messages import Message, UserMessage, tool_results
 from stoker.wire.record import CacheRecord
 from stoker.wire.usage import Usage
 
+T = TypeVar("T")
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class TurnResult:
-    """What a turn produced: the final text, how it ended, and what it cost."""
+class TurnResult(Generic[T]):
+    """What a turn produced: the final text, how it ended, and what it cost.
+
+    `output` is the answer as the type the turn asked for (`send(..., output=Invoice)`),
+    validated; the text itself when it asked for none; None when the turn ended without
+    an answer."""
 
     text: str
     exit: Literal["answered", "budget_exhausted"]
     iterations: int
     records: tuple[CacheRecord, ...]
     notice: str = ""  # what the caller should know, e.g. that the previous turn was cut off
+    output: T | None = None
 
     @property
     def usage(self) -> Usage:
@@ -50,7 +57,7 @@ class TurnSteps:
     max_iterations: int
 
 
-async def run_turn(steps: TurnSteps, message: UserMessage | None) -> TurnResult:
+async def run_turn(steps: TurnSteps, message: UserMessage | None) -> TurnResult[Any]:
     """Append `message` and loop until the model answers without calling tools; with
     None, finish a turn the history already holds (one that was cut off)."""
     if message is not None:
@@ -65,7 +72,11 @@ async def run_turn(steps: TurnSteps, message: UserMessage | None) -> TurnResult:
         calls = reply.tool_calls
         if not calls:
             return TurnResult(
-                text=reply.text, exit="answered", iterations=iteration, records=tuple(records)
+                text=reply.text,
+                exit="answered",
+                iterations=iteration,
+                records=tuple(records),
+                output=reply.text,
             )
         steps.status("running " + ", ".join(c.name for c in calls))
         await steps.append(tool_results(await steps.run_tools(calls)))

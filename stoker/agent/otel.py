@@ -20,7 +20,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from opentelemetry import context as otel_context
 from opentelemetry import metrics, trace
@@ -89,7 +89,7 @@ class _Turn:
     def __init__(self, span: Span) -> None:
         self._span = span
 
-    def ended(self, result: TurnResult) -> None:
+    def ended(self, result: TurnResult[Any]) -> None:
         attributes: Attributes = {
             **usage_attributes(result.usage),
             "stoker.turn.exit": result.exit,

@@ -32,7 +32,14 @@ ToolsMode = Literal["keep", "reconcile"]
 # Snapshot fields compared strictly (params are compared on the stored prefix itself,
 # which reflects every declared rebase).
 _COMPARED_CONFIG = ("agent_name", "system_sha", "sections_sha", "toolsets", "disabled_toolsets")
-_COMPARED_PARAMS = ("model", "thinking_budget", "effort", "tool_choice", "parallel_tool_calls")
+_COMPARED_PARAMS = (
+    "model",
+    "thinking_budget",
+    "effort",
+    "tool_choice",
+    "parallel_tool_calls",
+    "output",
+)
 _RENAMED = {"agent_name": "agent_kind"}  # config keys written under an older name
 
 
@@ -69,9 +76,9 @@ def reconcile(
     ]
     stored_params = stored.prefix.params.to_dict()
     diffs += [
-        (name, stored_params[name], config[name])
+        (name, stored_params.get(name), config.get(name))
         for name in _COMPARED_PARAMS
-        if stored_params[name] != config[name]
+        if stored_params.get(name) != config.get(name)
     ]
     if diffs:
         raise ResumeMismatch(stored.id, diffs)

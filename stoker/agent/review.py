@@ -16,7 +16,7 @@ import logging
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 from stoker.agent.loop import TurnResult
 from stoker.agent.starts import Inherit, Rebase
@@ -38,7 +38,7 @@ class ReviewFork(Protocol):
     @property
     def history(self) -> tuple[Message, ...]: ...
 
-    async def send(self, text: str) -> TurnResult: ...
+    async def send(self, text: str) -> TurnResult[Any]: ...
 
 
 class Reviewable(Protocol):
@@ -212,7 +212,7 @@ class BackgroundReviews:
     def after_turn(
         self,
         session: Reviewable,
-        result: TurnResult,
+        result: TurnResult[Any],
         config: ReviewConfig,
         *,
         on_summary: Callable[[str], object] | None = None,

@@ -2,9 +2,13 @@
 
 A `Session` owns what the agent has said; the agent only says what it is. A session is
 built from a `SessionStart` (see `starts.py`: new, fork, branch, resume), and it is the
-only thing that changes itself: the loop, the review and the delegate tool get small
-values of functions from it, never the object. The prefix changes only through `rebase`,
-which records the change as a declared break.
+only thing that changes itself: its collaborators take values and return values (the
+measured model call in `calls.py`, keep-warm plans in `warmth.py`, compaction runs in
+`compaction.py`, the turn loop in `loop.py`, the event stream in `stream.py`). The prefix
+changes only through `rebase`, which records the change as a declared break.
+
+A turn is a stream of events (`stream`); `send` drains it, `send_sync` runs it from code
+with no event loop.
 """
 
 from __future__ import annotations
@@ -13,23 +17,16 @@ import asyncio
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
-from statistics import median
-from typing import Any, Literal
+from typing import Any, TypeVar, overload
 
-from stoker.agent import warmth
-from stoker.agent.compaction import (
-    choose_cut,
-    compacted,
-    due,
-    instruction,
-    request_tokens,
-    summary_marks,
-)
-from stoker.agent.delegate import Delegator, FanOut, running
-from stoker.agent.fallback import Detour, Route, restored, sendable, transient, why
+from stoker.agent import calls, tool_runs, warmth
+from stoker.agent.calls import CallSite
+from stoker.agent.compaction import Compacted, Summary, compact, due, request_tokens
+from stoker.agent.delegate import Delegator, FanOut
+from stoker.agent.fallback import Detour, restored
 from stoker.agent.integrations import ToolkitTracker
 from stoker.agent.loop import TurnResult, TurnSteps, run_turn
-from stoker.agent.resume import ToolsMode
+from stoker.agent.output import Invalid, OutputSpec
 from stoker.agent.review import BackgroundReviews, ReviewOutcome
 from stoker.agent.seams import Callbacks, SessionAgent
 from stoker.agent.starts import (
@@ -41,55 +38,28 @@ from stoker.agent.starts import (
     branch_start,
     declared,
     fork_start,
-    new_start,
-    resume_start,
 )
-from stoker.agent.state import CacheState
+from stoker.agent.stream import TurnStream, hooks_for
 from stoker.agent.telemetry import CallFacts, TurnFacts
-from stoker.cache.fleet import shared_tokens
-from stoker.cache.keys import cache_key
 from stoker.cache.models import ModelInfo
-from stoker.cache.planner import plan
 from stoker.cache.pricing import cost_usd
-from stoker.cache.record import build_record, notify
-from stoker.cache.time_policy import (
-    Idle,
-    TimePolicy,
-    WarmPlan,
-    decide,
-    decide_shared,
-    lifetimes,
-    retention,
-)
+from stoker.cache.record import notify
+from stoker.cache.time_policy import WarmPlan
 from stoker.cache.tokens import estimate_tokens
-from stoker.errors import (
-    CompactionError,
-    ConfigError,
-    PrefixError,
-    ProviderError,
-    SessionNotFound,
-    StokerError,
-    ToolError,
-)
+from stoker.errors import CompactionError, ConfigError, PrefixError
 from stoker.providers.base import CallContext, Completion
 from stoker.tools import (
     ApprovalDecision,
     ApprovalRequest,
-    Approvals,
     DispatchPolicy,
     Tool,
-    ToolContext,
-    run_tool_calls,
-    unavailable_tool,
 )
 from stoker.wire.blocks import TextBlock, ToolResultBlock, ToolUseBlock
 from stoker.wire.events import (
-    ApprovalDecided,
     CacheRecorded,
     ConfigChanged,
     Event,
     EventSink,
-    HistoryCompacted,
     MemorySink,
     MessageAppended,
 )
@@ -97,12 +67,17 @@ from stoker.wire.fingerprint import EMPTY_CHAIN, chain_step
 from stoker.wire.messages import AssistantMessage, Message, UserMessage, tool_results, user_text
 from stoker.wire.prefix import Prefix
 from stoker.wire.record import CacheRecord
-from stoker.wire.request import Request, Ttl
-from stoker.wire.stored import SessionSource
+from stoker.wire.request import Request
 from stoker.wire.usage import Usage
+
+T = TypeVar("T")
 
 DELEGATED = "(handed to a sub-agent; its answer goes to the conversation that asked)"
 CUT_OFF = "the previous message got no answer: its turn was cut off"
+CANCELLED = (
+    "interrupted: the turn was cancelled before this tool call returned; it was not run "
+    "again. Call it again if its result is still needed."
+)
 log = logging.getLogger(__name__)
 
 
@@ -111,12 +86,14 @@ class Session:
 
     Public surface (everything else is private):
       id, role, parent_id, agent, prefix, history, records
-      send(text), fork(), branch(), rebase(reason=...), adopt(agent), drain()
+      stream(text), send(text), send_sync(text), drain()
+      fork(), branch(), rebase(reason=...), adopt(agent)
       compact()   (a summary replaces the older history; turns also compact when due)
       warm_plan(), warm()   (keep-warm across idle gaps, see `stoker.agent.keepwarm`)
     """
 
     __slots__ = (
+        "__weakref__",
         "_agent",
         "_anchor",
         "_declared_break",
@@ -214,15 +191,89 @@ class Session:
 
     # -- turns ------------------------------------------------------------------------------
 
+    @overload
+    def stream(
+        self,
+        text: str | UserMessage,
+        *,
+        output: type[T] | OutputSpec[T],
+        note: str | None = None,
+        callbacks: Callbacks | None = None,
+        retry: bool = False,
+    ) -> TurnStream[T]: ...
+
+    @overload
+    def stream(
+        self,
+        text: str | UserMessage,
+        *,
+        output: None = None,
+        note: str | None = None,
+        callbacks: Callbacks | None = None,
+        retry: bool = False,
+    ) -> TurnStream[Any]: ...
+
+    def stream(
+        self,
+        text: str | UserMessage,
+        *,
+        output: Any = None,
+        note: str | None = None,
+        callbacks: Callbacks | None = None,
+        retry: bool = False,
+    ) -> TurnStream[Any]:
+        """One user turn as a stream of events (`stoker.agent.stream`): text and thinking
+        as they arrive, tool calls and their results, approvals to answer, a cache record
+        per provider call, and `TurnDone` with the result last.
+
+        `output` asks for the answer as a type (a Pydantic model, a dataclass, a TypedDict;
+        `str` for text); None means the agent's own (`Agent(output=...)`). Risky tool
+        calls are asked of the consumer (`ApprovalRequested`) unless `callbacks` brings an
+        approver. See `send` for `note` and `retry`."""
+        hooks = callbacks or Callbacks()
+        spec = self._output_spec(output)
+        return TurnStream(
+            lambda h: self._turn(text, note=note, hooks=h, retry=retry, spec=spec),
+            hooks,
+            ask_consumer=hooks.approver is None,
+            structured=spec is not None,
+            now=self._agent.clock.now,
+        )
+
+    @overload
     async def send(
         self,
         text: str | UserMessage,
         *,
+        output: type[T] | OutputSpec[T],
         note: str | None = None,
         callbacks: Callbacks | None = None,
         retry: bool = False,
-    ) -> TurnResult:
-        """Run one user turn: model, tools, model... until an answer or the budget ends.
+    ) -> TurnResult[T]: ...
+
+    @overload
+    async def send(
+        self,
+        text: str | UserMessage,
+        *,
+        output: None = None,
+        note: str | None = None,
+        callbacks: Callbacks | None = None,
+        retry: bool = False,
+    ) -> TurnResult[Any]: ...
+
+    async def send(
+        self,
+        text: str | UserMessage,
+        *,
+        output: Any = None,
+        note: str | None = None,
+        callbacks: Callbacks | None = None,
+        retry: bool = False,
+    ) -> TurnResult[Any]:
+        """Run one user turn: model, tools, model... until an answer or the budget ends
+        (`stream` drained: the same turn and hooks, its events read by nobody). Risky calls
+        go to `callbacks.approver`; with none they run as the dispatch policy allows.
 
         `note` is volatile context (time, recalled memory) sent after the text in this
         message and stored exactly as sent; it never touches the prefix.
@@ -233,43 +284,147 @@ class Session:
         twice. Any other send after a cut-off turn tells the model, in a note, that the
         message before got no answer, and the result's `notice` tells the caller.
         """
-        hooks = callbacks or Callbacks()
+        # The stream's own hooks with no one reading the events, run in the caller's task
+        # (its cancellation cancels the turn, and the gateway times its steps).
+        drained = hooks_for(
+            lambda _event: None,
+            callbacks or Callbacks(),
+            ask_consumer=False,
+            structured=False,
+            deltas=False,
+            now=self._agent.clock.now,
+        )
+        spec = self._output_spec(output)
+        return await self._turn(text, note=note, hooks=drained, retry=retry, spec=spec)
+
+    def send_sync(
+        self,
+        text: str | UserMessage,
+        *,
+        output: Any = None,
+        note: str | None = None,
+        callbacks: Callbacks | None = None,
+        retry: bool = False,
+    ) -> TurnResult[Any]:
+        """`send` for code with no running event loop (scripts, notebooks, tests); inside
+        one, `await session.send(...)`. It runs on the agent's own loop thread, so its
+        provider connections outlive the call; it keeps no keep-warm timer."""
+        portal = getattr(self._agent, "portal", None)
+        if portal is None:
+            raise ConfigError("this session's agent has no portal for synchronous calls")
+        return portal.call(  # type: ignore[no-any-return]
+            self.send(text, output=output, note=note, callbacks=callbacks, retry=retry),
+            what="session.send_sync",
+        )
+
+    def _output_spec(self, output: Any) -> OutputSpec[Any] | None:
+        return OutputSpec.of(self._agent.output if output is None else output)
+
+    async def _turn(
+        self,
+        text: str | UserMessage,
+        *,
+        note: str | None,
+        hooks: Callbacks,
+        retry: bool,
+        spec: OutputSpec[Any] | None,
+    ) -> TurnResult[Any]:
         async with self._lock:
             self._gap_plan = self._own_plan()  # what the time policy meant for this gap
             self._leave_detour()
             self._state.turn_starts(self._agent.clock.now())
-            words = text if isinstance(text, str) else text.prompt
-            unanswered = self._cut_off()
-            message: UserMessage | None = None
-            notice = ""
-            if not (retry and unanswered is not None and unanswered == words):
-                if unanswered is not None:
-                    notice = CUT_OFF
-                    note = "\n\n".join(n for n in (note, f"({CUT_OFF}.)") if n)
-                message = await self._user_message(text, note, hooks)
-            steps = TurnSteps(
-                append=self._append,
-                call_model=lambda: self._call_model(hooks),
-                run_tools=lambda calls: self._run_tools(calls, hooks),
-                status=lambda line: hooks.on_status(line) if hooks.on_status else None,
-                max_iterations=self._max_iterations or self._agent.max_iterations,
-            )
-            with self._agent.telemetry.turn(self._turn_facts()) as span:
-                result = await run_turn(steps, message)
-                if notice:
-                    result = replace(result, notice=notice)
+            try:
+                return await self._run(text, note=note, hooks=hooks, retry=retry, spec=spec)
+            except asyncio.CancelledError:
+                await asyncio.shield(self._settle_cancelled())
+                raise
+            finally:
                 self._state.turn_ended()
-                span.ended(result)
-                review = self._agent.review
-                if review is not None and self._role == "main":  # under this turn's span
-                    self._reviews.after_turn(
-                        self,
-                        result,
-                        review,
-                        on_summary=hooks.on_review,
-                        on_error=hooks.on_review_error,
-                    )
-            return result
+
+    async def _run(
+        self,
+        text: str | UserMessage,
+        *,
+        note: str | None,
+        hooks: Callbacks,
+        retry: bool,
+        spec: OutputSpec[Any] | None,
+    ) -> TurnResult[Any]:
+        words = text if isinstance(text, str) else text.prompt
+        unanswered = self._cut_off()
+        message: UserMessage | None = None
+        notice = ""
+        if spec is not None and not self._native(spec):  # the schema goes with the message
+            note = "\n\n".join(n for n in (note, spec.instruction()) if n)
+        if not (retry and unanswered is not None and unanswered == words):
+            if unanswered is not None:
+                notice = CUT_OFF
+                note = "\n\n".join(n for n in (note, f"({CUT_OFF}.)") if n)
+            message = await self._user_message(text, note, hooks)
+        steps = TurnSteps(
+            append=self._append,
+            call_model=lambda: self._call_model(hooks),
+            run_tools=lambda calls: self._run_tools(calls, hooks),
+            status=lambda line: hooks.on_status(line) if hooks.on_status else None,
+            max_iterations=self._max_iterations or self._agent.max_iterations,
+        )
+        with self._agent.telemetry.turn(self._turn_facts()) as span:
+            result = await run_turn(steps, message)
+            if spec is not None and result.exit == "answered":
+                result = await self._validated(result, spec, steps)
+            if notice:
+                result = replace(result, notice=notice)
+            span.ended(result)
+            review = self._agent.review
+            if review is not None and self._role == "main":  # under this turn's span
+                self._reviews.after_turn(
+                    self,
+                    result,
+                    review,
+                    on_summary=hooks.on_review,
+                    on_error=hooks.on_review_error,
+                )
+        return result
+
+    def _native(self, spec: OutputSpec[Any]) -> bool:
+        """Whether the prefix already asks every request for this output natively."""
+        native = self._prefix.params.output
+        return native is not None and native == spec.native(self._info().provider).to_param()
+
+    async def _validated(
+        self, result: TurnResult[Any], spec: OutputSpec[Any], steps: TurnSteps
+    ) -> TurnResult[Any]:
+        """The result with its answer as a value of `spec`; an answer that does not
+        validate goes back to the model with what was wrong, up to the agent's retries."""
+        retries = self._agent.output_retries
+        for attempt in range(retries + 1):
+            found = spec.validate(result.text)
+            if not isinstance(found, Invalid):
+                return replace(result, output=found)
+            if attempt == retries or result.exit != "answered":
+                raise spec.failed(found, result.text, retries)
+            again = await run_turn(steps, user_text(spec.correction(found)))
+            result = replace(
+                again,
+                iterations=result.iterations + again.iterations,
+                records=(*result.records, *again.records),
+            )
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _settle_cancelled(self) -> None:
+        """A cancelled turn leaves the history as a cut-off one would: tool calls made but
+        not answered get an "interrupted" result, so the next call is a valid request."""
+        last = self._history[-1] if self._history else None
+        if isinstance(last, AssistantMessage) and last.tool_calls:
+            await self._append(
+                tool_results(
+                    [
+                        ToolResultBlock(tool_use_id=c.id, content=CANCELLED, is_error=True)
+                        for c in last.tool_calls
+                    ]
+                )
+            )
+        await self._flush()
 
     def _leave_detour(self) -> None:
         """Back to the primary at a new turn once the cool-down passed: it sends the prefix
@@ -309,132 +464,42 @@ class Session:
         prompt warm for the next new session (`scope="shared"`)."""
         if self._lock.locked():  # a turn (or a rebase) is running: not an idle gap
             return None
-        return self._plan(gaps=gaps)
+        return warmth.plan(self._gap_view(), self._state, self._agent, gaps=gaps)
 
-    def _plan(self, *, gaps: Sequence[float] = ()) -> WarmPlan | None:
-        own = self._own_plan(gaps=gaps)
-        if own is None or own.sends:
-            return own
-        shared = self._shared_plan()
-        return shared if shared is not None and shared.sends else own
-
-    def _shared_plan(self) -> WarmPlan | None:
-        fleet = self._agent.fleet.get(self._prefix)
-        if fleet is None or fleet.last_user != self._id or len(fleet.arrivals) < 2:
-            return None  # another session speaks for the fleet, or none has arrived since
-        info = self._info()
-        menu = lifetimes(info)
-        if menu is None:
-            return None
-        policy = self._agent.cache_policy.keep_warm
-        if self._state.warm_failed_at is not None or not policy.fleet:
-            return None
-        idle = Idle(
-            refreshed_at=fleet.last_use,
-            live_for=fleet.live_for,
-            idle_since=fleet.last_arrival,
-            cached=shared_tokens(self._prefix),
-            tail=0,
-            long_lived=fleet.live_for >= menu.long,
-            overhead=warmth.PLACEHOLDER_TOKENS,
-            spent=fleet.spent,
-            spent_usd=self._state.warm_spent_usd,
+    def _gap_view(self) -> warmth.GapView:
+        settled = not self._unanswered and self._declared_break is None and self._detour is None
+        return warmth.GapView(
+            session_id=self._id,
+            role=self._role,
+            settled=settled,
+            prefix=self._prefix,
+            history=tuple(self._history),
+            info=self._info(),
         )
-        price = info.input / 1_000_000 if info.input is not None else None
-        return decide_shared(idle, info, policy, arrivals=fleet.gaps(), price=price)
 
-    def _own_plan(self, *, gaps: Sequence[float] = ()) -> WarmPlan | None:
-        if self._role not in ("main", "branch") or self._unanswered:
-            return None
-        if self._declared_break is not None or self._detour is not None:
-            return None  # the next call sends another prefix anyway
-        info = self._info()
-        gap = warmth.idle(self._state, self._history, self._prefix, info)
-        if gap is None:
-            return None
-        policy = self._agent.cache_policy.keep_warm
-        if self._state.warm_failed_at is not None:
-            policy = replace(policy, enabled=False)  # once per gap: a failure is not retried
-        price = info.input / 1_000_000 if info.input is not None else None
-        gap = replace(gap, shared=self._kept_by_fleet(info, policy))
-        return decide(gap, info, policy, gaps=[*self._state.gaps, *gaps], price=price)
-
-    def _kept_by_fleet(self, info: ModelInfo, policy: TimePolicy) -> int:
-        """Tokens of this session's prefix that its agent's new sessions keep warm anyway:
-        the shared tools and system prompt, while new sessions typically arrive within
-        the long TTL (their own calls, or the fleet's keep-warm, refresh that entry)."""
-        menu = lifetimes(info)
-        fleet = self._agent.fleet.get(self._prefix)
-        if not policy.fleet or menu is None or fleet is None or len(fleet.arrivals) < 2:
-            return 0
-        return shared_tokens(self._prefix) if median(fleet.gaps()) <= menu.long else 0
+    def _own_plan(self) -> WarmPlan | None:
+        return warmth.own_plan(self._gap_view(), self._state, self._agent)
 
     async def warm(self, *, gaps: Sequence[float] = ()) -> CacheRecord | None:
         """Send the planned keep-warm request if it is due now (see `warm_plan`); its
         record, or None when nothing was due. It never changes the history, and a failed
         one is logged and leaves the session as it was."""
         async with self._lock:
-            plan = self._plan(gaps=gaps)
-            now = self._agent.clock.now()
-            state = self._state
-            if plan is None or not plan.sends or now < plan.at or state.last_started is None:
-                return None
-            if now >= plan.at + self._agent.cache_policy.keep_warm.margin:
-                return None  # too late to be sure the entry is still there: let it go
-            info = self._info()
-            key = self._cache_key(info, self._prefix)
-            shared = plan.scope == "shared"
-            history: Sequence[Message] = () if shared else self._history
-            if self._mixed:  # as the primary's requests send it (see `fallback.sendable`)
-                history = sendable(history, to=info.provider, home=info.provider)[0]
-            request = warmth.request(plan, history, self._prefix, info, cache_key=key)
-            provider = self._agent.provider
-            with self._agent.telemetry.call(self._call_facts(plan.action, request)) as span:
-                try:
-                    completion = await provider.complete(request, CallContext(session_id=self._id))
-                except Exception as exc:  # a keep-warm must never hurt the session
-                    log.warning("keep-warm %s of session %s failed: %r", plan.action, self._id, exc)
-                    span.failed(exc)
-                    state.warm_failed_at = now
-                    return None
-                record = self._warm_record(plan, request, completion)
-                span.recorded(record)
-            self._records.append(record)
-            notify(record)
-            await self._emit(CacheRecorded(session_id=self._id, record=record))
+            record = await warmth.keep_warm(
+                self._gap_view(),
+                self._state,
+                self._agent,
+                gaps=gaps,
+                mixed=self._mixed,
+                site=self._site(),
+                seq=len(self._records),
+                facts=self._call_facts,
+            )
+            if record is not None:
+                self._records.append(record)
+                notify(record)
+                await self._emit(CacheRecorded(session_id=self._id, record=record))
             return record
-
-    def _warm_record(self, plan: WarmPlan, request: Request, completion: Completion) -> CacheRecord:
-        """The record of a keep-warm request, remembered as what the cache now holds."""
-        info = self._info()
-        state = self._state
-        shared = plan.scope == "shared"
-        provider = self._agent.provider
-        record = build_record(
-            session_id=self._id,
-            seq=len(self._records),
-            role=self._role,
-            provider=provider.name,
-            info=info,
-            request=request if shared else replace(request, messages=tuple(self._history)),
-            previous=None,
-            previous_started_at=None,
-            started_at=completion.started_at,
-            usage=completion.usage,
-            history=EMPTY_CHAIN if shared or not state.chain else state.chain[-1],
-            new_from=0 if shared else len(self._history),
-            retries=completion.retries,
-        )
-        record = warmth.explained(record, plan)
-        spent = warmth.units(completion.usage, info)
-        if shared:  # the session's own entry is untouched: only the fleet's moved on
-            self._agent.fleet.spend(self._prefix, spent)
-        else:
-            state.after_refresh(request, record)
-            state.warm_spent += spent
-        self._fleet_used(request, record.started_at)
-        state.warm_spent_usd += record.cost_usd or 0.0
-        return record
 
     # -- new sessions from this one ----------------------------------------------------------
 
@@ -564,65 +629,35 @@ class Session:
     async def _compact(self, reason: str, hooks: Callbacks) -> None:
         policy = self._agent.compaction
         window = policy.window or self._info().context_window or 0
-        history = self._history
-        cut = choose_cut(history, int(window * policy.keep) if window else 0)
-        if cut is None:
-            raise CompactionError(
-                f"session {self._id!r} has nothing to compact: its history has no earlier "
-                "turn that can be summarised without splitting a tool call from its result"
+
+        async def summarise(instruction: str) -> Summary:
+            start = fork_start(
+                self._snapshot(),
+                role="compaction",
+                policy=DispatchPolicy(
+                    allowed=frozenset(), reason="a summary is written without tools"
+                ),
+                max_iterations=2,  # a tool call it tries is refused, and it answers after that
+                cost=self._cost,
+                anchored=False,
             )
-        start = fork_start(
-            self._snapshot(),
-            role="compaction",
-            policy=DispatchPolicy(allowed=frozenset(), reason="a summary is written without tools"),
-            max_iterations=2,  # a tool call it tries is refused, and it answers after that
+            writer = Session(start, agent=self._agent, store=self._store)
+            result = await writer.send(instruction, callbacks=Callbacks(on_record=hooks.on_record))
+            return Summary(text=result.text, answered=result.exit == "answered", writer=writer.id)
+
+        done: Compacted = await compact(
+            session_id=self._id,
+            prefix=self._prefix,
+            history=self._history,
+            state=self._state,
+            keep_tokens=int(window * policy.keep) if window else 0,
+            reason=reason,
+            summarise=summarise,
             cost=self._cost,
-            anchored=False,
         )
-        writer = Session(start, agent=self._agent, store=self._store)
-        try:
-            result = await writer.send(
-                instruction(history, cut), callbacks=Callbacks(on_record=hooks.on_record)
-            )
-        except StokerError as exc:
-            raise CompactionError(
-                f"session {self._id!r} was not compacted: the summary call failed ({exc}); "
-                "the history is as it was"
-            ) from exc
-        summary = result.text.strip()
-        if result.exit != "answered" or not summary:
-            raise CompactionError(
-                f"session {self._id!r} was not compacted: the summary came back empty; "
-                "the history is as it was"
-            )
-        messages = compacted(summary, history, cut)
-        tokens = request_tokens(self._prefix, messages)
-        paid = self._cost(Usage(written_5m=tokens))
-        await self._emit(
-            HistoryCompacted(
-                session_id=self._id,
-                messages=messages,
-                replaced=len(history),
-                kept_from=cut,
-                reason=reason,
-                summarised_by=writer.id,
-                estimated_rewrite_tokens=tokens,
-                estimated_cost_usd=paid,
-            )
-        )
-        old, chain = self._state, list[str]()
-        for m in messages:
-            chain.append(chain_step(chain[-1] if chain else EMPTY_CHAIN, m))
-        # What a resume of the stored session starts from: no write to plan against, no
-        # entry to keep warm; the gaps and the spending stay the session's.
-        self._state = CacheState(
-            chain=chain,
-            last_request=old.last_request,
-            idle_since=old.idle_since,
-            gaps=old.gaps,
-            warm_spent_usd=old.warm_spent_usd,
-        )
-        self._history = list(messages)
+        await self._emit(done.event)
+        self._state = done.state
+        self._history = list(done.messages)
         self._declared_break = f"compaction: {reason}"
         self._anchor = None
         self._epoch += 1
@@ -716,146 +751,67 @@ class Session:
         message = user_text(text, note=combined)
         return UserMessage(content=(*answers, *message.content)) if answers else message
 
-    def _fleet_used(self, request: Request, started_at: float) -> None:
-        """Tell the fleet this call refreshed the shared entry (its tools+system marker)."""
-        menu = lifetimes(self._info())
-        marker = next((b for b in request.breakpoints if b.message is None), None)
-        if menu is None or marker is None:
-            return
-        live_for = menu.long if marker.ttl == "1h" else menu.short
-        self._agent.fleet.used(self._prefix, started_at, session_id=self._id, live_for=live_for)
-
-    def _cache_key(self, info: ModelInfo, prefix: Prefix) -> str | None:
-        """OpenAI's key for the next request, counted toward the rate its shards follow."""
-        if info.provider != "openai":
-            return None
-        self._agent.key_shards.observe(prefix, self._agent.clock.now())
-        return cache_key(prefix, self._root_id)
-
-    def _request(self, *, stream: bool, route: Route | None = None) -> Request:
-        """The next request: to the primary, or on `route` of the fallback chain (the same
-        tools, system and history, another model; thinking another provider signed is
-        left out, see `stoker.agent.fallback`)."""
-        prefix = self._prefix if route is None else self._prefix.with_params(model=route.model)
-        provider = self._agent.provider if route is None else route.provider
-        info = provider.model_info(prefix.params.model)
-        if route is None and not self._mixed:  # the usual case: nothing to leave out
-            messages, stripped = tuple(self._history), 0
-        else:
-            home = self._info().provider
-            messages, stripped = sendable(self._history, to=info.provider, home=home)
-        if stripped and self._declared_break is not None and "thinking" not in self._declared_break:
-            self._declared_break += f"; {stripped} thinking blocks another provider signed left out"
-        p = plan(
-            info,
-            messages,
-            previous=self._state.last_write(prefix),
-            policy=self._agent.cache_policy,
+    def _site(self) -> CallSite:
+        state = self._state
+        warm = self._cold_for() is None and state.last_started is not None
+        return CallSite(
+            session_id=self._id,
+            root_id=self._root_id,
+            parent_id=self._parent_id,
+            role=self._role,
+            prefix=self._prefix,
+            history=tuple(self._history),
+            info=self._info(),
+            mixed=self._mixed,
             anchor=self._anchor,
-            thinking=prefix.params.thinking_budget is not None,
-        )
-        breakpoints = p.breakpoints
-        if self._role == "compaction":
-            warm = self._cold_for() is None and self._state.last_started is not None
-            read_at = self._state.last_write(self._prefix) if warm else None
-            breakpoints = summary_marks(breakpoints, read_at)
-        return Request(
-            prefix=prefix,
-            messages=messages,
-            max_tokens=self._agent.max_tokens,
-            breakpoints=breakpoints,
-            cache_key=self._cache_key(info, prefix),
-            cache_retention=retention(info, self._agent.cache_policy.keep_warm),
-            stream=stream,
-            # renders of the primary's messages as sent; a route or a stripped copy renders anew
-            render_memo=self._state.render_memo if route is None and not stripped else {},
+            warm=warm,
         )
 
     async def _call_model(self, hooks: Callbacks) -> tuple[Completion, CacheRecord]:
         """One provider call on the current history, recorded and explained."""
         await self._compact_if_due(hooks)
         route = self._agent.routes[self._detour.index] if self._detour is not None else None
-        request = self._request(stream=hooks.on_text is not None, route=route)
+        site = self._site()
+        context = CallContext(
+            session_id=self._id, on_text=hooks.on_text, on_thinking=hooks.on_thinking
+        )
+        request, stripped = calls.next_request(
+            site, self._agent, self._state, stream=context.streams, route=route
+        )
+        self._declared_break = calls.with_stripped(self._declared_break, stripped)
         with self._agent.telemetry.call(self._call_facts("turn", request)) as span:
-            completion, request, route = await self._complete(request, route, hooks)
-            record = self._measured(request, completion, route)
+            got = await calls.answered(
+                site,
+                self._agent,
+                self._state,
+                request,
+                route=route,
+                detour=self._detour,
+                declared_break=self._declared_break,
+                context=context,
+            )
+            self._detour, self._declared_break = got.detour, got.declared_break
+            self._mixed = self._mixed or got.mixed
+            record = calls.measured(
+                site,
+                self._agent,
+                self._state,
+                got,
+                seq=len(self._records),
+                declared_break=self._declared_break,
+            )
+            record = warmth.after_gap(record, self._gap_plan)
             span.recorded(record)
+        self._gap_plan = None
+        self._declared_break = None
+        self._anchor = None
+        self._state.after_call(got.request, record)
         self._records.append(record)
         notify(record)
         if hooks.on_record is not None:
             hooks.on_record(record)
         await self._emit(CacheRecorded(session_id=self._id, record=record))
-        return completion, record
-
-    async def _complete(
-        self, request: Request, route: Route | None, hooks: Callbacks
-    ) -> tuple[Completion, Request, Route | None]:
-        """The answer to `request`, from the next entry of the fallback chain while the one
-        asked is unavailable; with the request that was answered and who answered it."""
-        context = CallContext(session_id=self._id, on_text=hooks.on_text)
-        routes = self._agent.routes
-        while True:
-            provider = self._agent.provider if route is None else route.provider
-            try:
-                completion = await provider.complete(request, context)
-            except ProviderError as exc:
-                index = self._detour.index + 1 if self._detour is not None else 0
-                if not transient(exc) or index >= len(routes):
-                    raise
-                route = routes[index]
-                reason = why(request.prefix.params.model, exc)
-                self._detour = Detour(index=index, since=self._agent.clock.now(), reason=reason)
-                self._declared_break = f"{reason}; continuing on {route.spec}"
-                log.warning("session %s: %s", self._id, self._declared_break)
-                request = self._request(stream=request.stream, route=route)
-                continue
-            family = provider.model_info(request.prefix.params.model).provider
-            if family != self._info().provider:  # its thinking goes back only to its family
-                message = replace(completion.message, origin=family)
-                completion = replace(completion, message=message)
-                self._mixed = True
-            return completion, request, route
-
-    def _measured(
-        self, request: Request, completion: Completion, route: Route | None = None
-    ) -> CacheRecord:
-        """The record of a finished call, remembered for planning and explaining the next."""
-        provider = self._agent.provider if route is None else route.provider
-        state = self._state
-        info = provider.model_info(request.prefix.params.model)
-        if route is None:  # a fallback's calls are no part of the agent's fleet
-            if state.last_started is None and self._role == "main" and self._parent_id is None:
-                self._agent.fleet.arrived(self._prefix, completion.started_at)
-            self._fleet_used(request, completion.started_at)
-        record = build_record(
-            session_id=self._id,
-            seq=len(self._records),
-            role=self._role,
-            provider=provider.name,
-            info=info,
-            request=request,
-            previous=state.last_request,
-            previous_started_at=state.last_started,
-            previous_written=state.last_written,
-            previous_cached=state.last_cached,
-            started_at=completion.started_at,
-            usage=completion.usage,
-            history=state.chain[-1] if state.chain else EMPTY_CHAIN,
-            new_from=state.recorded_upto,
-            retries=completion.retries,
-            facts=completion.facts,
-            declared_break=self._declared_break,
-            ttl_seconds=self._live_for(state.live_ttl),
-        )
-        record = warmth.after_stripping(record, request.messages, request.prefix, info)
-        record = warmth.after_gap(record, self._gap_plan)
-        if route is not None:
-            record = replace(record, fallback_of=self._prefix.params.model)
-        self._gap_plan = None
-        self._declared_break = None
-        self._anchor = None
-        state.after_call(request, record)
-        return record
+        return got.completion, record
 
     def _turn_facts(self) -> TurnFacts:
         return TurnFacts(
@@ -880,51 +836,30 @@ class Session:
     async def _run_tools(
         self, calls: Sequence[ToolUseBlock], hooks: Callbacks
     ) -> list[ToolResultBlock]:
-        approvals = Approvals(
-            approver=hooks.approver, record=self._decided, now=self._agent.clock.now
-        )
-        with running(self._delegator(hooks)):
-            return await run_tool_calls(
-                calls,
-                self._tools,
-                context_factory=lambda call: self._tool_context(call.id),
-                policy=self._policy,
-                on_progress=hooks.on_tool,
-                approvals=approvals,
-            )
+        async def record(request: ApprovalRequest, decision: ApprovalDecision) -> None:
+            await self._emit(tool_runs.decided(self._id, request, decision))
 
-    async def _decided(self, request: ApprovalRequest, decision: ApprovalDecision) -> None:
-        """Store who allowed or refused a risky call (an event; the history is unchanged)."""
-        await self._emit(
-            ApprovalDecided(
+        return await tool_runs.run(
+            calls,
+            tools=self._tools,
+            policy=self._policy,
+            hooks=hooks,
+            record=record,
+            now=self._agent.clock.now,
+            context_of=lambda call_id: tool_runs.context(
                 session_id=self._id,
-                tool=request.tool,
-                tool_use_id=request.tool_use_id,
-                summary=request.summary,
-                approved=decision.approved,
-                by=decision.by,
-                reason=decision.reason,
-                at=decision.at,
-            )
-        )
-
-    def _tool_context(self, tool_use_id: str) -> ToolContext:
-        return ToolContext(
-            session_id=self._id,
-            tool_use_id=tool_use_id,
-            metadata={
-                "origin": "background_review" if self._role == "review" else "foreground",
-                "execution_context": self._role,
-                "parent_session_id": self._parent_id,
-                "platform": self._agent.platform,
-                "role": self._role,
-            },
+                tool_use_id=call_id,
+                role=self._role,
+                parent_id=self._parent_id,
+                platform=self._agent.platform,
+            ),
+            delegator=self._delegator(hooks),
         )
 
     def _delegator(self, hooks: Callbacks) -> Delegator:
         async def subagent(
             task: str, max_iterations: int, first_response: Callable[[], object] | None
-        ) -> TurnResult:
+        ) -> TurnResult[Any]:
             child = self.fork(role="subagent", max_iterations=max_iterations)
             on_record = (lambda _record: first_response()) if first_response else None
             # The child works for the same person: it asks them what this turn would.
@@ -943,22 +878,7 @@ class Session:
     def _advertised(
         self, prefix: Prefix, known: Mapping[str, Tool] | None = None
     ) -> dict[str, Tool]:
-        """What a call to each tool `prefix` advertises runs (an unadvertised tool is
-        unknown): the agent's tool, else the one in `known`, else, when its toolset is not
-        registered now, a stand-in answering that it is unavailable. An outage keeps the
-        prefix as it is: dropping the tools would cost a rewrite when they go and another
-        when they come back."""
-        runtime = {t.name: t for t in self._agent.available_tools()}
-        found: dict[str, Tool] = {}
-        for name, spec in zip(prefix.tool_names, prefix.tools, strict=True):
-            chosen = runtime.get(name) or (known or {}).get(name)
-            if chosen is None:
-                try:
-                    chosen = unavailable_tool(spec)
-                except ToolError:  # a spec no stand-in can send: the tool stays unknown
-                    continue
-            found[name] = chosen
-        return found
+        return tool_runs.advertised(prefix, self._agent, known)
 
     def _cost(self, usage: Usage) -> float | None:
         return cost_usd(usage, self._info())
@@ -966,57 +886,6 @@ class Session:
     def _info(self) -> ModelInfo:
         return self._agent.provider.model_info(self._prefix.params.model)
 
-    def _live_for(self, ttl: Ttl | None) -> float:
+    def _live_for(self, ttl: Any) -> float:
         """Seconds an entry of `ttl` lives on this session's provider."""
-        menu = lifetimes(self._info())
-        if menu is None or ttl is None:
-            return 300.0
-        return menu.long if ttl == "1h" else menu.short
-
-
-async def open_session(
-    agent: SessionAgent,
-    store: SessionSource,
-    session_id: str | None = None,
-    *,
-    create: bool = True,
-    tools: ToolsMode = "keep",
-    interrupted: Literal["record", "rerun"] = "record",
-    new_prefix: Callable[[], Prefix] | None = None,
-) -> Session:
-    """The stored session `session_id` continued by `agent`, or (when `create`) a new
-    one stored at once under that id (a fresh id when None). See `starts.resume_start`
-    for what a resume sends and refuses. `new_prefix` builds the prefix of a new
-    session; a resume never calls it (a toolset that is down must not stop a session
-    that already has its tools).
-    """
-    start: SessionStart | None = None
-    if session_id is not None:
-        try:
-            stored = await store.load(session_id)
-        except SessionNotFound:
-            if not create:
-                raise
-        else:
-            start = resume_start(
-                stored,
-                config=agent.config_snapshot(),
-                tools=agent.available_tools(),
-                mode=tools,
-                rerun=interrupted == "rerun",
-                cost=lambda usage: cost_usd(
-                    usage, agent.provider.model_info(stored.prefix.params.model)
-                ),
-            )
-    if start is None:
-        if new_prefix is None:
-            raise ConfigError("a new session needs its prefix (agent.open passes it)")
-        start = new_start(
-            prefix=new_prefix(),
-            config=agent.config_snapshot(),
-            now=agent.clock.now(),
-            session_id=session_id,
-        )
-    session = Session(start, agent=agent, store=store)
-    await session._flush()  # noqa: SLF001 - stored now: creation, a resume's rebase or answers
-    return session
+        return calls.live_for(self._info(), ttl)

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from stoker.agent.loop import TurnResult
 from stoker.wire.record import CacheRecord
@@ -45,7 +45,7 @@ class CallFacts:
 
 
 class TurnSpan(Protocol):
-    def ended(self, result: TurnResult) -> None:
+    def ended(self, result: TurnResult[Any]) -> None:
         """The turn finished with `result` (a raise ends the span as failed instead)."""
 
 
@@ -75,7 +75,7 @@ class Telemetry(Protocol):
 
 
 class _Nothing:
-    def ended(self, result: TurnResult) -> None:
+    def ended(self, result: TurnResult[Any]) -> None:
         pass
 
     def recorded(self, record: CacheRecord) -> None:

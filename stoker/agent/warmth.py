@@ -1,29 +1,161 @@
-"""A session's keep-warm as values: what its idle gap looks like to the time policy, the
+"""A session's keep-warm as values: what its idle gap looks like to the time policy, what
+the policy plans for it (its own entry, or the agent's shared tools+system one), the
 request a ping or seal sends, and what the records say about a gap afterwards.
 
-`Session.warm_plan` and `Session.warm` call these with the session's state and history;
-nothing here holds or changes a session.
+`Session.warm_plan` and `Session.warm` call these with a `GapView` of the session and
+its `CacheState`; nothing here holds or changes a session.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import replace
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from statistics import median
 
+from stoker.agent import calls
+from stoker.agent.fallback import sendable
+from stoker.agent.seams import SessionAgent
 from stoker.agent.state import CacheState
+from stoker.agent.telemetry import CallFacts
+from stoker.cache.fleet import shared_tokens
 from stoker.cache.models import ModelInfo
 from stoker.cache.planner import BlockRef, last_cacheable, stripped_from
-from stoker.cache.time_policy import Idle, WarmPlan, lifetimes
+from stoker.cache.record import build_record
+from stoker.cache.time_policy import (
+    Idle,
+    TimePolicy,
+    WarmPlan,
+    decide,
+    decide_shared,
+    lifetimes,
+)
 from stoker.cache.tokens import estimate_tokens
+from stoker.providers.base import CallContext, Completion
+from stoker.wire.fingerprint import EMPTY_CHAIN
 from stoker.wire.messages import Message, user_text
 from stoker.wire.prefix import Prefix
 from stoker.wire.record import CacheRecord, Explanation
 from stoker.wire.request import Breakpoint, Request
 from stoker.wire.usage import Usage
 
+log = logging.getLogger(__name__)
+
 PLACEHOLDER = user_text("(keep-warm request: no answer is needed)")
 """The user message after a keep-warm's breakpoint: sent, never cached, never stored."""
 PLACEHOLDER_TOKENS = estimate_tokens(PLACEHOLDER.content)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GapView:
+    """A session between turns, as the time policy sees it. `settled`: nothing waits for
+    the next call (no unanswered tool call, declared break or fallback detour), so what
+    the session cached is what its next turn reads."""
+
+    session_id: str
+    role: str
+    settled: bool
+    prefix: Prefix
+    history: tuple[Message, ...]
+    info: ModelInfo
+
+
+def plan(
+    view: GapView, state: CacheState, agent: SessionAgent, *, gaps: Sequence[float] = ()
+) -> WarmPlan | None:
+    """What the time policy does before the session's entry expires: keep its own entry,
+    or, when it lets that go and spoke last for its agent's fleet, the shared one."""
+    own = own_plan(view, state, agent, gaps=gaps)
+    if own is None or own.sends:
+        return own
+    shared = shared_plan(view, state, agent)
+    return shared if shared is not None and shared.sends else own
+
+
+def own_plan(
+    view: GapView, state: CacheState, agent: SessionAgent, *, gaps: Sequence[float] = ()
+) -> WarmPlan | None:
+    """The plan for the session's own entry (main sessions and branches only: forks,
+    reviews and sub-agents end soon)."""
+    if view.role not in ("main", "branch") or not view.settled:
+        return None
+    info = view.info
+    gap = idle(state, view.history, view.prefix, info)
+    if gap is None:
+        return None
+    policy = agent.cache_policy.keep_warm
+    if state.warm_failed_at is not None:
+        policy = replace(policy, enabled=False)  # once per gap: a failure is not retried
+    price = info.input / 1_000_000 if info.input is not None else None
+    gap = replace(gap, shared=kept_by_fleet(view, agent, policy))
+    return decide(gap, info, policy, gaps=[*state.gaps, *gaps], price=price)
+
+
+def shared_plan(view: GapView, state: CacheState, agent: SessionAgent) -> WarmPlan | None:
+    """The plan for the agent's shared tools+system entry, when this session made the
+    fleet's last call and new sessions keep arriving."""
+    fleet = agent.fleet.get(view.prefix)
+    if fleet is None or fleet.last_user != view.session_id or len(fleet.arrivals) < 2:
+        return None  # another session speaks for the fleet, or none has arrived since
+    info = view.info
+    menu = lifetimes(info)
+    policy = agent.cache_policy.keep_warm
+    if menu is None or state.warm_failed_at is not None or not policy.fleet:
+        return None
+    idle_gap = Idle(
+        refreshed_at=fleet.last_use,
+        live_for=fleet.live_for,
+        idle_since=fleet.last_arrival,
+        cached=shared_tokens(view.prefix),
+        tail=0,
+        long_lived=fleet.live_for >= menu.long,
+        overhead=PLACEHOLDER_TOKENS,
+        spent=fleet.spent,
+        spent_usd=state.warm_spent_usd,
+    )
+    price = info.input / 1_000_000 if info.input is not None else None
+    return decide_shared(idle_gap, info, policy, arrivals=fleet.gaps(), price=price)
+
+
+def kept_by_fleet(view: GapView, agent: SessionAgent, policy: TimePolicy) -> int:
+    """Tokens of the session's prefix its agent's new sessions keep warm anyway: the shared
+    tools and system prompt, while new sessions typically arrive within the long TTL
+    (their own calls, or the fleet's keep-warm, refresh that entry)."""
+    menu = lifetimes(view.info)
+    fleet = agent.fleet.get(view.prefix)
+    if not policy.fleet or menu is None or fleet is None or len(fleet.arrivals) < 2:
+        return 0
+    return shared_tokens(view.prefix) if median(fleet.gaps()) <= menu.long else 0
+
+
+def warm_record(
+    view: GapView,
+    state: CacheState,
+    agent: SessionAgent,
+    plan: WarmPlan,
+    request: Request,
+    completion: Completion,
+    *,
+    seq: int,
+) -> CacheRecord:
+    """The record of a keep-warm request, explained by its plan."""
+    shared = plan.scope == "shared"
+    record = build_record(
+        session_id=view.session_id,
+        seq=seq,
+        role=view.role,
+        provider=agent.provider.name,
+        info=view.info,
+        request=request if shared else replace(request, messages=view.history),
+        previous=None,
+        previous_started_at=None,
+        started_at=completion.started_at,
+        usage=completion.usage,
+        history=EMPTY_CHAIN if shared or not state.chain else state.chain[-1],
+        new_from=0 if shared else len(view.history),
+        retries=completion.retries,
+    )
+    return explained(record, plan)
 
 
 def target(
@@ -140,24 +272,6 @@ def after_gap(record: CacheRecord, plan: WarmPlan | None) -> CacheRecord:
     return replace(record, explanation=explanation)
 
 
-def after_stripping(
-    record: CacheRecord, messages: Sequence[Message], prefix: Prefix, info: ModelInfo
-) -> CacheRecord:
-    """Say so when the model dropped earlier thinking: the history after it reads as new
-    to the provider, whatever Stoker does (a cost of the model, not a miss)."""
-    if prefix.params.thinking_budget is None or not info.strips_thinking:
-        return record
-    cut = stripped_from(messages)
-    if cut is None:
-        return record
-    note = (
-        f"; {prefix.params.model} drops earlier thinking at a new turn, so the history "
-        f"after messages[{cut[0]}] was written again"
-    )
-    detail = record.explanation.detail + note
-    return replace(record, explanation=replace(record.explanation, detail=detail))
-
-
 def units(usage: Usage, info: ModelInfo) -> float:
     """Input of `usage` in base-input tokens (what the time policy counts)."""
     return (
@@ -166,3 +280,53 @@ def units(usage: Usage, info: ModelInfo) -> float:
         + info.write_1h * usage.written_1h
         + info.read * usage.read
     )
+
+
+async def keep_warm(
+    view: GapView,
+    state: CacheState,
+    agent: SessionAgent,
+    *,
+    gaps: Sequence[float],
+    mixed: bool,
+    site: calls.CallSite,
+    seq: int,
+    facts: Callable[[str, Request], CallFacts],
+) -> CacheRecord | None:
+    """Send the session's planned keep-warm if it is due now; its record (with `state`
+    and the fleet told what the cache now holds), or None. A failure is logged, marks the
+    gap (no second try), and changes nothing else."""
+    plan_ = plan(view, state, agent, gaps=gaps)
+    now = agent.clock.now()
+    if plan_ is None or not plan_.sends or now < plan_.at or state.last_started is None:
+        return None
+    if now >= plan_.at + agent.cache_policy.keep_warm.margin:
+        return None  # too late to be sure the entry is still there: let it go
+    info = view.info
+    key = calls.openai_key(agent, info, view.prefix, site.root_id)
+    shared = plan_.scope == "shared"
+    history: Sequence[Message] = () if shared else view.history
+    if mixed:  # as the primary's requests send it (see `fallback.sendable`)
+        history = sendable(history, to=info.provider, home=info.provider)[0]
+    sent = request(plan_, history, view.prefix, info, cache_key=key)
+    with agent.telemetry.call(facts(plan_.action, sent)) as span:
+        try:
+            completion = await agent.provider.complete(
+                sent, CallContext(session_id=view.session_id)
+            )
+        except Exception as exc:  # a keep-warm must never hurt the session
+            log.warning("keep-warm %s of session %s failed: %r", plan_.action, view.session_id, exc)
+            span.failed(exc)
+            state.warm_failed_at = now
+            return None
+        record = warm_record(view, state, agent, plan_, sent, completion, seq=seq)
+        span.recorded(record)
+    spent = units(completion.usage, info)
+    if shared:  # the session's own entry is untouched: only the fleet's moved on
+        agent.fleet.spend(view.prefix, spent)
+    else:
+        state.after_refresh(sent, record)
+        state.warm_spent += spent
+    calls.fleet_used(agent, site, sent, record.started_at)
+    state.warm_spent_usd += record.cost_usd or 0.0
+    return record

@@ -8,14 +8,12 @@ end of the input).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import getpass
 from pathlib import Path
 
 import typer
 from rich.markup import escape
 
-from stoker.agent.keepwarm import KeepWarm
 from stoker.agent.seams import Callbacks
 from stoker.agent.session import Session
 from stoker.cli.options import Db, Provider, Workdir
@@ -115,16 +113,9 @@ def chat(
         async with default_agent(config=config, workdir=Path(workdir), writable=True) as agent:
             session = await agent.open(store, sid, create=resume is None)
             console.print(f"[dim]session {session.id} — /help for commands, /exit to leave[/]")
-            # While you read or think, the time policy keeps the cache warm if it pays.
-            keep_warm = KeepWarm(agent.clock)
-            keep_warm.watch(session)
-            timers = asyncio.create_task(keep_warm.run())
-            try:
-                await _converse(session, store)
-            finally:
-                timers.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await timers
+            # While you read or think, the agent's time policy keeps the cache warm if it
+            # pays (the library's default: `Agent(keep_warm=...)`).
+            await _converse(session, store)
         console.print(f"[dim]resume with: stoker chat --resume {session.id}[/]")
 
     with_store(settings(db=db), run)

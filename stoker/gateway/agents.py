@@ -61,6 +61,7 @@ def build_agent(
         clock=clock,
         name=AGENT_NAME,
         telemetry=telemetry,
+        keep_warm=False,  # the gateway's own scheduler keeps them warm, across replicas
         fallbacks=tuple(fallbacks),
         fallback_cooldown=settings.fallback_cooldown,
         review=review,

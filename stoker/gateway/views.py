@@ -43,7 +43,7 @@ class Reply:
     notice: str = ""  # e.g. the previous message got no answer (its turn was cut off)
 
     @classmethod
-    def of_turn(cls, session_id: str, result: TurnResult) -> Reply:
+    def of_turn(cls, session_id: str, result: TurnResult[Any]) -> Reply:
         return cls(
             session_id=session_id,
             kind="answer",

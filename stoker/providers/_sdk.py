@@ -100,6 +100,7 @@ async def send(
     stream: bool,
     accumulator: Any,
     on_text: Callable[[str], object] | None,
+    on_thinking: Callable[[str], object] | None = None,
 ) -> Answer:
     """One attempt: `payload` through `resource.create`, and the answer `parse` reads from
     the raw JSON body (assembled from SSE if streamed). Parsed here, inside the attempt, so
@@ -118,6 +119,7 @@ async def send(
                 accumulator,
                 parse=answer,
                 on_text=on_text,
+                on_thinking=on_thinking,
                 provider=target.provider,
                 first_byte=target.timeouts.first_byte,
             )

@@ -77,7 +77,7 @@ class AnthropicProvider(ClosesClient):
         # The SDK refuses a non-streamed call that may run past 10 minutes (max_tokens
         # above ~21k); streamed, the answer is the same message, so those calls stream.
         long = request.max_tokens > LONG_REQUEST_TOKENS
-        stream = request.stream or context.on_text is not None or long
+        stream = request.stream or context.streams or long
         if stream != request.stream:
             request = replace(request, stream=stream)
         payload = dialect.render_request(request)
@@ -103,6 +103,7 @@ class AnthropicProvider(ClosesClient):
                 stream=stream,
                 accumulator=anthropic_stream.Accumulator(),
                 on_text=context.on_text,
+                on_thinking=context.on_thinking,
             )
 
         answer, retries = await call_with_retries(attempt, policy=self.retry, provider=NAME)

@@ -18,10 +18,16 @@ from stoker.wire.usage import Usage
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CallContext:
-    """Per-call context: which session is calling, and where streamed text goes."""
+    """Per-call context: which session is calling, and where streamed text and thinking
+    go (either asks the provider to stream)."""
 
     session_id: str
     on_text: Callable[[str], object] | None = None
+    on_thinking: Callable[[str], object] | None = None
+
+    @property
+    def streams(self) -> bool:
+        return self.on_text is not None or self.on_thinking is not None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

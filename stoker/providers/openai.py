@@ -178,7 +178,7 @@ class OpenAIProvider(ClosesClient):
         return replace(request, **changes) if changes else request
 
     async def complete(self, request: Request, context: CallContext) -> Completion:
-        stream = request.stream or context.on_text is not None
+        stream = request.stream or context.streams
         request = self._prepared(request, stream)
         module = openai_chat if self.api == "chat" else openai_responses
         accumulator = (
@@ -211,6 +211,7 @@ class OpenAIProvider(ClosesClient):
                 stream=stream,
                 accumulator=accumulator(),
                 on_text=context.on_text,
+                on_thinking=context.on_thinking,
             )
 
         answer, retries = await call_with_retries(attempt, policy=self.retry, provider=self._name)

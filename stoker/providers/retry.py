@@ -281,6 +281,8 @@ class Accumulator(Protocol):
     @property
     def done(self) -> bool: ...
 
+    thinking: str | None  # the thinking delta of the frame just fed, if it was one
+
     def feed_frame(self, data: str) -> str | None: ...
 
     def body(self) -> dict[str, Any]: ...
@@ -312,10 +314,12 @@ async def read_stream(
     on_text: Callable[[str], object] | None,
     provider: str,
     first_byte: float,
+    on_thinking: Callable[[str], object] | None = None,
 ) -> T:
     """`parse` of the response body of an SDK streaming response
     (`with_streaming_response.create`), read from its raw SSE lines; each text delta goes
-    to `on_text` as it arrives. No line within `first_byte` seconds is a retryable timeout."""
+    to `on_text` as it arrives, each thinking delta to `on_thinking`. No line within
+    `first_byte` seconds is a retryable timeout."""
     decoder = Decoder()
     emitted = False
     lines = 0
@@ -332,6 +336,9 @@ async def read_stream(
                     text = accumulator.feed_frame(frame[1]) if frame is not None else None
                     if text and on_text is not None:
                         on_text(text)
+                        emitted = True
+                    if accumulator.thinking and on_thinking is not None:
+                        on_thinking(accumulator.thinking)
                         emitted = True
         if (last := decoder.flush()) is not None:
             accumulator.feed_frame(last[1])

@@ -51,6 +51,8 @@ class ToolProgress:
     tool_use_id: str
     phase: Literal["start", "end"]
     is_error: bool = False
+    arguments: str = ""  # "start": the arguments' JSON exactly as the model sent it
+    content: str = ""  # "end": the result the model reads
 
 
 async def run_tool_calls(
@@ -123,11 +125,20 @@ def _batches(
 
 async def _run_one(call: ToolUseBlock, run: _Run) -> ToolResultBlock:
     progress = run.on_progress
-    await _notify(progress, ToolProgress(name=call.name, tool_use_id=call.id, phase="start"))
+    start = ToolProgress(
+        name=call.name, tool_use_id=call.id, phase="start", arguments=call.input_json
+    )
+    await _notify(progress, start)
     result = await _outcome(call, run)
     await _notify(
         progress,
-        ToolProgress(name=call.name, tool_use_id=call.id, phase="end", is_error=result.is_error),
+        ToolProgress(
+            name=call.name,
+            tool_use_id=call.id,
+            phase="end",
+            is_error=result.is_error,
+            content=result.content,
+        ),
     )
     return result
 

@@ -25,7 +25,9 @@ class CacheParams:
     `tool_choice` is "auto", "any", "none" or "tool:NAME". `thinking_budget` None means
     thinking off. `cache_slot` is the lineage's share of OpenAI's `prompt_cache_key`
     (`stoker.cache.keys`), chosen once; None for Anthropic and for sessions stored before
-    it existed. Changing any of these mid-conversation moves the prefix.
+    it existed. `output` is the native structured output every request asks for, as
+    canonical JSON `{"name": ..., "schema": ...}` (`stoker.wire.output`); None for text.
+    Changing any of these mid-conversation moves the prefix.
     """
 
     model: str
@@ -34,13 +36,15 @@ class CacheParams:
     tool_choice: str = "auto"
     parallel_tool_calls: bool = True
     cache_slot: str | None = None
+    output: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        """Every field, but a slot only when set, so prefixes without one keep the bytes
-        (and fingerprints) they were stored with."""
+        """Every field, but a slot and an output only when set, so prefixes without them
+        keep the bytes (and fingerprints) they were stored with."""
         data = {f.name: getattr(self, f.name) for f in fields(self)}
-        if data["cache_slot"] is None:
-            del data["cache_slot"]
+        for optional in ("cache_slot", "output"):
+            if data[optional] is None:
+                del data[optional]
         return data
 
 

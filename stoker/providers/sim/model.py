@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from stoker.errors import ConfigError
+from stoker.providers.sim.schema_values import UnsatisfiableSchema, value_for
 from stoker.wire.blocks import Block, TextBlock, ThinkingBlock, ToolUseBlock
 from stoker.wire.messages import UserMessage
 from stoker.wire.request import Request
@@ -98,9 +99,37 @@ def _match_tool(request: Request, text: str) -> dict[str, Any] | None:
     return None
 
 
+def _asked_schema(text: str) -> dict[str, Any] | None:
+    """The JSON schema the user's words ask the answer to follow, when they hold one
+    (the object that comes after the words "JSON schema")."""
+    at = text.rfind("JSON schema")
+    start = text.find("{", at) if at >= 0 else -1
+    if start < 0:
+        return None
+    try:
+        schema, _ = json.JSONDecoder().raw_decode(text, start)
+    except (ValueError, RecursionError):
+        return None
+    return schema if isinstance(schema, dict) else None
+
+
+def json_answer(request: Request, text: str) -> TextBlock | None:
+    """A JSON answer of the schema `text` asks for (None when it asks for none)."""
+    schema = _asked_schema(text)
+    if schema is None:
+        return None
+    seed = "|".join(_last_fingerprints(request))
+    try:
+        return TextBlock(text=json.dumps(value_for(schema, seed=seed, hint=text)))
+    except UnsatisfiableSchema:
+        return None
+
+
 @dataclass(slots=True)
 class RuleModel:
-    """The default sim model: deterministic, tool-using when asked, never creative."""
+    """The default sim model: deterministic, tool-using when asked, never creative. It
+    answers with JSON when the user's words hold a JSON schema to follow (values generated
+    from it), as a model follows such an instruction."""
 
     def respond(self, request: Request) -> tuple[Block, ...]:
         thinking = _thinking(request)
@@ -117,6 +146,9 @@ class RuleModel:
             if spec is not None:
                 args = arguments_for(spec.get("input_schema", {}), text)
                 return (*thinking, tool_call(request, spec["name"], args))
+        structured = json_answer(request, text) if text else None
+        if structured is not None:
+            return (*thinking, structured)
         return (*thinking, TextBlock(text=f"Understood: {text[:200]}" if text else "Understood."))
 
 

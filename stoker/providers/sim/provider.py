@@ -17,14 +17,29 @@ from stoker.cache.prices import PriceBook
 from stoker.clock import Clock, SystemClock
 from stoker.providers.base import CallContext, Completion
 from stoker.providers.sim.engine import SimEngine
+from stoker.wire.blocks import TextBlock, ThinkingBlock
 from stoker.wire.dialects import dialect_module
 from stoker.wire.dialects._memo import detached
+from stoker.wire.dialects.sse import pieces
+from stoker.wire.messages import AssistantMessage
 from stoker.wire.request import Request
 
 COLD = (
     "the simulator holds no entry for this prefix in this workspace: it was never written "
     "here (a new simulator process, another API key, another model) or was forgotten"
 )
+
+
+def streamed(message: AssistantMessage, context: CallContext) -> None:
+    """Hand the answer's thinking and text to the context's hooks in the pieces a streamed
+    answer arrives in, as a provider's stream would."""
+    for block in message.content:
+        if isinstance(block, ThinkingBlock) and block.thinking and context.on_thinking:
+            for piece in pieces(block.thinking):
+                context.on_thinking(piece)
+        elif isinstance(block, TextBlock) and block.text and context.on_text:
+            for piece in pieces(block.text):
+                context.on_text(piece)
 
 
 def facts_of(outcome: CacheOutcome) -> tuple[tuple[str, str], ...]:
@@ -86,8 +101,7 @@ class SimProvider:
             self.requests.append(detached(payload))
             self.outcomes.append(result.outcome)
         message, usage = module.parse_response(result.body)
-        if context.on_text is not None and message.text:
-            context.on_text(message.text)
+        streamed(message, context)
         return Completion(
             message=message, usage=usage, started_at=started, facts=facts_of(result.outcome)
         )

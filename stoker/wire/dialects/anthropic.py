@@ -29,6 +29,7 @@ from stoker.wire.dialects._chain import ChainMemo, remembered
 from stoker.wire.dialects._memo import detached, rendered_history
 from stoker.wire.dialects._shape import checked, malformed, model_of, response_object
 from stoker.wire.messages import AssistantMessage, Message, UserMessage
+from stoker.wire.output import NativeOutput
 from stoker.wire.prefix import CacheParams, Prefix
 from stoker.wire.request import Request
 from stoker.wire.usage import Usage
@@ -200,8 +201,14 @@ def render_request(request: Request, *, shared: bool = False) -> dict[str, Any]:
         body["tool_choice"] = choice
     if prefix.params.thinking_budget is not None:
         body["thinking"] = {"type": "enabled", "budget_tokens": prefix.params.thinking_budget}
+    config: dict[str, Any] = {}
     if prefix.params.effort is not None:
-        body["output_config"] = {"effort": prefix.params.effort}
+        config["effort"] = prefix.params.effort
+    if prefix.params.output is not None:
+        schema = NativeOutput.from_param(prefix.params.output).schema
+        config["format"] = {"type": "json_schema", "schema": schema}
+    if config:
+        body["output_config"] = config
     if request.stream:
         body["stream"] = True
     return body if shared else detached(body)
@@ -284,6 +291,14 @@ def _prefix(
     return found
 
 
+def _output(body: dict[str, Any]) -> str | None:
+    """The body's native output format (Anthropic names none)."""
+    fmt = (body.get("output_config") or {}).get("format")
+    if not fmt:
+        return None
+    return NativeOutput(name="", schema=fmt.get("schema") or {}).to_param()
+
+
 def parse_request(
     body: dict[str, Any], *, memo: ChainMemo | None = None, trusted: bool = False
 ) -> Request:
@@ -303,6 +318,7 @@ def parse_request(
             if thinking.get("type") == "enabled"
             else None,
             effort=(body.get("output_config") or {}).get("effort"),
+            output=_output(body),
             tool_choice=choice,
             parallel_tool_calls=parallel,
         )

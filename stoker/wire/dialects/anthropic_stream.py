@@ -99,13 +99,15 @@ def error_event(status: int, message: str) -> dict[str, Any]:
 
 
 class Accumulator:
-    """Folds streamed events back into the response body; `feed` returns each text delta."""
+    """Folds streamed events back into the response body; `feed` returns each text delta,
+    and `thinking` holds the thinking delta of the event just fed (None for others)."""
 
     def __init__(self) -> None:
         self._message: dict[str, Any] | None = None
         self._blocks: dict[int, dict[str, Any]] = {}
         self._json: dict[int, list[str]] = {}
         self.done = False
+        self.thinking: str | None = None
 
     def feed_frame(self, data: str) -> str | None:
         event = event_json(data)
@@ -115,6 +117,7 @@ class Accumulator:
             return self.feed(event)
 
     def feed(self, event: dict[str, Any]) -> str | None:
+        self.thinking = None
         kind = event.get("type")
         if kind == "message_start":
             self._message = dict(event["message"])
@@ -164,6 +167,7 @@ class Accumulator:
             self._json[index].append(delta["partial_json"])
         elif kind == "thinking_delta":
             block["thinking"] = block.get("thinking", "") + delta["thinking"]
+            self.thinking = str(delta["thinking"])
         elif kind == "signature_delta":
             block["signature"] = block.get("signature", "") + delta["signature"]
         elif kind == "citations_delta":

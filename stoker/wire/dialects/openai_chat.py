@@ -56,6 +56,7 @@ from stoker.wire.dialects._openai_common import (
 )
 from stoker.wire.dialects._shape import checked, malformed, model_of, response_object
 from stoker.wire.messages import AssistantMessage, Message
+from stoker.wire.output import NativeOutput
 from stoker.wire.prefix import CacheParams, Prefix
 from stoker.wire.request import Request
 from stoker.wire.usage import Usage
@@ -140,6 +141,12 @@ def render_request(request: Request, *, shared: bool = False) -> dict[str, Any]:
     body["messages"] = messages
     if params.effort is not None:
         body["reasoning_effort"] = params.effort
+    if params.output is not None:
+        native = NativeOutput.from_param(params.output)
+        body["response_format"] = {
+            "type": "json_schema",
+            "json_schema": {"name": native.name, "schema": native.schema, "strict": False},
+        }
     body["max_completion_tokens"] = request.max_tokens
     cache_fields(body, request)
     if request.stream:
@@ -183,6 +190,14 @@ def _message_event(m: dict[str, Any]) -> Event:
     raise WireError(f"unexpected role {role!r} in messages")
 
 
+def _output(fmt: Any) -> str | None:
+    """A `response_format` of a JSON schema as the prefix holds it (other formats: None)."""
+    if not isinstance(fmt, dict) or fmt.get("type") != "json_schema":
+        return None
+    spec = fmt.get("json_schema") or {}
+    return NativeOutput(name=str(spec.get("name", "")), schema=spec.get("schema") or {}).to_param()
+
+
 def parse_request(
     body: dict[str, Any], *, memo: ChainMemo | None = None, trusted: bool = False
 ) -> Request:
@@ -196,6 +211,7 @@ def parse_request(
         params = CacheParams(
             model=model_of(body),
             effort=body.get("reasoning_effort"),
+            output=_output(body.get("response_format")),
             tool_choice=parse_tool_choice(body.get("tool_choice")),
             parallel_tool_calls=body.get("parallel_tool_calls", True) is not False,
         )

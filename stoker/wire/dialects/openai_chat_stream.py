@@ -92,6 +92,7 @@ class Accumulator:
         self._usage: dict[str, Any] | None = None
         self._timings: dict[str, Any] | None = None
         self.done = False
+        self.thinking: str | None = None  # the reasoning delta of the chunk just fed
 
     def feed_frame(self, data: str) -> str | None:
         event = event_json(data)
@@ -112,6 +113,7 @@ class Accumulator:
                 provider="openai",
                 status=429 if limited else 500,
             )
+        self.thinking = None
         for key in ("id", "created", "model"):
             self._head.setdefault(key, chunk.get(key))
         if chunk.get("usage"):
@@ -128,6 +130,8 @@ class Accumulator:
                     self._text.setdefault(key, []).append(delta[key])
                     if key == "content":
                         emitted.append(delta[key])
+                    elif key == "reasoning_content":
+                        self.thinking = str(delta[key])
             for call in delta.get("tool_calls") or ():
                 self._call(call)
             if choice.get("finish_reason"):

@@ -63,6 +63,7 @@ from stoker.wire.dialects._openai_common import (
 )
 from stoker.wire.dialects._shape import checked, malformed, model_of, response_object
 from stoker.wire.messages import AssistantMessage, Message
+from stoker.wire.output import NativeOutput
 from stoker.wire.prefix import CacheParams, Prefix
 from stoker.wire.request import Request
 from stoker.wire.usage import Usage
@@ -164,6 +165,16 @@ def render_request(request: Request, *, shared: bool = False) -> dict[str, Any]:
     if params.effort is not None:
         body["reasoning"] = {"effort": params.effort}
         body["include"] = ["reasoning.encrypted_content"]
+    if params.output is not None:
+        native = NativeOutput.from_param(params.output)
+        body["text"] = {
+            "format": {
+                "type": "json_schema",
+                "name": native.name,
+                "schema": native.schema,
+                "strict": False,
+            }
+        }
     if request.max_tokens == 0:  # a pre-warm: write the cache, generate nothing
         body["prompt_cache_options"] = {"prewarm": True}
     else:
@@ -202,6 +213,13 @@ def _parse_output_block(item: dict[str, Any]) -> Block:
     return ToolUseBlock(id=item.get("call_id") or "", name=item["name"], input_json=args)
 
 
+def _output(fmt: Any) -> str | None:
+    """A `text.format` of a JSON schema as the prefix holds it (other formats: None)."""
+    if not isinstance(fmt, dict) or fmt.get("type") != "json_schema":
+        return None
+    return NativeOutput(name=str(fmt.get("name", "")), schema=fmt.get("schema") or {}).to_param()
+
+
 def parse_request(
     body: dict[str, Any], *, memo: ChainMemo | None = None, trusted: bool = False
 ) -> Request:
@@ -220,6 +238,7 @@ def parse_request(
         params = CacheParams(
             model=model_of(body),
             effort=(body.get("reasoning") or {}).get("effort"),
+            output=_output((body.get("text") or {}).get("format")),
             tool_choice=parse_tool_choice(body.get("tool_choice")),
             parallel_tool_calls=body.get("parallel_tool_calls", True) is not False,
         )

@@ -106,11 +106,13 @@ def error_event(status: int, message: str) -> dict[str, Any]:
 
 
 class Accumulator:
-    """Keeps the final response of a stream; `feed` returns each output text delta."""
+    """Keeps the final response of a stream; `feed` returns each output text delta, and
+    `thinking` holds the reasoning summary delta of the event just fed (None for others)."""
 
     def __init__(self) -> None:
         self._items: dict[int, dict[str, Any]] = {}
         self._final: dict[str, Any] | None = None
+        self.thinking: str | None = None
 
     @property
     def done(self) -> bool:
@@ -124,9 +126,12 @@ class Accumulator:
             return self.feed(event)
 
     def feed(self, event: dict[str, Any]) -> str | None:
+        self.thinking = None
         kind = event.get("type")
         if kind == "response.output_text.delta":
             return str(event.get("delta", ""))
+        if kind == "response.reasoning_summary_text.delta":
+            self.thinking = str(event.get("delta", ""))
         if kind == "response.output_item.done":
             self._items[event["output_index"]] = event["item"]
         elif kind in _FINAL:
