@@ -321,16 +321,21 @@ async def test_errors_are_in_openais_shape_with_the_gateways_type_as_code(
             headers=auth("alice"),
         )
         assert openai_error(r, 400)["param"] == "input[0].type"
-        schema = {"type": "json_schema", "json_schema": {"name": "x", "schema": {}}}
+        schema = {"type": "json_schema", "json_schema": {"name": "x", "schema": "object"}}
         r = await c.post(
             CHAT, json={"messages": user, "response_format": schema}, headers=auth("alice")
         )
-        assert openai_error(r, 400)["param"] == "response_format"
+        assert openai_error(r, 400)["param"] == "response_format.json_schema.schema"
+        not_a_schema = {"type": "json_schema", "json_schema": {"schema": {"type": 5}}}
+        r = await c.post(
+            CHAT, json={"messages": user, "response_format": not_a_schema}, headers=auth("alice")
+        )
+        assert openai_error(r, 400)["code"] == "invalid_json_schema"
         r = await c.post(CHAT, json={"messages": user, "n": 2}, headers=auth("alice"))
         assert openai_error(r, 400)["param"] == "n"
-        as_json = {"input": "hi", "text": {"format": {"type": "json_object"}}}
-        r = await c.post("/v1/responses", json=as_json, headers=auth("alice"))
-        assert openai_error(r, 400)["param"] == "text.format"
+        as_yaml = {"input": "hi", "text": {"format": {"type": "yaml"}}}
+        r = await c.post("/v1/responses", json=as_yaml, headers=auth("alice"))
+        assert openai_error(r, 400)["param"] == "text.format.type"
         r = await c.post(CHAT, json={"messages": user, "pad": "x" * 5000}, headers=auth("alice"))
         assert openai_error(r, 413)["code"] == "request_too_large"
         r = await c.post(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import json
 import re
 import threading
 import time
@@ -29,7 +30,7 @@ from agents import (
 )
 from openai.types import Model
 from openai.types.responses import ResponseStreamEvent
-from pydantic import TypeAdapter
+from pydantic import BaseModel, TypeAdapter
 
 from stoker.errors import ProviderError
 from stoker.gateway.app import create_app
@@ -432,3 +433,36 @@ def test_every_openai_response_has_its_own_request_id(url: str, rig: Rig) -> Non
     assert all(REQUEST_ID.match(str(i)) for i in ids), ids
     assert len(set(ids)) == len(ids)
     assert "x-request-id" not in httpx.get(url + "/healthz").headers  # the gateway's own API
+
+
+class Ticket(BaseModel):
+    title: str
+    severity: int
+
+
+def test_structured_output_through_the_gateway_with_the_sdks_parse_helpers(url: str) -> None:
+    """`response_format` (Chat) and `text.format` (Responses) answer JSON of the schema,
+    validated; the schema travels in the message, so the session's second turn still
+    reads its whole prefix."""
+    with openai.OpenAI(base_url=url + "/v1", api_key=KEY, max_retries=0) as client:
+        messages: list[Any] = [{"role": "user", "content": "File a ticket for the crash."}]
+        parsed = client.chat.completions.parse(
+            model="stoker", messages=messages, response_format=Ticket
+        )
+        ticket = parsed.choices[0].message.parsed
+        assert isinstance(ticket, Ticket)
+        messages += [
+            {"role": "assistant", "content": parsed.choices[0].message.content},
+            {"role": "user", "content": "As JSON, how urgent is it?"},
+        ]
+        plain = client.chat.completions.create(
+            model="stoker", messages=messages, response_format={"type": "json_object"}
+        )
+        assert isinstance(json.loads(plain.choices[0].message.content or ""), dict)
+        assert plain.usage is not None
+        assert plain.usage.prompt_tokens_details is not None
+        assert plain.usage.prompt_tokens_details.cached_tokens > 0
+        answered = client.responses.parse(
+            model="stoker", input="File a ticket for the outage.", text_format=Ticket
+        )
+        assert isinstance(answered.output_parsed, Ticket)

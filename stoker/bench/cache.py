@@ -11,6 +11,11 @@ that read less than it could, with its explanation.
 - *hard*: 8 tools, a 24-call sequential tool loop, a 6-minute idle gap, a fork, and a
   resume in a new process (a new agent, provider and store object; the simulated
   provider's cache is the one thing that outlives the process, as a real one's does).
+- *library-defaults*: the hard workload with every agent at its defaults and only the
+  clock moving through the gap: what a library user who writes nothing about keep-warm
+  gets.
+- *typed*: one session asks for three different output types: the schemas travel in the
+  turns' messages, so nothing is written twice.
 - *extended*: background memory and skill reviews, 3 parallel sub-agents, a 40-minute
   gap, a rebuild from the store (what a gateway does with an evicted agent), `/model`
   there and back, a toolkit connecting mid-session, and a 3-hour gap.
@@ -26,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel
 from rich.table import Table
 
 from stoker.agent.agent import Agent
@@ -44,7 +50,7 @@ from stoker.config import DEFAULT_MODEL
 from stoker.integrations import PluginToolkit, ToolkitCache, ToolkitRegistry
 from stoker.memory import MemoryStore, SkillStore, memory_toolset, skills_toolset
 from stoker.providers.sim.engine import SimEngine
-from stoker.providers.sim.model import tool_call
+from stoker.providers.sim.model import json_answer, tool_call
 from stoker.providers.sim.provider import SimProvider
 from stoker.store.sqlite import SQLiteStore
 from stoker.tools import Tool, ToolRegistry, Toolset, tool
@@ -109,6 +115,9 @@ class WorkloadModel:
         if asked.startswith("Background review") and "memory" in names and not done:
             fact = {"action": "add", "target": "memory", "content": f"fact {len(messages)}"}
             return (tool_call(request, "memory", fact),)
+        structured = json_answer(request, asked)  # a turn that asks for typed output
+        if structured is not None:
+            return (structured,)
         return (TextBlock(text=f"Done: {asked[:60]}. " + "Here is what I found. " * 8),)
 
 
@@ -269,13 +278,19 @@ class Run:
                         phase.ideal += tokens
         self.phases.append(phase)
 
-    async def gap(self, name: str, seconds: float) -> None:
+    async def gap(self, name: str, seconds: float, *, clock_only: bool = False) -> None:
+        """`seconds` of idle time: through the run's keep-warm scheduler (as `stoker serve`
+        and `stoker chat` run theirs), or (`clock_only`) by moving the clock alone, so only
+        what the agents keep warm by default acts."""
         with self.phase(name):
-            await self.keep_warm.idle(seconds)
+            if clock_only:
+                await self.clock.pass_time(seconds)
+            else:
+                await self.keep_warm.idle(seconds)
 
-    async def turn(self, name: str, session: Session, text: str) -> None:
+    async def turn(self, name: str, session: Session, text: str, *, output: Any = None) -> None:
         with self.phase(name):
-            await session.send(text)
+            await session.send(text, output=output)
             await session.drain()
 
     def figures(self, name: str) -> WorkloadFigures:
@@ -287,6 +302,9 @@ class Run:
 
 
 def _agent(run: Run, **changes: Any) -> Agent:
+    """The workloads' agent; its own background keep-warm is off unless asked for, as the
+    run drives a scheduler of its own (the gateway's and `stoker chat`'s way)."""
+    changes.setdefault("keep_warm", False)
     return Agent(
         DEFAULT_MODEL,
         provider=run.provider(),
@@ -316,6 +334,59 @@ async def hard(home: Path) -> WorkloadFigures:
         run.keep_warm.watch(resumed)
         await run.turn("resume in a new process", resumed, "Fix the first one: run 3 steps")
     return run.figures("hard")
+
+
+async def library_defaults(home: Path) -> WorkloadFigures:
+    """The hard workload as a library user writes it: agents left at their defaults, and
+    the idle gap only the clock moving (nothing here runs a keep-warm scheduler)."""
+    run = Run(home)
+    async with run.store() as store, _agent(run, keep_warm=True) as agent:
+        session = await agent.open(store, "hard")
+        await run.turn("24-call tool loop", session, "Audit the service: run 24 steps")
+        await run.turn("follow-up", session, "Summarise what you found")
+        await run.gap("6-minute gap", 360, clock_only=True)
+        await run.turn("after the gap", session, "What should we fix first?")
+        with run.phase("fork"):
+            await session.fork(role="review").send("Anything worth remembering?")
+    async with run.store() as store, _agent(run, keep_warm=True) as agent:  # a new process
+        resumed = await agent.open(store, "hard", create=False)
+        await run.turn("resume in a new process", resumed, "Fix the first one: run 3 steps")
+    return run.figures("library-defaults")
+
+
+class Finding(BaseModel):
+    """One problem the audit found."""
+
+    file: str
+    severity: int
+    summary: str
+
+
+class Plan(BaseModel):
+    """What to do about the findings, in order."""
+
+    steps: list[str]
+    hours: float
+
+
+class Verdict(BaseModel):
+    """Whether the service can ship."""
+
+    ship: bool
+    reason: str
+
+
+async def typed(home: Path) -> WorkloadFigures:
+    """One session asks for three different output types, one turn each: the schemas go
+    in the turns' messages, so the prefix (and what it cached) never moves."""
+    run = Run(home)
+    async with run.store() as store:
+        session = await _agent(run).open(store, "typed")
+        await run.turn("plain text", session, "Audit the service: run 6 steps")
+        await run.turn("output: Finding", session, "The worst finding?", output=Finding)
+        await run.turn("output: Plan", session, "The plan to fix it?", output=Plan)
+        await run.turn("output: Verdict", session, "Can we ship?", output=Verdict)
+    return run.figures("typed")
 
 
 async def extended(home: Path) -> WorkloadFigures:
@@ -369,11 +440,15 @@ async def extended(home: Path) -> WorkloadFigures:
 
 WORKLOADS: dict[str, Callable[[Path], Awaitable[WorkloadFigures]]] = {
     "hard": hard,
+    "library-defaults": library_defaults,
+    "typed": typed,
     "extended": extended,
 }
 
 
-async def run_cache_bench(names: tuple[str, ...] = ("hard", "extended")) -> list[WorkloadFigures]:
+async def run_cache_bench(
+    names: tuple[str, ...] = ("hard", "library-defaults", "typed", "extended"),
+) -> list[WorkloadFigures]:
     results = []
     for name in names:
         with tempfile.TemporaryDirectory(prefix=f"stoker-bench-{name}-") as tmp:

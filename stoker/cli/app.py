@@ -133,13 +133,17 @@ def bench_resume(
 
 @bench_app.command("cache")
 def bench_cache(
-    workload: str = typer.Option("all", help="hard, extended, fleet, or all."),
+    workload: str = typer.Option(
+        "all", help="hard, library-defaults, typed, extended, fleet, or all."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print the figures as JSON."),
     sessions: int = typer.Option(200, min=2, help="Fresh sessions per fleet run."),
 ) -> None:
     """Whole sessions on the simulator with a frozen clock, held to the ideal (every
-    distinct prefix token written once): per phase and in total. *fleet*: many fresh
-    sessions of one agent, keyed three ways, at 1, 10 and 60 new sessions a minute."""
+    distinct prefix token written once): per phase and in total. *library-defaults*: the
+    hard workload with agents at their defaults; *typed*: three output types in one
+    session. *fleet*: many fresh sessions of one agent, keyed three ways, at 1, 10 and 60
+    new sessions a minute."""
     from stoker.bench.cache import cache_table, run_cache_bench
     from stoker.bench.fleet import (
         arrivals_table,
@@ -148,7 +152,7 @@ def bench_cache(
         run_fleet_bench,
     )
 
-    known = ("hard", "extended", "fleet")
+    known = ("hard", "library-defaults", "typed", "extended", "fleet")
     names = known if workload == "all" else (workload,)
     if any(n not in known for n in names):
         fail(f"unknown workload {workload!r}: {', '.join(known)} or all", code=2)

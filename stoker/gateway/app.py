@@ -19,12 +19,14 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from stoker.agent.output import OutputSpec
 from stoker.agent.seams import Callbacks
 from stoker.config import DEFAULT_LIMITS
-from stoker.errors import StokerError
+from stoker.errors import ConfigError, StokerError
 from stoker.gateway.approvals import Show, decision_view
 from stoker.gateway.auth import TokenTable
 from stoker.gateway.dashboard import page as dashboard_page
+from stoker.gateway.errors import InvalidParam
 from stoker.gateway.events import session_events
 from stoker.gateway.http import (
     AppState,
@@ -71,6 +73,16 @@ class ImageIn(_Strict):
 class SendMessage(_Strict):
     text: str
     images: list[ImageIn] = Field(default_factory=list)  # after the text, in order
+    # The answer as JSON of this schema (validated; the reply's text is that JSON).
+    output: dict[str, Any] | None = None
+
+    def output_spec(self) -> OutputSpec[Any] | None:
+        if self.output is None:
+            return None
+        try:
+            return OutputSpec.from_schema(self.output)
+        except ConfigError as exc:
+            raise InvalidParam(str(exc), param="output") from exc
 
 
 class RunCommand(_Strict):
@@ -131,11 +143,18 @@ async def send_message(request: Request) -> Response:
     key = idempotency_key(request)
     gateway = app_state(request).gateway
     blocks = image_blocks([(i.media_type, i.data) for i in body.images])
+    output = body.output_spec()
     if wants_stream(request):
 
         def start(callbacks: Callbacks) -> Coroutine[Any, Any, Reply]:
             return gateway.send(
-                user, sid, body.text, blocks=blocks, idempotency_key=key, callbacks=callbacks
+                user,
+                sid,
+                body.text,
+                blocks=blocks,
+                idempotency_key=key,
+                callbacks=callbacks,
+                output=output,
             )
 
         def approver(show: Show) -> Approver:
@@ -150,7 +169,7 @@ async def send_message(request: Request) -> Response:
 
         return StreamingResponse(frames(), media_type="text/event-stream", headers=SSE_HEADERS)
     reply, timing = await timed(
-        gateway.send(user, sid, body.text, blocks=blocks, idempotency_key=key)
+        gateway.send(user, sid, body.text, blocks=blocks, idempotency_key=key, output=output)
     )
     return _reply(reply, timing)
 

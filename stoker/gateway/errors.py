@@ -13,6 +13,7 @@
         ├── PayloadTooLarge      413 payload_too_large: body or message over the limit
         ├── UnsupportedMediaType 415 unsupported_media_type: a body sent as another type
         ├── UpstreamError        502 provider_error: the provider failed or answered nonsense
+        │                            (an answer that never validated as the output asked for)
         ├── Unavailable          503 store_unavailable: the database cannot be reached now
         │                        (or the gateway is shutting down), with Retry-After
         └── UpstreamTimeout      504 provider_timeout: the provider did not answer in time
@@ -30,6 +31,7 @@ from typing import Any
 from stoker.errors import (
     ConcurrentWrite,
     ConfigError,
+    OutputError,
     PrefixError,
     ProviderError,
     ProviderTimeout,
@@ -157,7 +159,7 @@ def as_gateway_error(exc: StokerError) -> GatewayError:
         return Conflict(str(exc))
     if isinstance(exc, ProviderTimeout):
         return UpstreamTimeout(str(exc))
-    if isinstance(exc, ProviderError):
+    if isinstance(exc, ProviderError | OutputError):  # the model did not give what was asked
         return UpstreamError(str(exc))
     return GatewayError(str(exc))
 

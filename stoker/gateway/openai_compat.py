@@ -38,6 +38,8 @@ from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, model_val
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
+from stoker.agent.output import OutputSpec
+from stoker.errors import ConfigError
 from stoker.gateway.errors import InvalidParam
 from stoker.gateway.http import app_state, read_body, user_of
 from stoker.gateway.openai_errors import (
@@ -163,23 +165,39 @@ class ChatRequest(BaseModel):
         )
 
 
-def refuse_structured_output(output_format: Any, param: str) -> None:
-    """Structured output is refused, not ignored: the answer is the session's model's
-    text, and a client that parses it as its schema's JSON would fail later, and worse."""
-    if output_format is not None and output_format.get("type") != "text":
+def structured_output(output_format: Any, param: str, *, nested: bool) -> OutputSpec[Any] | None:
+    """The JSON the client asks the answer to be (`json_schema` or `json_object`; None for
+    text). The agent's tools stay usable on the way; only its final answer is JSON of the
+    schema, validated, and the schema travels in the new message, so the session's prefix
+    never moves for a client's format (docs/provider-caching.md). Chat nests the schema
+    under `json_schema`; Responses puts it beside `type`."""
+    if output_format is None:
+        return None
+    kind = output_format.get("type") if isinstance(output_format, dict) else None
+    if kind == "text":
+        return None
+    if kind == "json_object":
+        return OutputSpec.from_schema({"type": "object"}, "json_object")
+    if kind != "json_schema":
         raise InvalidParam(
-            f"structured output ({param} of type {str(output_format.get('type'))[:40]!r}) "
-            "is not supported here: answers are text; leave it out or ask for JSON in the "
-            "message",
-            param=param,
-            code="unsupported_value",
+            f"{param}.type must be text, json_object or json_schema, not {str(kind)[:40]!r}",
+            param=f"{param}.type",
+            code="invalid_value",
         )
+    spec = output_format.get("json_schema") if nested else output_format
+    schema = spec.get("schema") if isinstance(spec, dict) else None
+    where = f"{param}.json_schema.schema" if nested else f"{param}.schema"
+    if not isinstance(schema, dict):
+        raise InvalidParam(f"{where} must be a JSON schema object", param=where)
+    try:
+        return OutputSpec.from_schema(schema, str(spec.get("name") or "output"))
+    except ConfigError as exc:
+        raise InvalidParam(str(exc), param=where, code="invalid_json_schema") from exc
 
 
 def conversation(body: ChatRequest) -> Conversation:
     """The request's user and assistant messages; what the gateway cannot honour (client
-    tools, structured output, several choices) is refused here."""
-    refuse_structured_output(body.response_format, "response_format")
+    tools, several choices) is refused here."""
     if body.n not in (None, 1):
         raise InvalidParam("n must be 1: the gateway gives one answer per message", param="n")
     for field in ("tools", "functions"):
@@ -226,7 +244,12 @@ async def chat_completions(request: Request) -> Response:
     user_of(request)  # a 401 before anything about the body
     body = await read_body(request, ChatRequest)
     turn = await exchange(
-        request, conversation(body), param="messages", model=body.model, limits=body.limits()
+        request,
+        conversation(body),
+        param="messages",
+        model=body.model,
+        limits=body.limits(),
+        output=structured_output(body.response_format, "response_format", nested=True),
     )
     completion_id = "chatcmpl-" + secrets.token_hex(12)
     created = int(time.time())

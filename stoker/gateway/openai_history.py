@@ -33,10 +33,11 @@ import hashlib
 import json
 from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass, replace
-from typing import Literal
+from typing import Any, Literal
 
 from starlette.requests import Request
 
+from stoker.agent.output import OutputSpec
 from stoker.agent.seams import Callbacks
 from stoker.gateway.errors import InvalidParam
 from stoker.gateway.http import app_state, idempotency_key, user_of
@@ -182,6 +183,7 @@ class Exchange:
 
     response_id: str | None = None  # a Responses API answer's id, to continue from
     limits: Limits = NO_LIMITS  # what the client is sent of the answer
+    output: OutputSpec[Any] | None = None  # the JSON the client asked the answer to be
 
     async def answer(self) -> tuple[Reply, dict[str, str]]:
         """The turn's reply, with its Server-Timing header."""
@@ -203,6 +205,7 @@ class Exchange:
                 blocks=self.blocks,
                 idempotency_key=self.idempotency_key,
                 callbacks=callbacks,
+                output=self.output,
             )
         except Exception:
             # The client holds what it held before, and will resend it with its message
@@ -234,6 +237,7 @@ async def exchange(
     previous_response_id: str | None = None,
     response_id: str | None = None,
     limits: Limits = NO_LIMITS,
+    output: OutputSpec[Any] | None = None,
 ) -> Exchange:
     """The request `request`, whose messages (in field `param`) are `conversation`;
     `response_id` names its answer (Responses API); `limits` cut what the client gets
@@ -265,4 +269,5 @@ async def exchange(
         idempotency_key=key,
         response_id=response_id,
         limits=limits.counted_as(model),
+        output=output,
     )

@@ -36,7 +36,7 @@ from stoker.gateway.openai_compat import (
     Content,
     extension,
     image_urls,
-    refuse_structured_output,
+    structured_output,
     text_of,
 )
 from stoker.gateway.openai_errors import from_stream_error, openai_errors, request_id
@@ -84,9 +84,7 @@ class ResponsesRequest(BaseModel):
 
 
 def conversation(body: ResponsesRequest) -> Conversation:
-    """The request's user and assistant messages; client tools and structured output
-    are refused here."""
-    refuse_structured_output((body.text or {}).get("format"), "text.format")
+    """The request's user and assistant messages; client tools are refused here."""
     if body.tools:
         raise InvalidParam(
             CLIENT_TOOLS.format(what="`tools`"), param="tools", code="client_tools_unsupported"
@@ -227,6 +225,7 @@ async def responses(request: Request) -> Response:
         previous_response_id=body.previous_response_id,
         response_id=response_id,
         limits=body.limits(),
+        output=structured_output((body.text or {}).get("format"), "text.format", nested=False),
     )
     limits = turn.limits
     answer = _Answer(response_id=response_id, model=turn.model, max_output_tokens=limits.max_tokens)

@@ -142,6 +142,10 @@ def openapi_document() -> dict[str, Any]:
         "properties": {
             "text": {"type": "string"},
             "images": {"type": "array", "items": image, "maxItems": MAX_IMAGES},
+            "output": {
+                "type": "object",
+                "description": "A JSON schema: the answer's text is JSON valid against it",
+            },
         },
     }
     create_body = {

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 from stoker.agent.keepwarm import SpendLimits
+from stoker.agent.output import OutputSpec
 from stoker.agent.review import ReviewConfig
 from stoker.agent.seams import Callbacks
 from stoker.agent.telemetry import NO_TELEMETRY, Telemetry
@@ -186,8 +187,13 @@ class Gateway:
         blocks: Sequence[ImageBlock | TextBlock] = (),
         idempotency_key: str | None = None,
         callbacks: Callbacks | None = None,
+        output: OutputSpec[Any] | None = None,
     ) -> Reply:
         """One message: a turn, or a command when it starts with "/" ("//" escapes).
+
+        `output` asks for the answer as JSON of a schema (the client's): its text is then
+        that JSON, validated (`stoker.agent.output`; the schema goes in the message, so the
+        session's prefix never moves for it).
 
         A message may hold any Unicode text but NUL (U+0000): PostgreSQL cannot store it
         in text, and one store must not accept what the other refuses. Tabs, newlines and
@@ -233,6 +239,7 @@ class Gateway:
                 blocks=tuple(blocks),
                 key=idempotency_key,
                 retry=started,
+                output=output,
             )
 
         return await self.locked(user, session_id, work, idempotency_key=idempotency_key)
@@ -317,6 +324,7 @@ class Gateway:
         blocks: tuple[ImageBlock | TextBlock, ...] = (),
         key: str | None = None,
         retry: bool = False,
+        output: OutputSpec[Any] | None = None,
     ) -> Reply:
         entry = await self.pool.acquire(user, session_id, head)
         session = entry.session
@@ -331,7 +339,9 @@ class Gateway:
             if key is not None and not retry:
                 entry.sink.expect(key)
             self.keep_warm.turn_starting(user, session_id)
-            result = await session.send(message, note=note, callbacks=callbacks, retry=retry)
+            result = await session.send(
+                message, note=note, callbacks=callbacks, retry=retry, output=output or str
+            )
         except StoreError:
             # A write the database did not acknowledge may still be in the live session:
             # the next message rebuilds it from what the store holds.
