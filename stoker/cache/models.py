@@ -18,6 +18,12 @@ from stoker.cache.prices import Price, PriceBook, catalogue_price
 from stoker.errors import ConfigError
 
 
+# Whose cache rules a model follows (`[<family>_defaults]` in the model table), which is
+# also which API serves it in the simulator. Claude on Bedrock is "bedrock": Bedrock's
+# minimums, TTLs and prices, its Converse API; the same model on OpenRouter "openrouter".
+Family = Literal["anthropic", "openai", "google", "bedrock", "openrouter", "deepseek", "local"]
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ModelInfo:
     """Cache-relevant facts about one model, and its price (None: unknown).
@@ -27,7 +33,7 @@ class ModelInfo:
     a price they are its own ratios; without one, the provider's usual ones."""
 
     name: str
-    provider: Literal["anthropic", "openai"]
+    provider: Family
     min_cacheable: int
     read: float
     write_5m: float
@@ -137,7 +143,7 @@ def same_model(a: str, b: str) -> bool:
     return a == b or canonical_name(a) == canonical_name(b)
 
 
-def fallback_info(name: str, provider: Literal["anthropic", "openai"]) -> ModelInfo:
+def fallback_info(name: str, provider: Family) -> ModelInfo:
     """Facts for a model the table does not know (a new snapshot, a self-hosted model):
     the provider's usual minimum, and the catalogue's price if it has one (else the cost
     is reported as unknown, until the user's prices.toml names it)."""
