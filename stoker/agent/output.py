@@ -17,13 +17,15 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field, replace
 from typing import Any, Generic, TypeVar
 
 import jsonschema
 import pydantic_core
 from pydantic import TypeAdapter, ValidationError
 
+from stoker.agent.loop import TurnResult
 from stoker.errors import ConfigError, OutputError
 from stoker.wire.output import NativeOutput
 
@@ -145,3 +147,28 @@ def partial(text: str) -> Any:
         return pydantic_core.from_json(fenced, allow_partial=True)
     except ValueError:
         return None
+
+
+async def validated(
+    result: TurnResult[Any],
+    spec: OutputSpec[Any],
+    again: Callable[[str], Awaitable[TurnResult[Any]]],
+    *,
+    retries: int,
+) -> TurnResult[Any]:
+    """`result` with its answer as a value of `spec`. An answer that does not validate goes
+    back to the model (`again`, a turn with the correction as its message) with what was
+    wrong, up to `retries` times; then `OutputError`."""
+    for attempt in range(retries + 1):
+        found = spec.validate(result.text)
+        if not isinstance(found, Invalid):
+            return replace(result, output=found)
+        if attempt == retries or result.exit != "answered":
+            raise spec.failed(found, result.text, retries)
+        more = await again(spec.correction(found))
+        result = replace(
+            more,
+            iterations=result.iterations + more.iterations,
+            records=(*result.records, *more.records),
+        )
+    raise AssertionError("unreachable")  # pragma: no cover
