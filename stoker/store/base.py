@@ -17,27 +17,22 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, Self
 
 from stoker.errors import SessionNotFound, StoreError
-from stoker.store.codec import dumps, encode
+from stoker.store.event_ops import ops_for, title
+from stoker.store.gateway_log import STARTED, GatewayLog
 from stoker.store.platform_log import PlatformLog
 from stoker.store.proxy_log import ProxyLog
 from stoker.store.schema import LATEST, MIGRATIONS, VERSION_TABLE
 from stoker.wire.events import (
-    CacheRecorded,
     ConfigChanged,
     Event,
-    HistoryCompacted,
     MessageAppended,
-    PrefixRebased,
-    SessionCreated,
 )
-from stoker.wire.messages import AssistantMessage, Message, UserMessage, message_from_dict
+from stoker.wire.messages import Message, UserMessage, message_from_dict
 from stoker.wire.prefix import Prefix
 from stoker.wire.record import CacheRecord
 from stoker.wire.stored import SessionSummary, StoredSession
 
 Op = tuple[str, tuple[Any, ...]]
-
-STARTED = ""  # an idempotency key whose turn began and has no response yet
 
 
 @dataclass(slots=True)
@@ -68,23 +63,7 @@ class SessionStore(Protocol):
     async def close(self) -> None: ...
 
 
-def _write_op(session_id: str, key: str, message: int, block: int) -> Op:
-    """Remember the furthest place a prefix wrote in a session: its own calls, or a fork's
-    first call at the end of its history (which may come after the session moved on)."""
-    return (
-        "INSERT INTO session_writes (session_id, prefix_key, message, block) VALUES (?, ?, ?, ?) "
-        "ON CONFLICT (session_id, prefix_key) DO UPDATE SET message = excluded.message, "
-        "block = excluded.block WHERE (session_writes.message, session_writes.block) < "
-        "(excluded.message, excluded.block)",
-        (session_id, key, message, block),
-    )
-
-
-def _title(message: UserMessage) -> str:
-    return " ".join(message.prompt.split())[:80]
-
-
-class SqlEventStore(ProxyLog, PlatformLog):
+class SqlEventStore(ProxyLog, PlatformLog, GatewayLog):
     """Event-to-SQL logic shared by the SQLite and PostgreSQL backends (and the recording
     proxy's tables, `ProxyLog`; the chat platforms', `PlatformLog`).
 
@@ -168,103 +147,7 @@ class SqlEventStore(ProxyLog, PlatformLog):
     def _ops(
         self, event: Event, config: dict[str, Any] | None = None, *, header: bool = True
     ) -> list[Op]:
-        now = time.time()
-        sid = event.session_id
-        ops: list[Op] = []
-        if isinstance(event, SessionCreated):
-            anchor = event.config.get("anchor")
-            if event.parent_id is not None and isinstance(anchor, dict):
-                ops.append(_write_op(event.parent_id, anchor["prefix_key"], *anchor["at"]))
-            ops.append(
-                (
-                    "INSERT INTO sessions (id, root_id, parent_id, role, created_at, updated_at, "
-                    "model, prefix, config, owner) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    (
-                        sid,
-                        event.config.get("root_id", sid),
-                        event.parent_id,
-                        event.role,
-                        event.created_at,
-                        now,
-                        event.prefix.params.model,
-                        event.prefix.to_json().decode("utf-8"),
-                        dumps(event.config),
-                        event.config.get("owner"),
-                    ),
-                )
-            )
-        elif isinstance(event, MessageAppended):
-            m = event.message
-            title = _title(m) if isinstance(m, UserMessage) else ""
-            if header:
-                ops.append(
-                    (
-                        "UPDATE sessions SET message_count = message_count + ?, updated_at = ?, "
-                        "title = CASE WHEN title = '' THEN ? ELSE title END WHERE id = ?",
-                        (1, now, title, sid),
-                    )
-                )
-            if isinstance(m, AssistantMessage):
-                for name in sorted({c.name for c in m.tool_calls}):
-                    ops.append(
-                        (
-                            "INSERT INTO used_tools (session_id, name) VALUES (?, ?) "
-                            "ON CONFLICT DO NOTHING",
-                            (sid, name),
-                        )
-                    )
-        elif isinstance(event, CacheRecorded):
-            record = event.record
-            ops.append(
-                (
-                    "UPDATE sessions SET last_record = ?, declared_break = NULL, updated_at = ? "
-                    "WHERE id = ?",
-                    (dumps(record.to_dict()), now, sid),
-                )
-            )
-            last = record.breakpoints[-1] if record.breakpoints else None
-            if last is not None and last.message is not None:
-                ops.append(_write_op(sid, record.fingerprints.prefix_key, last.message, last.block))
-        elif isinstance(event, PrefixRebased):
-            ops.append(
-                (
-                    "UPDATE sessions SET prefix = ?, model = ?, declared_break = ?, updated_at = ? "
-                    "WHERE id = ?",
-                    (
-                        event.prefix.to_json().decode("utf-8"),
-                        event.prefix.params.model,
-                        event.reason,
-                        now,
-                        sid,
-                    ),
-                )
-            )
-        elif isinstance(event, HistoryCompacted):
-            # Positions of the old history mean nothing in the new one; its last record
-            # described a request the session will never send again.
-            ops.append(
-                (
-                    "UPDATE sessions SET message_count = ?, declared_break = ?, "
-                    "last_record = NULL, updated_at = ? WHERE id = ?",
-                    (len(event.messages), f"compaction: {event.reason}", now, sid),
-                )
-            )
-            ops.append(("DELETE FROM session_writes WHERE session_id = ?", (sid,)))
-        elif isinstance(event, ConfigChanged) and config is not None:
-            ops.append(
-                (
-                    "UPDATE sessions SET config = ?, updated_at = ? WHERE id = ?",
-                    (dumps({**config, **event.changes}), now, sid),
-                )
-            )
-        ops.append(
-            (
-                "INSERT INTO events (session_id, seq, type, created_at, body) "
-                "SELECT ?, COALESCE(MAX(seq), 0) + 1, ?, ?, ? FROM events WHERE session_id = ?",
-                (sid, event.type, now, encode(event), sid),
-            )
-        )
-        return ops
+        return ops_for(event, config, header=header)
 
     async def _config(self, session_id: str) -> dict[str, Any]:
         rows = await self._read("SELECT config FROM sessions WHERE id = ?", (session_id,))
@@ -306,14 +189,14 @@ class SqlEventStore(ProxyLog, PlatformLog):
                 entry = counts.setdefault(e.session_id, [0, ""])
                 entry[0] += 1
                 if not entry[1] and isinstance(e.message, UserMessage):
-                    entry[1] = _title(e.message)
+                    entry[1] = title(e.message)
         now = time.time()
-        for sid, (count, title) in counts.items():
+        for sid, (count, first) in counts.items():
             ops.append(
                 (
                     "UPDATE sessions SET message_count = message_count + ?, updated_at = ?, "
                     "title = CASE WHEN title = '' THEN ? ELSE title END WHERE id = ?",
-                    (count, now, title, sid),
+                    (count, now, first, sid),
                 )
             )
         await self._write(ops)
@@ -446,114 +329,6 @@ class SqlEventStore(ProxyLog, PlatformLog):
             (session_id, after) if limit is None else (session_id, after, limit),
         )
         return [(int(a), str(b), float(c), str(d)) for a, b, c, d in rows]
-
-    async def head(self, session_id: str) -> tuple[str | None, int]:
-        """(owner, last event number) in one query: how a process notices that another
-        one wrote to a session since it last looked."""
-        rows = await self._read(
-            "SELECT s.owner, (SELECT COALESCE(MAX(seq), 0) FROM events WHERE session_id = s.id) "
-            "FROM sessions s WHERE s.id = ?",
-            (session_id,),
-        )
-        if not rows:
-            raise SessionNotFound(session_id)
-        return rows[0][0], int(rows[0][1])
-
-    async def owner(self, session_id: str) -> str | None:
-        """Who owns a session (None for sessions made outside the gateway)."""
-        rows = await self._read("SELECT owner FROM sessions WHERE id = ?", (session_id,))
-        if not rows:
-            raise SessionNotFound(session_id)
-        return rows[0][0]  # type: ignore[no-any-return]
-
-    async def idempotent_response(self, session_id: str, key: str) -> str | None:
-        """The response stored for a retried request with this idempotency key, if any;
-        `STARTED` when its turn began (its user message is stored) and never answered."""
-        rows = await self._read(
-            "SELECT response FROM idempotency WHERE session_id = ? AND key = ?", (session_id, key)
-        )
-        return rows[0][0] if rows else None
-
-    async def remember_response(self, session_id: str, key: str, response: str) -> None:
-        await self._write(
-            [
-                (
-                    "INSERT INTO idempotency (session_id, key, response, created_at) "
-                    "VALUES (?, ?, ?, ?) ON CONFLICT (session_id, key) DO UPDATE SET "
-                    "response = excluded.response WHERE idempotency.response = ?",
-                    (session_id, key, response, time.time(), STARTED),
-                )
-            ]
-        )
-
-    # -- leases ------------------------------------------------------------------------------
-
-    async def take_lease(self, name: str, holder: str, *, seconds: float) -> bool:
-        """Whether `holder` now holds the lease `name` for `seconds` (taken, renewed, or
-        taken over after it expired). Background work (keep-warm, reviews) that several
-        replicas may start for one session takes one first, so it runs once. Expiry uses
-        the replicas' wall clocks, which deployments keep in sync."""
-        now = time.time()
-        await self._write(
-            [
-                (
-                    "INSERT INTO leases (name, holder, expires_at) VALUES (?, ?, ?) "
-                    "ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, "
-                    "expires_at = excluded.expires_at "
-                    "WHERE leases.holder = excluded.holder OR leases.expires_at < ?",
-                    (name, holder, now + seconds, now),
-                )
-            ]
-        )
-        rows = await self._read("SELECT holder FROM leases WHERE name = ?", (name,))
-        return bool(rows) and rows[0][0] == holder
-
-    async def drop_lease(self, name: str, holder: str) -> None:
-        """Give the lease back (only if `holder` still holds it)."""
-        await self._write([("DELETE FROM leases WHERE name = ? AND holder = ?", (name, holder))])
-
-    async def drop_leases(self, holder: str) -> None:
-        """Give back every lease of `holder` (a replica shutting down)."""
-        await self._write([("DELETE FROM leases WHERE holder = ?", (holder,))])
-
-    async def remember_client_history(
-        self, session_id: str, history: str, *, response_id: str | None = None
-    ) -> None:
-        """Where the conversation of an OpenAI-compatible client now stands in this session:
-        the hash of the history as the client holds it (and the id of the Responses API
-        answer that ended it), with the session's message count, so a later message
-        sent another way makes this point stale instead of wrong."""
-        await self._write(
-            [
-                (
-                    "INSERT INTO client_histories (session_id, history, response_id, messages) "
-                    "SELECT id, ?, ?, message_count FROM sessions WHERE id = ? "
-                    "ON CONFLICT (session_id) DO UPDATE SET history = excluded.history, "
-                    "response_id = excluded.response_id, messages = excluded.messages",
-                    (history, response_id, session_id),
-                )
-            ]
-        )
-
-    async def session_by_client_history(
-        self, owner: str, *, history: str | None = None, response_id: str | None = None
-    ) -> tuple[str, str] | None:
-        """(session id, history hash) of the session of `owner` whose conversation stands
-        exactly at `history` (or ended with the answer `response_id`), when nothing was
-        added to it since; the most recently updated one when several do (they hold the
-        same conversation)."""
-        column, value = (
-            ("history", history) if response_id is None else ("response_id", response_id)
-        )
-        if value is None:
-            return None
-        rows = await self._read(
-            "SELECT s.id, h.history FROM client_histories h JOIN sessions s ON s.id = h.session_id "
-            f"WHERE h.{column} = ? AND s.owner = ? AND s.message_count = h.messages "
-            "ORDER BY s.updated_at DESC LIMIT 1",
-            (value, owner),
-        )
-        return (str(rows[0][0]), str(rows[0][1])) if rows else None
 
     def session_lock(self, session_id: str) -> AbstractAsyncContextManager[None]:
         """Serializes turns of one session. In-process here; PostgreSQL adds an advisory

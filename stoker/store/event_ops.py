@@ -1,0 +1,143 @@
+"""An event as the SQL that stores it: the log row, and the session header and indexes it
+changes (message counts, the used-tools index, where the session last wrote, the stored
+prefix and config). Pure: both backends run the same statements.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from stoker.store.codec import dumps, encode
+from stoker.wire.events import (
+    CacheRecorded,
+    ConfigChanged,
+    Event,
+    HistoryCompacted,
+    MessageAppended,
+    PrefixRebased,
+    SessionCreated,
+)
+from stoker.wire.messages import AssistantMessage, UserMessage
+
+Op = tuple[str, tuple[Any, ...]]
+
+
+def write_op(session_id: str, key: str, message: int, block: int) -> Op:
+    """Remember the furthest place a prefix wrote in a session: its own calls, or a fork's
+    first call at the end of its history (which may come after the session moved on)."""
+    return (
+        "INSERT INTO session_writes (session_id, prefix_key, message, block) VALUES (?, ?, ?, ?) "
+        "ON CONFLICT (session_id, prefix_key) DO UPDATE SET message = excluded.message, "
+        "block = excluded.block WHERE (session_writes.message, session_writes.block) < "
+        "(excluded.message, excluded.block)",
+        (session_id, key, message, block),
+    )
+
+
+def title(message: UserMessage) -> str:
+    """A session's title: its first user message, on one line, cut short."""
+    return " ".join(message.prompt.split())[:80]
+
+
+def ops_for(event: Event, config: dict[str, Any] | None = None, *, header: bool = True) -> list[Op]:
+    """The SQL that stores `event`: its row in the log, and what it changes in the
+    session's header and indexes (`config` is the stored config a `ConfigChanged` merges
+    into; `header=False` leaves message counts to a bulk write)."""
+    now = time.time()
+    sid = event.session_id
+    ops: list[Op] = []
+    if isinstance(event, SessionCreated):
+        anchor = event.config.get("anchor")
+        if event.parent_id is not None and isinstance(anchor, dict):
+            ops.append(write_op(event.parent_id, anchor["prefix_key"], *anchor["at"]))
+        ops.append(
+            (
+                "INSERT INTO sessions (id, root_id, parent_id, role, created_at, updated_at, "
+                "model, prefix, config, owner) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    sid,
+                    event.config.get("root_id", sid),
+                    event.parent_id,
+                    event.role,
+                    event.created_at,
+                    now,
+                    event.prefix.params.model,
+                    event.prefix.to_json().decode("utf-8"),
+                    dumps(event.config),
+                    event.config.get("owner"),
+                ),
+            )
+        )
+    elif isinstance(event, MessageAppended):
+        m = event.message
+        named = title(m) if isinstance(m, UserMessage) else ""
+        if header:
+            ops.append(
+                (
+                    "UPDATE sessions SET message_count = message_count + ?, updated_at = ?, "
+                    "title = CASE WHEN title = '' THEN ? ELSE title END WHERE id = ?",
+                    (1, now, named, sid),
+                )
+            )
+        if isinstance(m, AssistantMessage):
+            for name in sorted({c.name for c in m.tool_calls}):
+                ops.append(
+                    (
+                        "INSERT INTO used_tools (session_id, name) VALUES (?, ?) "
+                        "ON CONFLICT DO NOTHING",
+                        (sid, name),
+                    )
+                )
+    elif isinstance(event, CacheRecorded):
+        record = event.record
+        ops.append(
+            (
+                "UPDATE sessions SET last_record = ?, declared_break = NULL, updated_at = ? "
+                "WHERE id = ?",
+                (dumps(record.to_dict()), now, sid),
+            )
+        )
+        last = record.breakpoints[-1] if record.breakpoints else None
+        if last is not None and last.message is not None:
+            ops.append(write_op(sid, record.fingerprints.prefix_key, last.message, last.block))
+    elif isinstance(event, PrefixRebased):
+        ops.append(
+            (
+                "UPDATE sessions SET prefix = ?, model = ?, declared_break = ?, updated_at = ? "
+                "WHERE id = ?",
+                (
+                    event.prefix.to_json().decode("utf-8"),
+                    event.prefix.params.model,
+                    event.reason,
+                    now,
+                    sid,
+                ),
+            )
+        )
+    elif isinstance(event, HistoryCompacted):
+        # Positions of the old history mean nothing in the new one; its last record
+        # described a request the session will never send again.
+        ops.append(
+            (
+                "UPDATE sessions SET message_count = ?, declared_break = ?, "
+                "last_record = NULL, updated_at = ? WHERE id = ?",
+                (len(event.messages), f"compaction: {event.reason}", now, sid),
+            )
+        )
+        ops.append(("DELETE FROM session_writes WHERE session_id = ?", (sid,)))
+    elif isinstance(event, ConfigChanged) and config is not None:
+        ops.append(
+            (
+                "UPDATE sessions SET config = ?, updated_at = ? WHERE id = ?",
+                (dumps({**config, **event.changes}), now, sid),
+            )
+        )
+    ops.append(
+        (
+            "INSERT INTO events (session_id, seq, type, created_at, body) "
+            "SELECT ?, COALESCE(MAX(seq), 0) + 1, ?, ?, ? FROM events WHERE session_id = ?",
+            (sid, event.type, now, encode(event), sid),
+        )
+    )
+    return ops
