@@ -99,6 +99,15 @@ def with_stripped(declared_break: str | None, stripped: int) -> str | None:
     return declared_break
 
 
+def tail_policy(policy: CachePolicy, role: str) -> CachePolicy:
+    """The policy a session's own tail is written with: forks, reviews and sub-agents end
+    soon and never come back to what they add, so they write it at the short TTL whatever
+    the long-lived sessions use (the shared tools and system keep their TTL)."""
+    if role in ("main", "branch") or policy.message_ttl == "5m":
+        return policy
+    return replace(policy, message_ttl="5m")
+
+
 def next_request(
     site: CallSite,
     agent: SessionAgent,
@@ -121,7 +130,7 @@ def next_request(
         info,
         messages,
         previous=state.last_write(prefix),
-        policy=agent.cache_policy,
+        policy=tail_policy(agent.cache_policy, site.role),
         anchor=site.anchor,
         thinking=prefix.params.thinking_budget is not None,
     )

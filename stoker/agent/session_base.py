@@ -77,6 +77,7 @@ class SessionBase:
         "_declared_break",
         "_detour",
         "_epoch",
+        "_extra",
         "_fanout",
         "_gap_plan",
         "_history",
@@ -115,7 +116,10 @@ class SessionBase:
         self._state = start.state
         self._policy = start.policy
         self._max_iterations = start.max_iterations
-        self._tools = {**self._advertised(start.prefix), **start.extra_tools}
+        # Tools given to this session beyond its agent's (a rebase's, a resume's): a fork
+        # gets them too, so it runs every tool it advertises.
+        self._extra = dict(start.extra_tools)
+        self._tools = self._runnable(start.prefix)
         self._lock = asyncio.Lock()
         self._pending: list[Event] = list(start.events)
         self._declared_break = start.declared_break
@@ -213,6 +217,7 @@ class SessionBase:
             now=self._agent.clock.now(),
             declared_break=self._declared_break,
             epoch=self._epoch,
+            extra_tools={n: t for n, t in self._extra.items() if n in self._prefix.tool_names},
         )
 
     async def rebase(
@@ -243,7 +248,8 @@ class SessionBase:
                 self._prefix, change, session_id=self._id, state=self._state, cost=self._cost
             )
             self._prefix = prefix
-            self._tools = {**self._advertised(prefix), **{t.name: t for t in tools or ()}}
+            self._extra = {**self._extra, **{t.name: t for t in tools or ()}}
+            self._tools = self._runnable(prefix)
             self._declared_break = reason
             self._pending.append(event)
             changes: dict[str, Any] = {"rebased": reason, **change.params()}
@@ -384,6 +390,12 @@ class SessionBase:
         chain.append(chain_step(chain[-1] if chain else EMPTY_CHAIN, message))
         index = len(self._history) - 1
         await self._emit(MessageAppended(session_id=self._id, index=index, message=message))
+
+    def _runnable(self, prefix: Prefix) -> dict[str, Tool]:
+        """What a call to each tool `prefix` advertises runs: the session's own given
+        tools first, else the agent's (or a stand-in)."""
+        mine = {n: t for n, t in self._extra.items() if n in prefix.tool_names}
+        return {**self._advertised(prefix), **mine}
 
     def _advertised(
         self, prefix: Prefix, known: Mapping[str, Tool] | None = None

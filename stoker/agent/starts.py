@@ -23,7 +23,13 @@ from stoker.cache.planner import BlockRef, last_cacheable
 from stoker.integrations import ToolkitView
 from stoker.tools import DispatchPolicy, Tool
 from stoker.wire.blocks import ToolResultBlock, ToolUseBlock
-from stoker.wire.events import Event, MessageAppended, PrefixRebased, SessionCreated
+from stoker.wire.events import (
+    ConfigChanged,
+    Event,
+    MessageAppended,
+    PrefixRebased,
+    SessionCreated,
+)
 from stoker.wire.fingerprint import EMPTY_CHAIN, chain_step, key_of
 from stoker.wire.messages import AssistantMessage, Message, tool_results
 from stoker.wire.prefix import Prefix
@@ -126,6 +132,7 @@ class Snapshot:
     now: float
     declared_break: str | None = None  # declared on the parent, not yet carried by a call
     epoch: int = 0  # the parent's compactions: a resumed fork finds its history by it
+    extra_tools: Mapping[str, Tool] = field(default_factory=dict)  # given beyond the agent's
 
 
 def declared(
@@ -257,7 +264,10 @@ def fork_start(
         state=parent.state,
         events=tuple(events),
         declared_break=rebase.reason if rebase is not None else parent.declared_break,
-        extra_tools={t.name: t for t in rebase.tools or ()} if rebase is not None else {},
+        extra_tools={
+            **parent.extra_tools,
+            **({t.name: t for t in rebase.tools or ()} if rebase is not None else {}),
+        },
         announced=parent.announced,
         anchor=anchor,
         unanswered=last.tool_calls if isinstance(last, AssistantMessage) else (),
@@ -300,6 +310,7 @@ def branch_start(source: Snapshot, *, at: int | None) -> SessionStart:
         policy=source.policy,
         state=state,
         events=(created, *copied),
+        extra_tools=source.extra_tools,
     )
 
 
@@ -360,6 +371,10 @@ def resume_start(
         )
         events.append(event)
         pending = plan.declared_break
+        # The tools the agent itself defines are the runtime's now: a later reconcile
+        # tells its own removed tool from a toolset that is down by this set.
+        own = {"own_tools": list(config.get("own_tools") or ())}
+        events.append(ConfigChanged(session_id=stored.id, changes=own))
     history = stored.messages
     last = history[-1] if history else None
     unanswered = last.tool_calls if isinstance(last, AssistantMessage) else ()
