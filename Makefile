@@ -4,7 +4,7 @@ PYTHON ?= python3
 BIN     = $(VENV)/bin
 STAMP   = $(VENV)/.installed
 
-.PHONY: run test lint fmt bench clean
+.PHONY: run test lint docs fmt bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -21,7 +21,12 @@ lint: $(STAMP)
 	$(BIN)/mypy
 
 test: lint
+	@$(MAKE) --no-print-directory docs
 	$(BIN)/python -m pytest
+
+# The docs site (mkdocs.yml), built strictly: a broken link or reference fails it.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
 
 fmt: $(STAMP)
 	$(BIN)/ruff format .
@@ -31,4 +36,4 @@ bench: $(STAMP)
 	$(BIN)/stoker bench overhead
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .ruff_cache site

@@ -111,7 +111,7 @@ from stoker.wire.blocks import (
 from stoker.wire.messages import AssistantMessage, UserMessage
 from stoker.wire.prefix import CacheParams, Prefix
 from stoker.wire.record import CacheRecord, Explanation
-from stoker.wire.request import Breakpoint, Request
+from stoker.wire.request import Breakpoint, CacheObject, Request
 from stoker.wire.usage import Usage
 
 # Optional parts load on first use: the provider SDKs and the gateway's web stack take a
@@ -120,9 +120,14 @@ _LAZY = {
     "AnthropicProvider": "stoker.providers.anthropic",
     "OtelTelemetry": "stoker.agent.otel",  # needs the `otel` extra
     "OpenAIProvider": "stoker.providers.openai",
+    "BedrockProvider": "stoker.providers.bedrock",  # needs the `bedrock` extra
+    "DeepSeekProvider": "stoker.providers.compat",
+    "LocalProvider": "stoker.providers.compat",
+    "OpenRouterProvider": "stoker.providers.compat",
+    "GoogleProvider": "stoker.providers.google",  # needs the `google` extra
     "select_provider": "stoker.providers.select",
     "ApprovalNotFound": "stoker.gateway.errors",
-    "AttachmentRefused": "stoker.gateway.platforms.base",
+    "AttachmentRefused": "stoker.platforms.base",
     "BadRequest": "stoker.gateway.errors",
     "Conflict": "stoker.gateway.errors",
     "GatewayError": "stoker.gateway.errors",
@@ -162,8 +167,10 @@ __all__ = [
     "AttachmentRefused",
     "AuthenticationError",
     "BadRequest",
+    "BedrockProvider",
     "Breakpoint",
     "BudgetExceeded",
+    "CacheObject",
     "CacheParams",
     "CachePolicy",
     "CacheRecord",
@@ -178,6 +185,7 @@ __all__ = [
     "Config",
     "ConfigError",
     "Conflict",
+    "DeepSeekProvider",
     "DelegateConfig",
     "DispatchPolicy",
     "DocumentBlock",
@@ -185,6 +193,7 @@ __all__ = [
     "Explanation",
     "FrozenClock",
     "GatewayError",
+    "GoogleProvider",
     "ImageBlock",
     "ImageRefBlock",
     "IntegrationError",
@@ -194,11 +203,13 @@ __all__ = [
     "InvalidParam",
     "InvalidRequest",
     "InvalidSkill",
+    "LocalProvider",
     "MemoryStoreError",
     "MissingTools",
     "ModelNotFound",
     "NotFound",
     "OpenAIProvider",
+    "OpenRouterProvider",
     "OtelTelemetry",
     "OutputDelta",
     "OutputError",

@@ -14,6 +14,17 @@ variables' names (the gateway's own STOKER_GATEWAY_* live with its file format, 
     ANTHROPIC_BASE_URL     repr, in logs or in error messages, and never stored)
     OPENAI_API_KEY
     OPENAI_BASE_URL
+    AWS_ACCESS_KEY_ID      Bedrock: the credentials the AWS SDK signs with (or AWS_PROFILE),
+    AWS_SECRET_ACCESS_KEY  the region (AWS_REGION, else AWS_DEFAULT_REGION), and an endpoint
+    AWS_SESSION_TOKEN      (AWS_ENDPOINT_URL_BEDROCK_RUNTIME, e.g. `stoker sim serve`'s URL)
+    OPENROUTER_API_KEY     OpenRouter and DeepSeek: keys and base URLs
+    OPENROUTER_BASE_URL
+    DEEPSEEK_API_KEY
+    DEEPSEEK_BASE_URL
+    STOKER_LOCAL_CACHE     which server an `openai-compatible:` spec names: vllm or llamacpp
+    GOOGLE_API_KEY         Gemini (`google:`): the key (GEMINI_API_KEY too, the first set
+    GEMINI_API_KEY         winning, as google-genai reads them) and a base URL, e.g.
+    GOOGLE_GEMINI_BASE_URL `stoker sim serve`'s
     OTEL_*                 OpenTelemetry export (see `TelemetrySettings.from_env`): off
                            unless an OTLP endpoint or exporter is named
 """
@@ -51,6 +62,19 @@ ENVIRONMENT: Mapping[str, tuple[str, ...]] = MappingProxyType(
         "anthropic_base_url": ("ANTHROPIC_BASE_URL",),
         "openai_api_key": ("OPENAI_API_KEY",),
         "openai_base_url": ("OPENAI_BASE_URL",),
+        "aws_access_key_id": ("AWS_ACCESS_KEY_ID",),
+        "aws_secret_access_key": ("AWS_SECRET_ACCESS_KEY",),
+        "aws_session_token": ("AWS_SESSION_TOKEN",),
+        "aws_region": ("AWS_REGION", "AWS_DEFAULT_REGION"),
+        "aws_profile": ("AWS_PROFILE",),
+        "bedrock_base_url": ("AWS_ENDPOINT_URL_BEDROCK_RUNTIME",),
+        "openrouter_api_key": ("OPENROUTER_API_KEY",),
+        "openrouter_base_url": ("OPENROUTER_BASE_URL",),
+        "deepseek_api_key": ("DEEPSEEK_API_KEY",),
+        "deepseek_base_url": ("DEEPSEEK_BASE_URL",),
+        "local_cache": ("STOKER_LOCAL_CACHE",),
+        "google_api_key": ("GOOGLE_API_KEY", "GEMINI_API_KEY"),
+        "google_base_url": ("GOOGLE_GEMINI_BASE_URL",),
     }
 )
 """Which variables set which `Config` field, the first one set winning."""
@@ -183,6 +207,24 @@ class GatewayLimits:
 DEFAULT_LIMITS = GatewayLimits()
 
 
+# The Config fields of Bedrock, OpenRouter, DeepSeek and the local servers.
+_MORE_PROVIDERS = (
+    "aws_access_key_id",
+    "aws_secret_access_key",
+    "aws_session_token",
+    "aws_region",
+    "aws_profile",
+    "bedrock_base_url",
+    "openrouter_api_key",
+    "openrouter_base_url",
+    "deepseek_api_key",
+    "deepseek_base_url",
+    "local_cache",
+    "google_api_key",
+    "google_base_url",
+)
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Config:
     """What the library needs from outside the program, resolved once.
@@ -204,6 +246,22 @@ class Config:
     openai_api_key: str | None = field(default=None, repr=False)
     openai_base_url: str | None = None
     telemetry: TelemetrySettings | None = None  # OpenTelemetry export; None: off
+    # Bedrock (signed by the AWS SDK with these), OpenRouter, DeepSeek; `local_cache` is
+    # the server an `openai-compatible:` spec runs on when it does not say ("vllm",
+    # "llamacpp"). Keys and secrets are never in the repr.
+    aws_access_key_id: str | None = field(default=None, repr=False)
+    aws_secret_access_key: str | None = field(default=None, repr=False)
+    aws_session_token: str | None = field(default=None, repr=False)
+    aws_region: str | None = None
+    aws_profile: str | None = None
+    bedrock_base_url: str | None = None
+    openrouter_api_key: str | None = field(default=None, repr=False)
+    openrouter_base_url: str | None = None
+    deepseek_api_key: str | None = field(default=None, repr=False)
+    deepseek_base_url: str | None = None
+    local_cache: str | None = None
+    google_api_key: str | None = field(default=None, repr=False)  # Gemini (`google:`)
+    google_base_url: str | None = None
 
     def __repr__(self) -> str:
         return repr_without_secrets(self)
@@ -222,6 +280,7 @@ class Config:
         openai_api_key: str | None = None,
         openai_base_url: str | None = None,
         telemetry: TelemetrySettings | None = None,
+        **providers: str | None,
     ) -> Config:
         """Settings from `env` (the caller's environment, e.g. `os.environ`, or `{}` for
         none), with the arguments on top; an argument left as None was not given.
@@ -229,7 +288,8 @@ class Config:
         A variable set to an empty string counts as unset. The database follows the home:
         with neither STOKER_DATABASE_URL nor STOKER_DB, it is `stoker.db` in the home.
         OpenTelemetry is on when the OTEL_* variables name an exporter or endpoint
-        (`TelemetrySettings.from_env`), or when `telemetry` is given.
+        (`TelemetrySettings.from_env`), or when `telemetry` is given. `providers` sets the
+        other providers' fields by name (`aws_region="eu-west-1"`, `local_cache="vllm"`).
         """
 
         def pick(name: str, given: str | Path | None) -> str | None:
@@ -253,6 +313,7 @@ class Config:
             openai_api_key=pick("openai_api_key", openai_api_key),
             openai_base_url=pick("openai_base_url", openai_base_url),
             telemetry=telemetry if telemetry is not None else TelemetrySettings.from_env(env),
+            **{name: pick(name, providers.get(name)) for name in _MORE_PROVIDERS},
         )
 
     @property
@@ -275,4 +336,11 @@ class Config:
         """The key of a provider kind or spec: anthropic..., openai... (all OpenAI APIs and
         OpenAI-compatible servers share OPENAI_API_KEY); None for the simulator."""
         family = provider.partition(":")[0].strip().split("-")[0]
-        return {"anthropic": self.anthropic_api_key, "openai": self.openai_api_key}.get(family)
+        return {
+            "anthropic": self.anthropic_api_key,
+            "openai": self.openai_api_key,
+            "bedrock": self.aws_access_key_id,
+            "openrouter": self.openrouter_api_key,
+            "deepseek": self.deepseek_api_key,
+            "google": self.google_api_key,
+        }.get(family)

@@ -26,7 +26,7 @@ what went wrong and what to do about it.
     │   ├── StoreUnavailable     the database cannot be reached now; retry later
     │   └── ConcurrentWrite      two processes wrote one session at once; nothing stored
     ├── MemoryStoreError         (stoker.memory) a refused memory or skill write, for the model
-    ├── AttachmentRefused        (stoker.gateway.platforms) a chat platform will not give a file
+    ├── AttachmentRefused        (stoker.platforms) a chat platform will not give a file
     └── IntegrationError         (stoker.integrations) a toolkit failed, timed out or is unknown
 
 A turn that uses up its iteration budget is not an error: it ends with

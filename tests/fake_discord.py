@@ -63,6 +63,7 @@ class FakeDiscord(RecordedCalls):
             CHANNEL: {"id": str(CHANNEL), "type": 0, "guild_id": str(GUILD)},
         }
         self.history: dict[int, list[dict[str, Any]]] = {DM: [], CHANNEL: []}
+        self.asked: list[dict[str, Any]] = []  # the bot's messages with buttons, as posted
         self.identified: list[dict[str, Any]] = []  # IDENTIFY payloads, token taken out
         # call name -> how many to fail with a 503 (discord.py itself retries a 500)
         self.fail_next: dict[str, int] = {}
@@ -283,13 +284,17 @@ class FakeDiscord(RecordedCalls):
         failed = self._record("create_message", {"channel_id": cid, **body})
         if failed:
             return failed
-        return self._message(
+        message = self._message(
             cid,
             _user(BOT_ID, "stoker", bot=True),
             body.get("content", ""),
             components=body.get("components", []),
             flags=body.get("flags", 0),
         )
+        if message["components"]:
+            with self._lock:
+                self.asked.append(dict(message))
+        return message
 
     async def message(self, request: Request) -> Any:
         cid, mid = int(request.path_params["cid"]), int(request.path_params["mid"])

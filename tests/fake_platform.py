@@ -1,5 +1,5 @@
 """What every fake chat-platform API keeps: the calls the bot made, to read back and wait
-on, and the files users sent, to serve."""
+on, and the files users sent, to serve; and how a fake is served on loopback."""
 
 from __future__ import annotations
 
@@ -7,11 +7,15 @@ import asyncio
 import itertools
 import threading
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
+from starlette.applications import Starlette
 from starlette.responses import Response, StreamingResponse
+
+from stoker.gateway.server import serve_in_thread
 
 
 class RecordedCalls:
@@ -77,3 +81,28 @@ class HeldFiles:
                 await asyncio.sleep(0)
 
         return StreamingResponse(chunks(), media_type="application/octet-stream")
+
+
+class _Servable(Protocol):
+    url: str
+
+    def app(self) -> Starlette: ...
+
+
+F = TypeVar("F", bound=_Servable)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Api(Generic[F]):
+    """A fake platform API served on loopback, and its base URL."""
+
+    fake: F
+    url: str
+
+
+@contextmanager
+def serve(fake: F) -> Iterator[Api[F]]:
+    """`fake` on a free loopback port (it learns its URL: its links point there)."""
+    with serve_in_thread(fake.app()) as url:
+        fake.url = url
+        yield Api(fake=fake, url=url)

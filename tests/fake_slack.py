@@ -61,11 +61,12 @@ class FakeSlack(RecordedCalls):
     signing_secret: str
     calls: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     posted: list[dict[str, Any]] = field(default_factory=list)  # the bot's messages, as now
+    asked: list[dict[str, Any]] = field(default_factory=list)  # those with buttons, as posted
     reactions: set[tuple[str, str, str]] = field(default_factory=set)  # channel, ts, name
     fail_next: dict[str, int] = field(default_factory=dict)  # method -> 500s to answer
     limit_next: dict[str, int] = field(default_factory=dict)  # method -> 429s to answer
     app_token: str = ""
-    base_url: str = ""  # where this fake is served (the files' download links point there)
+    url: str = ""  # where this fake is served (the files' download links point there)
     files: HeldFiles = field(default_factory=HeldFiles)
     files_read: bool = True  # the app has the files:read scope
     unacked: dict[str, dict[str, Any]] = field(default_factory=dict)  # Socket Mode, by id
@@ -139,8 +140,8 @@ class FakeSlack(RecordedCalls):
             "filetype": name.rpartition(".")[2],
             "size": len(data) if stated is None else stated,
             "mode": "hosted",
-            "url_private": f"{self.base_url}/files-pri/{TEAM}-{file_id}/{name}",
-            "url_private_download": f"{self.base_url}/files-pri/{TEAM}-{file_id}/download/{name}",
+            "url_private": f"{self.url}/files-pri/{TEAM}-{file_id}/{name}",
+            "url_private_download": f"{self.url}/files-pri/{TEAM}-{file_id}/download/{name}",
         }
 
     async def download(self, request: Request) -> Response:
@@ -152,9 +153,7 @@ class FakeSlack(RecordedCalls):
         with self._lock:
             self.calls.append(("download", {"file": file_id, "authorized": authorized}))
         if not authorized:
-            return RedirectResponse(
-                f"{self.base_url}/?redir=%2Ffiles-pri%2F{file_id}", status_code=302
-            )
+            return RedirectResponse(f"{self.url}/?redir=%2Ffiles-pri%2F{file_id}", status_code=302)
         return self.files.response(file_id)
 
     def press_payload(
@@ -316,6 +315,8 @@ class FakeSlack(RecordedCalls):
             message = {**params, "ts": self._ts(), "user": BOT_USER, "bot_id": BOT_ID}
             with self._lock:
                 self.posted.append(message)
+                if params.get("blocks"):
+                    self.asked.append(dict(message))
             return {"channel": params["channel"], "ts": message["ts"], "message": message}
         if method in ("reactions.add", "reactions.remove"):
             key = (str(params["channel"]), str(params["timestamp"]), str(params["name"]))

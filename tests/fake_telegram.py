@@ -64,6 +64,7 @@ def _parse_error(text: str) -> str:
 class FakeTelegram(RecordedCalls):
     SEND = "sendMessage"  # not a field: no annotation
     token: str
+    url: str = ""  # where this fake is served
     updates: list[dict[str, Any]] = field(default_factory=list)
     calls: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     offsets: list[int | None] = field(default_factory=list)

@@ -1,65 +1,53 @@
-"""The Slack tests' rig: the fake Slack on loopback, and a bridge on a sim gateway whose
-routes are called the way Slack calls them (signed, retried with the same event)."""
+"""The Slack tests' rig: the fake Slack on loopback, a bridge on a sim gateway whose
+routes are called the way Slack calls them (signed, retried with the same event), and
+the user's side of a chat (`SlackChat`, a `platform_checks.Chat`)."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
+from contextlib import AbstractContextManager, asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
 import httpx
 import pytest
 
-from stoker.gateway.app import create_app
-from stoker.gateway.platforms.access import Allowlist, ChatRates, RateLimit
-from stoker.gateway.platforms.bridge import Bridge
-from stoker.gateway.platforms.settings import SlackSettings
-from stoker.gateway.platforms.slack import SlackAdapter
-from stoker.gateway.server import serve_in_thread
 from stoker.gateway.service import Gateway
+from stoker.platforms.bridge import RETRY_EVERY, Bridge
+from stoker.platforms.questions import NOT_YOURS
+from stoker.platforms.slack.adapter import SlackAdapter
+from stoker.platforms.slack.settings import SlackSettings
+from tests import fake_platform
 from tests.fake_slack import FakeSlack
-from tests.test_gateway_support import tokens
+from tests.platform_checks import FakeChat, app_client, bridge_on, rig_settings, running
 
 TOKEN = "xoxb-1111111111-2222222222-fakeBotTokenForTests0123"
 SIGNING_SECRET = "5ec4e7f1a2b3c4d5e6f708192a3b4c5d"
+APP_TOKEN = "xapp-1-A0APP001-1234-fakeAppLevelToken0123456789"
 USER = "U0USER01"
+OTHER = "U0OTHER1"
 DM = "D0DM0001"
 EVENTS = "/platforms/slack/events"
 ACTIONS = "/platforms/slack/actions"
 COMMANDS = "/platforms/slack/commands"
+Api = fake_platform.Api[FakeSlack]
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Api:
-    fake: FakeSlack
-    url: str
+def serving() -> AbstractContextManager[Api]:
+    return fake_platform.serve(FakeSlack(token=TOKEN, signing_secret=SIGNING_SECRET))
 
 
 @pytest.fixture
 def api() -> Iterator[Api]:
-    fake = FakeSlack(token=TOKEN, signing_secret=SIGNING_SECRET)
-    with serve_in_thread(fake.app()) as url:
-        fake.base_url = url
-        yield Api(fake=fake, url=url)
-
-
-def settings(url: str, **kwargs: Any) -> SlackSettings:
-    kwargs.setdefault("allowlist", Allowlist(users=frozenset({USER})))
-    kwargs.setdefault("rate", RateLimit(per_minute=600, burst=100))
-    return SlackSettings(token=TOKEN, signing_secret=SIGNING_SECRET, api_url=f"{url}/api", **kwargs)
+    with serving() as served:
+        yield served
 
 
 def bridge(gateway: Gateway, url: str, **kwargs: Any) -> Bridge:
-    s = settings(url, **kwargs)
-    return Bridge(
-        gateway,
-        SlackAdapter(s),
-        allowlist=s.allowlist,
-        rates=ChatRates(s.rate),
-        typing_every=0.05,
-    )
+    given = rig_settings(USER, kwargs)
+    s = SlackSettings(token=TOKEN, signing_secret=SIGNING_SECRET, api_url=f"{url}/api", **given)
+    return bridge_on(gateway, SlackAdapter(s), s, retry_every=RETRY_EVERY)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -98,12 +86,68 @@ class Slack:
 async def slack_to(gateway: Gateway, b: Bridge, api: Api) -> AsyncIterator[Slack]:
     """Slack delivering to the gateway's routes for `b` (started and stopped here; on
     the way out everything it started is finished first)."""
-    app = create_app(gateway, tokens=tokens(), platforms=[b])
-    await b.start()
-    try:
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://gw") as client:
-            yield Slack(fake=api.fake, client=client)
-        await b.idle()
-    finally:
-        await b.stop()
+    async with app_client(gateway, b) as client, running(b):
+        yield Slack(fake=api.fake, client=client)
+
+
+class SlackChat(FakeChat):
+    """The test user's direct messages with the app, on the fake Slack, delivered to the
+    gateway's signed routes."""
+
+    platform = "slack"
+    user, other = USER, OTHER
+    stored = f"{DM}//{USER}"
+    silences = False  # Slack has no silent messages: a bot's notify as the channel says
+
+    def __init__(self, api: Api) -> None:
+        super().__init__(api, bridge)
+        self.api = api
+        self._slack: Slack | None = None
+
+    @asynccontextmanager
+    async def talking(self, gateway: Gateway, b: Bridge) -> AsyncIterator[Bridge]:
+        async with slack_to(gateway, b, self.api) as self._slack:
+            yield b
+
+    @property
+    def slack(self) -> Slack:
+        assert self._slack is not None, "only while talking"
+        return self._slack
+
+    async def say(self, text: str) -> str:
+        event = self.fake.event(text)
+        assert await self.slack.deliver(event) == 200
+        return str(event["event_id"])
+
+    def texts(self) -> list[str]:
+        return self.fake.texts()
+
+    def quiet(self) -> list[bool]:
+        return [False for _ in self.fake.sent()]
+
+    def edits(self) -> list[str]:
+        return [e["text"] for e in self.fake.sent("chat.update")]
+
+    def notes(self) -> list[str]:
+        return [e["text"] for e in self.fake.sent("chat.postEphemeral")]
+
+    def asked(self) -> list[dict[str, Any]]:
+        return list(self.fake.asked)
+
+    def buttons(self, question: dict[str, Any]) -> list[str]:
+        return [e["text"]["text"] for e in question["blocks"][-1]["elements"]]
+
+    async def press(self, question: dict[str, Any], button: int, *, other: bool = False) -> None:
+        assert await self.slack.press(question, button, user=OTHER if other else USER) == 200
+
+    def fail_sends(self, count: int) -> None:
+        self.fake.fail_next["chat.postMessage"] = count
+
+    def check_questions(self) -> None:
+        for question in self.asked():  # each button carries the question's token and its index
+            values = [e["value"] for e in question["blocks"][-1]["elements"]]
+            assert all(v.endswith(f":{i}") for i, v in enumerate(values))
+        # a note is seen only by who pressed; an answered question loses its buttons
+        for note in self.fake.sent("chat.postEphemeral"):
+            assert note["user"] == (OTHER if note["text"] == NOT_YOURS else USER)
+        assert all(e["blocks"] == [] for e in self.fake.sent("chat.update"))

@@ -1,40 +1,36 @@
-"""The Telegram tests' rig: the fake Bot API on loopback, and bridges on a sim gateway."""
+"""The Telegram tests' rig: the fake Bot API on loopback, bridges on a sim gateway, and
+the user's side of a chat (`TelegramChat`, a `platform_checks.Chat`)."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from collections.abc import Iterator
+from contextlib import AbstractContextManager
+from typing import Any
 
 import pytest
 
-from stoker.gateway.platforms.access import Allowlist, ChatRates, RateLimit
-from stoker.gateway.platforms.bridge import Bridge
-from stoker.gateway.platforms.settings import TelegramSettings
-from stoker.gateway.platforms.telegram import TelegramAdapter
-from stoker.gateway.server import serve_in_thread
 from stoker.gateway.service import Gateway
-from stoker.providers.sim.model import RuleModel
-from stoker.wire.blocks import Block, TextBlock
-from stoker.wire.messages import UserMessage
-from stoker.wire.request import Request
+from stoker.platforms.bridge import Bridge
+from stoker.platforms.telegram.adapter import TelegramAdapter
+from stoker.platforms.telegram.settings import TelegramSettings
+from tests import fake_platform
 from tests.fake_telegram import FakeTelegram
+from tests.platform_checks import FakeChat, bridge_on, rig_settings
 
 TOKEN = "123456789:AAE-fake_token_for_tests_only_0123456"
 USER = 42
+OTHER = 43
+Api = fake_platform.Api[FakeTelegram]
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Api:
-    fake: FakeTelegram
-    url: str
+def serving() -> AbstractContextManager[Api]:
+    return fake_platform.serve(FakeTelegram(token=TOKEN))
 
 
 @pytest.fixture
 def api() -> Iterator[Api]:
-    fake = FakeTelegram(token=TOKEN)
-    with serve_in_thread(fake.app()) as url:
-        yield Api(fake=fake, url=url)
+    with serving() as served:
+        yield served
 
 
 class Clock:
@@ -45,57 +41,58 @@ class Clock:
         return self.now
 
 
-def settings(url: str, **kwargs: object) -> TelegramSettings:
-    kwargs.setdefault("allowlist", Allowlist(users=frozenset({str(USER)})))
-    kwargs.setdefault("rate", RateLimit(per_minute=600, burst=100))
-    kwargs.setdefault("token", TOKEN)
-    return TelegramSettings(api_url=url, poll_timeout=1, **kwargs)  # type: ignore[arg-type]
-
-
 def bridge(
     gateway: Gateway,
     url: str,
     *,
     now: Clock | None = None,
     retry_every: float = 60.0,
-    **kwargs: object,
+    **kwargs: Any,
 ) -> Bridge:
-    s = settings(url, **kwargs)
-    rates = ChatRates(s.rate, now=now) if now is not None else ChatRates(s.rate)
-    return Bridge(
-        gateway,
-        TelegramAdapter(s, retry_pause=0.05),
-        allowlist=s.allowlist,
-        rates=rates,
-        typing_every=0.05,
-        retry_every=retry_every,
-    )
+    given = rig_settings(str(USER), {"token": TOKEN, **kwargs})
+    s = TelegramSettings(api_url=url, poll_timeout=1, **given)
+    adapter = TelegramAdapter(s, retry_pause=0.05)
+    return bridge_on(gateway, adapter, s, now=now, retry_every=retry_every)
 
 
-@asynccontextmanager
-async def running(b: Bridge) -> AsyncIterator[Bridge]:
-    """`b` receiving; on the way out everything it started is finished, then it stops."""
-    await b.start()
-    try:
-        yield b
-        await b.idle()
-    finally:
-        await b.stop()
+class TelegramChat(FakeChat):
+    """The test user's private chat with the bot, on the fake Bot API."""
 
+    platform = "telegram"
+    user, other = str(USER), str(OTHER)
+    stored = f"{USER}//{USER}"
+    silences = True
 
-LONG = "\n\n".join(
-    f"Paragraph {i}: " + "words that fill a phone screen & more <tags> " * 12 for i in range(40)
-)
+    def __init__(self, api: Api) -> None:
+        super().__init__(api, bridge)
 
+    async def say(self, text: str) -> str:
+        return str(self.fake.user_message(text)["update_id"])
 
-class ChatModel:
-    """The rule model, except "long ..." gets a reply longer than a Telegram message."""
+    def texts(self) -> list[str]:
+        return self.fake.texts()
 
-    def __init__(self, inner: object | None = None) -> None:
-        self.inner = inner or RuleModel()
+    def quiet(self) -> list[bool]:
+        return [bool(p.get("disable_notification")) for p in self.fake.sent()]
 
-    def respond(self, request: Request) -> tuple[Block, ...]:
-        last = request.messages[-1]
-        if isinstance(last, UserMessage) and last.text.startswith("long"):
-            return (TextBlock(text=LONG),)
-        return self.inner.respond(request)  # type: ignore[attr-defined,no-any-return]
+    def edits(self) -> list[str]:
+        return [e["text"] for e in self.fake.sent("editMessageText")]
+
+    def notes(self) -> list[str]:
+        return [a["text"] for a in self.fake.sent("answerCallbackQuery")]
+
+    def asked(self) -> list[dict[str, Any]]:
+        return [p for p in self.fake.posted if p["reply_markup"]]
+
+    def buttons(self, question: dict[str, Any]) -> list[str]:
+        return [b["text"] for row in question["reply_markup"]["inline_keyboard"] for b in row]
+
+    async def press(self, question: dict[str, Any], button: int, *, other: bool = False) -> None:
+        self.fake.press(question, button, user=OTHER if other else USER)
+
+    def fail_sends(self, count: int) -> None:
+        self.fake.fail_next["sendMessage"] = count
+
+    def check_questions(self) -> None:
+        for question in self.asked():  # one row of buttons under the question
+            assert len(question["reply_markup"]["inline_keyboard"]) == 1

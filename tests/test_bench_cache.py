@@ -1,4 +1,4 @@
-"""`stoker bench cache` holds whole sessions to the ideal: the figures the README quotes
+"""`stoker bench cache` holds whole sessions to the ideal: the figures docs/benchmarks.md quotes
 are checked here on every run (the workloads take about a second on the simulator)."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The fleet workload: fresh sessions of one agent read the shared prefix on every wire
-when keys are content-addressed and sharded (the README's figures come from
+when keys are content-addressed and sharded (docs/benchmarks.md's figures come from
 `stoker bench cache --workload fleet`; this runs a smaller fleet at the highest rate)."""
 
 from __future__ import annotations

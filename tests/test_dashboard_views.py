@@ -87,6 +87,7 @@ def test_every_verdict_has_one_kind_and_misses_are_the_undeliberate_ones() -> No
         "declared": "declared",
         "kept_warm": "keep_warm",
         "below_minimum": "uncacheable",
+        "no_breakpoint": "uncacheable",
         **{
             v: "miss"
             for v in (
@@ -98,6 +99,7 @@ def test_every_verdict_has_one_kind_and_misses_are_the_undeliberate_ones() -> No
                 "cold",
                 "overflow",
                 "unexplained",
+                "rerouted",
             )
         },
     }

@@ -109,7 +109,7 @@ async def _served_again(c: httpx.AsyncClient, sid: str, *, stream: bool = False)
 
 
 class Case(NamedTuple):
-    """One row of the README's failure table, as the gateway must answer it."""
+    """One row of the failure table (docs/failures.md), as the gateway must answer it."""
 
     fault: Fault
     stream: bool

@@ -35,12 +35,14 @@ LAYERS = {
     "session_views": 7,
     "session_ids": 7,
     "report": 7,
-    "bench": 8,
     "gateway": 8,
     "proxy": 8,
-    "cli": 9,
-    "__init__": 10,
-    "__main__": 10,
+    "audit": 8,
+    "platforms": 9,  # above the gateway: its bridges run as the gateway app's companions
+    "bench": 9,  # drives the gateway and the proxy, in process or as children
+    "cli": 10,
+    "__init__": 11,
+    "__main__": 11,
 }
 
 
@@ -108,6 +110,33 @@ def test_no_upward_imports() -> None:
             itop, irank = _layer(imported)
             if itop != top and irank >= rank:
                 bad.append(f"{module} (layer {top}={rank}) imports {imported} ({itop}={irank})")
+    assert bad == []
+
+
+def test_the_gateway_never_imports_the_platforms() -> None:
+    """Not even inside a function: the platforms run beside the gateway as companions of
+    its app, and only whoever composes the process (`stoker serve`) knows both."""
+    bad = [
+        f"{module} imports {imported}"
+        for module, imports in _graph(inner=True).items()
+        if module.startswith("stoker.gateway")
+        for imported in imports
+        if imported == "stoker.platforms" or imported.startswith("stoker.platforms.")
+    ]
+    assert bad == []
+
+
+def test_the_platforms_use_only_the_gateways_public_names() -> None:
+    """The platforms' room depends on what the gateway offers, never on its privates."""
+    bad = []
+    for path in (ROOT / "platforms").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(
+                "stoker.gateway"
+            ):
+                private = [a.name for a in node.names if a.name.startswith("_")]
+                if private or any(p.startswith("_") for p in (node.module or "").split(".")):
+                    bad.append(f"{path.name}: from {node.module} import {private}")
     assert bad == []
 
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from stoker.gateway.platforms.access import Allowlist, ChatRates, RateLimit
-from stoker.gateway.platforms.base import ChatKey
+from stoker.platforms.access import Allowlist, ChatRates, RateLimit
+from stoker.platforms.base import ChatKey
 
 STEPS = st.lists(st.tuples(st.floats(0, 30), st.sampled_from("abc")), max_size=80)
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from stoker.gateway.platforms.attachments import file_block, is_text, text_of
-from stoker.gateway.platforms.base import Attachment
+from stoker.platforms.attachments import file_block, is_text, text_of
+from stoker.platforms.base import Attachment
 from stoker.wire.blocks import image_type
 from tests.images import png
 

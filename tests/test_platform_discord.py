@@ -8,48 +8,27 @@ import asyncio
 import base64
 import json
 import logging
-import re
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from stoker.agent.review import ReviewConfig
-from stoker.gateway.platforms.access import Allowlist
-from stoker.gateway.platforms.base import ChatKey
-from stoker.gateway.platforms.discord import FORMATTING
+from stoker.platforms.access import Allowlist
+from stoker.platforms.discord.adapter import FORMATTING
 from stoker.providers.sim.engine import SimEngine
 from stoker.providers.sim.provider import SimProvider
 from stoker.store.base import SqlEventStore
-from stoker.tools import ToolRegistry, Toolset
-from stoker.toolsets.workspace import workspace_toolset
 from stoker.wire.blocks import MAX_IMAGE_BYTES, ImageBlock, TextBlock
 from stoker.wire.messages import UserMessage
-from stoker.wire.record import CacheRecord
-from tests.discord_rig import TOKEN, Api, api, bridge
+from tests.discord_rig import NO_EMBEDS, TOKEN, Api, DiscordChat, api, bridge, seen
 from tests.fake_discord import CHANNEL, DM, GUILD, USER
-from tests.helpers import make_registry
 from tests.images import png
-from tests.platform_checks import (
-    assert_review_reads_the_turn,
-    assert_tenth_reads_the_ninth,
-    chat_rig,
-)
-from tests.store_fixtures import reopen
-from tests.telegram_rig import LONG, running
+from tests.platform_checks import ASKED, LONG, Crash, chat_rig, running, user_texts
 from tests.test_gateway_support import make_rig
-from tests.test_platform_telegram import _Stuck
-from tests.test_review import ReviewingModel, memory
+from tests.test_review import ReviewingModel
 
 __all__ = ["api"]
-SILENT = 4096  # Discord's SUPPRESS_NOTIFICATIONS flag
-NO_EMBEDS = 4  # SUPPRESS_EMBEDS
-EPHEMERAL = 64
-
-
-def _seen(content: str) -> str:
-    """A message as Discord shows it: a backslash escape shows the character alone."""
-    return re.sub(r"\\(.)", r"\1", content)
 
 
 async def _exchange(api: Api, text: str, *, replies: int = 1, **kwargs: Any) -> list[str]:
@@ -57,11 +36,11 @@ async def _exchange(api: Api, text: str, *, replies: int = 1, **kwargs: Any) -> 
     before = len(api.fake.sent())
     api.fake.user_message(text, **kwargs)
     await api.fake.wait_for(lambda: len(api.fake.sent()) >= before + replies)
-    return [_seen(str(m["content"])) for m in api.fake.sent()[before:]]
+    return [seen(str(m["content"])) for m in api.fake.sent()[before:]]
 
 
 def _contents(api: Api) -> list[str]:
-    return [_seen(str(m["content"])) for m in api.fake.sent()]
+    return DiscordChat(api).texts()
 
 
 async def test_a_message_runs_a_turn_and_the_reply_arrives(store: SqlEventStore, api: Api) -> None:
@@ -136,88 +115,30 @@ async def test_commands_work_in_a_dm_and_with_a_mention(store: SqlEventStore, ap
     assert new.prefix.system == old.prefix.system  # the same surface, the same formatting
 
 
-async def test_a_button_question_approves_and_another_denies(
-    store: SqlEventStore, api: Api
-) -> None:
-    rig = chat_rig(store)
-    b = bridge(rig.gateway, api.url, allowlist=Allowlist(users=frozenset({str(USER), "43"})))
-    key = ChatKey(platform="discord", chat=str(DM), user=str(USER))
-    async with running(b):
-        answers = []
-        for button in (0, 1):
-            ask = asyncio.create_task(b.ask(key, "Run shell 'ls'?", ["Allow", "Deny"]))
-            await api.fake.wait_for(lambda n=button: len(api.fake.sent()) == n + 1)
-            question = api.fake.history[DM][-1]
-            api.fake.press(question, button, user=43)  # another user: not theirs to answer
-            await api.fake.wait_for(
-                lambda n=button: len(api.fake.sent("interaction_callback")) == 2 * n + 1
-            )
-            api.fake.press(question, button)
-            answers.append(await ask)
-        api.fake.press(question, 0)  # a question already answered
-        await api.fake.wait_for(lambda: len(api.fake.sent("interaction_callback")) == 5)
-    assert answers == ["Allow", "Deny"]
-    buttons = api.fake.sent()[0]["components"][0]["components"]
-    assert [(b["label"], b["style"]) for b in buttons] == [("Allow", 1), ("Deny", 2)]
-    callbacks = api.fake.sent("interaction_callback")
-    assert all(c["type"] == 4 and c["data"]["flags"] == EPHEMERAL for c in callbacks)
-    assert [c["data"]["content"] for c in callbacks] == [
-        "This question is not yours to answer.",
-        "Allow",
-        "This question is not yours to answer.",
-        "Deny",
-        "This question is no longer open.",
-    ]
-    edits = api.fake.sent("edit_message")
-    assert [e["content"] for e in edits] == ["Run shell 'ls'?\n→ Allow", "Run shell 'ls'?\n→ Deny"]
-    assert all(e["components"] == [] for e in edits)  # the buttons go with the answer
-    assert await store.list_sessions() == []  # a question is not a turn
-
-
 async def test_a_restart_mid_turn_loses_nothing_and_answers_nothing_twice(
     store: SqlEventStore, api: Api
 ) -> None:
     """Discord does not deliver again: a message sent while the gateway was down is read
     back from the channel's history at the next connection."""
     rig = chat_rig(store)
-    sim = rig.provider
-    assert isinstance(sim, SimProvider)
-    stuck = _Stuck(sim)
-    rig.provider = stuck  # type: ignore[assignment]
+    crash = Crash(rig)
     first = bridge(rig.gateway, api.url)
     await first.start()
     assert await _exchange(api, "one") == ["Understood: one"]
     cut = api.fake.user_message("stuck two")
-    await stuck.entered.wait()
-    await first.stop(grace=0)  # the process dies mid-turn (its writes are shielded)
-    # ...without letting go of its lease on the update, as a killed process does
-    assert await store.take_lease(f"platform:discord:{cut['id']}", "the-dead", seconds=1.0)
+    await crash.kill(first, cut["id"])
     api.fake.user_message("three, sent while the gateway was down")
     assert not api.fake.connected
-    rig.provider = sim
-    reopened = reopen(store)
-    try:
-        second = bridge(rig.another_process(reopened), api.url, retry_every=0.2)
-        async with running(second):
+    async with crash.restart(store) as gateway:
+        async with running(bridge(gateway, api.url, retry_every=0.2)):
             await api.fake.wait_for(lambda: len(api.fake.sent()) == 3)
             assert await _exchange(api, "four") == ["Understood: four"]
-        assert _contents(api) == [
-            "Understood: one",
-            "Understood: stuck two",
-            "Understood: three, sent while the gateway was down",
-            "Understood: four",
-        ]
-        sid = await reopened.chat_session("discord", f"{DM}//{USER}")
-        assert sid is not None
-        stored = await reopened.load(sid)
-        asked = [m.text for m in stored.messages if isinstance(m, UserMessage) and m.text]
-        assert asked == ["one", "stuck two", "three, sent while the gateway was down", "four"]
-        assert await reopened.pending_updates("discord") == []
-        # the catch-up asked for what came after the newest message it had accepted
-        (caught,) = [c for c in api.fake.sent("get_messages") if c["channel_id"] == DM]
-        assert caught["after"] == int(cut["id"])
-    finally:
-        await reopened.close()
+        assert _contents(api) == [f"Understood: {text}" for text in ASKED]
+        assert await user_texts(gateway.store, "discord", f"{DM}//{USER}") == ASKED
+        assert await gateway.store.pending_updates("discord") == []
+    # the catch-up asked for what came after the newest message it had accepted
+    (caught,) = [c for c in api.fake.sent("get_messages") if c["channel_id"] == DM]
+    assert caught["after"] == int(cut["id"])
 
 
 async def test_a_dropped_connection_resumes_and_gets_what_it_missed(
@@ -239,26 +160,6 @@ async def test_a_dropped_connection_resumes_and_gets_what_it_missed(
     ]
 
 
-async def test_an_answer_not_delivered_is_delivered_after_a_restart_without_a_new_turn(
-    store: SqlEventStore, api: Api
-) -> None:
-    rig = chat_rig(store)
-    api.fake.fail_next["create_message"] = 1  # Discord is down when the answer goes out
-    async with running(bridge(rig.gateway, api.url)):
-        message = api.fake.user_message("hello")
-        await api.fake.wait_for(lambda: len(api.fake.sent()) == 1)
-    (pending,) = await store.pending_updates("discord")
-    assert pending.key == message["id"]
-    sim = rig.provider
-    assert isinstance(sim, SimProvider)
-    calls = len(sim.requests)
-    async with running(bridge(rig.another_process(store), api.url)):
-        await api.fake.wait_for(lambda: len(api.fake.sent()) == 2)
-    assert _contents(api) == ["Understood: hello", "Understood: hello"]  # failed, then sent
-    assert len(sim.requests) == calls  # replayed from the idempotency store, not run again
-    assert await store.pending_updates("discord") == []
-
-
 async def test_nobody_outside_the_allowlist_gets_anything(store: SqlEventStore, api: Api) -> None:
     rig = chat_rig(store)
     async with running(bridge(rig.gateway, api.url, allowlist=Allowlist())) as b:
@@ -275,35 +176,6 @@ async def test_nobody_outside_the_allowlist_gets_anything(store: SqlEventStore, 
     assert await store.list_sessions() == []
     assert await store.pending_updates("discord") == []
     assert await store.latest_updates("discord") == []  # nothing stored, not even the id
-
-
-async def test_tool_progress_edits_one_status_message_and_a_review_follows_quietly(
-    store: SqlEventStore, api: Api, recorded_calls: list[CacheRecord]
-) -> None:
-    registry = make_registry()
-    registry.register(Toolset(name="memory_tools", tools=[memory]))
-    rig = make_rig(store, registry=registry, review=ReviewConfig(memory_every=1))
-    rig.provider = SimProvider(engine=SimEngine(model=ReviewingModel()), clock=rig.clock)
-    async with running(bridge(rig.gateway, api.url)):
-        api.fake.user_message("read_file 'a.md'")
-        await api.fake.wait_for(lambda: len(api.fake.sent()) == 3)
-    status, answer, review = api.fake.sent()
-    assert (status["content"], status["flags"]) == ("⚙ read\\_file", NO_EMBEDS | SILENT)
-    assert [e["content"] for e in api.fake.sent("edit_message")] == ["✓ read\\_file"]
-    assert answer["content"] == "Done. Tool results: read_file ok: a.md"
-    assert (review["content"], review["flags"]) == ("Memory updated", NO_EMBEDS | SILENT)
-    # the review is a fork of the platform turn: it reads everything the turn cached
-    assert_review_reads_the_turn(recorded_calls)
-
-
-async def test_a_chats_tenth_message_reads_the_whole_prefix_of_its_ninth(
-    store: SqlEventStore, api: Api
-) -> None:
-    rig = chat_rig(store)
-    async with running(bridge(rig.gateway, api.url)):
-        for i in range(1, 11):
-            assert await _exchange(api, f"message {i}") == [f"Understood: message {i}"]
-    await assert_tenth_reads_the_ninth(rig.gateway, "discord", f"{DM}//{USER}", str(USER))
 
 
 async def test_an_image_and_a_text_file_reach_the_model_after_the_text(
@@ -358,44 +230,6 @@ async def test_attachments_the_model_cannot_take_get_a_clear_reply_and_the_text_
     assert [d["file"] for d in api.fake.sent("download")] == ["file2"]  # nothing else fetched
 
 
-def _questions(api: Api) -> list[dict[str, Any]]:
-    return [m for m in api.fake.sent() if m.get("components")]
-
-
-async def test_a_risky_call_asks_with_buttons_and_runs_only_when_allowed(
-    store: SqlEventStore, api: Api, tmp_path: Path
-) -> None:
-    """The workspace's `add_note` is risky: each call posts Allow / Deny in the chat, and
-    the turn goes on with what the chat's user pressed, stored with who decided."""
-    rig = make_rig(store, registry=ToolRegistry([workspace_toolset(tmp_path)]), keep_warm=False)
-    async with running(bridge(rig.gateway, api.url)):
-        for n, (text, button) in enumerate(
-            [("add_note 'ship on friday'", 0), ("add_note 'and on monday'", 1)]
-        ):
-            api.fake.user_message(text)
-            await api.fake.wait_for(lambda n=n: len(_questions(api)) == n + 1)
-            question = [m for m in api.fake.history[DM] if m["components"]][-1]
-            api.fake.press(question, button)
-            await api.fake.wait_for(
-                lambda n=n: sum(t.startswith("Done.") for t in _contents(api)) == n + 1
-            )
-    assert [q["content"] for q in _questions(api)] == [  # escaped: shown as written
-        'Allow add\\_note(text="ship on friday")?',
-        'Allow add\\_note(text="and on monday")?',
-    ]
-    assert (tmp_path / "NOTES.md").read_text() == "- ship on friday\n"  # denied: never ran
-    sid = await store.chat_session("discord", f"{DM}//{USER}")
-    assert sid is not None
-    events = await store.events(sid)
-    decided = [json.loads(body) for _, kind, _, body in events if kind == "approval_decided"]
-    assert [(d["approved"], d["by"]) for d in decided] == [
-        (True, f"user:discord:{USER}"),
-        (False, f"user:discord:{USER}"),
-    ]
-    answers = [t for t in _contents(api) if t.startswith("Done.")]
-    assert "the user denied add_note" in answers[-1]
-
-
 async def test_slash_commands_are_registered_and_answered_in_place(
     store: SqlEventStore, api: Api
 ) -> None:
@@ -424,7 +258,7 @@ async def test_slash_commands_are_registered_and_answered_in_place(
     assert registered["model"]["options"][0]["required"] is True
     deferred = api.fake.sent("interaction_callback")
     assert [c["type"] for c in deferred] == [5, 5, 5]  # "thinking...", then the answer
-    usage, model, new = (_seen(f["content"]) for f in api.fake.sent("followup"))
+    usage, model, new = (seen(f["content"]) for f in api.fake.sent("followup"))
     assert usage.startswith("1 requests, $")
     assert "claude-fable-5-1" in model
     second = await store.chat_session("discord", f"{DM}//{USER}")

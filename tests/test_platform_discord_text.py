@@ -8,9 +8,9 @@ from discord.utils import escape_markdown
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stoker.gateway.platforms.discord import LIMIT, _plain
-from stoker.gateway.platforms.discord_markdown import discord_markdown
-from stoker.gateway.platforms.text import render, utf16_length
+from stoker.platforms.discord.adapter import LIMIT, _plain
+from stoker.platforms.discord.markup import discord_markdown
+from stoker.platforms.text import render, utf16_length
 from tests.test_platform_text import MARKDOWN, WORDS
 
 
@@ -30,18 +30,6 @@ def test_text_outside_code_survives_as_written(text: str, limit: int) -> None:
     assert "".join(messages).translate(squeeze) == text.replace("`", "").replace("#", "").translate(
         squeeze
     )
-
-
-def test_a_fence_split_across_messages_is_code_in_each_with_its_language() -> None:
-    code = "\n".join(f"line {i} = {i} < 2" for i in range(40))
-    text = f"Here:\n\n```python\n{code}\n```\nDone."
-    messages = render(text, 300, discord_markdown, measure=utf16_length)
-    assert len(messages) > 2
-    assert messages[0].startswith("Here:\n\n```python\nline 0 = 0 < 2\n")
-    for m in messages[1:-1]:
-        assert m.startswith("```python\n")
-        assert m.endswith("```")
-    assert "".join(messages).count("line ") == 40
 
 
 def test_headings_become_bold_and_the_rest_is_left_to_discord() -> None:

@@ -10,7 +10,7 @@ import logging
 import pytest
 
 from stoker.gateway.images import MAX_IMAGES
-from stoker.gateway.platforms.slack import NO_SCOPE
+from stoker.platforms.slack.adapter import NO_SCOPE
 from stoker.store.base import SqlEventStore
 from stoker.wire.blocks import MAX_IMAGE_BYTES, ImageBlock, TextBlock
 from stoker.wire.messages import UserMessage

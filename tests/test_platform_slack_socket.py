@@ -11,21 +11,16 @@ import logging
 
 import pytest
 
-from stoker.gateway.platforms.access import Allowlist
-from stoker.gateway.platforms.base import ChatKey
-from stoker.gateway.platforms.bridge import Bridge
 from stoker.gateway.service import Gateway
-from stoker.providers.sim.provider import SimProvider
+from stoker.platforms.access import Allowlist
+from stoker.platforms.base import ChatKey
+from stoker.platforms.bridge import Bridge
 from stoker.store.base import SqlEventStore
 from tests.fake_slack import BOT_USER
-from tests.platform_checks import chat_rig
-from tests.slack_rig import DM, TOKEN, USER, Api, api, bridge
-from tests.store_fixtures import reopen
-from tests.telegram_rig import running
-from tests.test_platform_telegram import _Stuck
+from tests.platform_checks import ASKED, Crash, chat_rig, running
+from tests.slack_rig import APP_TOKEN, DM, TOKEN, USER, Api, api, bridge
 
 __all__ = ["api"]
-APP_TOKEN = "xapp-1-A0APP001-1234-fakeAppLevelToken0123456789"
 
 
 def _socket(gateway: Gateway, api: Api, **kwargs: object) -> Bridge:
@@ -69,36 +64,24 @@ async def test_socket_mode_restart_loses_nothing_and_answers_a_redelivery_once(
 ) -> None:
     rig = chat_rig(store)
     fake = api.fake
-    sim = rig.provider
-    assert isinstance(sim, SimProvider)
-    stuck = _Stuck(sim)
-    rig.provider = stuck  # type: ignore[assignment]
+    crash = Crash(rig)
     first = _socket(rig.gateway, api)
     await first.start()
     fake.envelope("events_api", fake.event("one"))
     await fake.wait_for(lambda: len(fake.sent()) == 1)
     cut = fake.event("stuck two")
     fake.envelope("events_api", cut)
-    await stuck.entered.wait()
     await fake.wait_for(lambda: len(fake.acks) == 2)  # accepted, so acknowledged
-    await first.stop(grace=0)  # the process dies mid-turn
+    await crash.kill(first)  # the process dies mid-turn
     fake.envelope("events_api", fake.event("three, sent while the gateway was down"))
     fake.envelope("events_api", cut)  # Slack delivering the cut-off event again
-    rig.provider = sim
-    reopened = reopen(store)
-    try:
-        async with running(_socket(rig.another_process(reopened), api)):
+    async with crash.restart(store) as gateway:
+        async with running(_socket(gateway, api)):
             await fake.wait_for(lambda: len(fake.sent()) == 3 and not fake.unacked)
-        assert fake.texts() == [
-            "Understood: one",
-            "Understood: stuck two",
-            "Understood: three, sent while the gateway was down",
-        ]
+        assert fake.texts() == [f"Understood: {text}" for text in ASKED[:3]]
         assert len(fake.acks) == 4
         assert fake.connections == 2
-        assert await reopened.pending_updates("slack") == []
-    finally:
-        await reopened.close()
+        assert await gateway.store.pending_updates("slack") == []
 
 
 async def test_socket_mode_answers_nobody_outside_the_allowlist(

@@ -10,9 +10,9 @@ import re
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stoker.gateway.platforms.mrkdwn import slack_mrkdwn
-from stoker.gateway.platforms.slack import LIMIT
-from stoker.gateway.platforms.text import render
+from stoker.platforms.slack.adapter import LIMIT
+from stoker.platforms.slack.markup import slack_mrkdwn
+from stoker.platforms.text import render
 from tests.test_platform_text import MARKDOWN, WORDS
 
 # A `<` in a message opens a link we made from a Markdown link, or nothing: Slack reads
@@ -43,18 +43,6 @@ def test_plain_text_survives_conversion_exactly(text: str, limit: int) -> None:
     assert html.unescape("".join(messages)).replace(" ", "").replace("\n", "") == (
         text.replace(" ", "").replace("\n", "")
     )
-
-
-def test_a_fence_split_across_messages_is_code_in_both() -> None:
-    code = "\n".join(f"line {i} = {i} < 2" for i in range(40))
-    text = f"Here:\n\n```python\n{code}\n```\nDone."
-    messages = render(text, 300, slack_mrkdwn)
-    assert len(messages) > 2
-    assert messages[0].startswith("Here:\n\n```\nline 0 = 0 &lt; 2\n")
-    for m in messages[1:-1]:
-        assert m.startswith("```\n")
-        assert m.endswith("```")
-    assert "".join(messages).count("line ") == 40
 
 
 def test_markdown_becomes_mrkdwn() -> None:

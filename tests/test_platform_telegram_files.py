@@ -11,8 +11,8 @@ from typing import Any
 
 from stoker.cache.models import ModelInfo
 from stoker.gateway.images import WITHOUT_TEXT
-from stoker.gateway.platforms.access import RateLimit
-from stoker.gateway.platforms.bridge import MAX_ATTEMPTS
+from stoker.platforms.access import RateLimit
+from stoker.platforms.bridge import MAX_ATTEMPTS
 from stoker.providers.base import CallContext, Completion
 from stoker.providers.sim.provider import SimProvider
 from stoker.store.base import SqlEventStore
@@ -20,11 +20,9 @@ from stoker.wire.blocks import MAX_IMAGE_BYTES, ImageBlock, TextBlock
 from stoker.wire.messages import UserMessage
 from stoker.wire.request import Request
 from tests.images import png
-from tests.platform_checks import chat_rig
-from tests.store_fixtures import reopen
-from tests.telegram_rig import USER, Api, api, bridge, running
+from tests.platform_checks import Crash, chat_rig, restarted, running
+from tests.telegram_rig import USER, Api, api, bridge
 from tests.test_gateway_support import Wrapped
-from tests.test_platform_telegram import _Stuck
 
 __all__ = ["api"]
 
@@ -204,16 +202,13 @@ async def test_a_restart_before_the_turn_downloads_the_photo_again_from_the_stor
     assert [p.key for p in await store.pending_updates("telegram")] == [str(update["update_id"])]
     assert api.fake.sent() == []
     api.fake.fail_next["getFile"] = 0
-    reopened = reopen(store)
-    try:
-        second = bridge(rig.another_process(reopened), api.url)
-        async with running(second):
+    async with restarted(rig, store) as gateway:
+        async with running(bridge(gateway, api.url)):
             await api.fake.wait_for(lambda: len(api.fake.sent()) == 1)
         assert api.fake.texts() == ["Understood: what is in it?"]
-        assert await _asked(reopened) == [(TextBlock(text="what is in it?"), _image(png(90, 90)))]
-        assert await reopened.pending_updates("telegram") == []
-    finally:
-        await reopened.close()
+        asked = await _asked(gateway.store)
+        assert asked == [(TextBlock(text="what is in it?"), _image(png(90, 90)))]
+        assert await gateway.store.pending_updates("telegram") == []
 
 
 async def test_a_download_that_keeps_failing_is_named_at_the_last_try_and_the_caption_answered(
@@ -264,24 +259,19 @@ async def test_a_turn_cut_off_with_its_photo_is_finished_after_a_restart_not_sen
     store: SqlEventStore, api: Api
 ) -> None:
     rig = chat_rig(store)
-    sim = _sim(rig)
-    stuck = _Stuck(sim)  # hangs on the turn whose text starts with "stuck"
-    rig.provider = stuck  # type: ignore[assignment]
+    crash = Crash(rig)  # the provider hangs on the turn whose text starts with "stuck"
     first = bridge(rig.gateway, api.url)
     await first.start()
     update = api.fake.photo("stuck: what is in it?")
-    await stuck.entered.wait()
-    await first.stop(grace=0)  # the process dies mid-turn, its user message stored
-    lease = f"platform:telegram:{update['update_id']}"
-    assert await store.take_lease(lease, "the-dead-process", seconds=0.1)
-    rig.provider = sim
+    # the process dies mid-turn, its user message stored
+    await crash.kill(first, str(update["update_id"]), lease=0.1)
     second = bridge(rig.another_process(store), api.url, retry_every=0.2)
     async with running(second):
         await api.fake.wait_for(lambda: len(api.fake.sent()) == 1)
     assert api.fake.texts() == ["Understood: stuck: what is in it?"]
     # the photo went once, with its text; the restart finished that turn
     assert await _asked(store) == [(TextBlock(text="stuck: what is in it?"), _image(png(90, 90)))]
-    assert len(sim.requests) == 1
+    assert len(crash.sim.requests) == 1
     assert await store.pending_updates("telegram") == []
 
 

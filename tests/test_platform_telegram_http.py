@@ -5,36 +5,42 @@ token never reaches a log line or the database."""
 from __future__ import annotations
 
 import logging
-import traceback
-import uuid
 from pathlib import Path
 
-import httpx
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from stoker.errors import ConfigError
-from stoker.gateway.app import create_app
-from stoker.gateway.config import load_config
-from stoker.gateway.platforms.telegram import SECRET_HEADER
-from stoker.gateway.server import build_app, build_gateway, serve_in_thread
+from stoker.gateway.service import Gateway
+from stoker.platforms.bridge import Bridge
+from stoker.platforms.telegram.adapter import SECRET_HEADER
 from stoker.store.base import SqlEventStore
-from stoker.store.sqlite import SQLiteStore
+from tests.platform_checks import (
+    JSON,
+    app_client,
+    assert_start_refused,
+    files_holding,
+    routes_of,
+    served,
+    toml_section,
+)
 from tests.telegram_rig import TOKEN, USER, Api, api, bridge
-from tests.test_gateway_support import make_rig, tokens
+from tests.test_gateway_support import make_rig
 
 __all__ = ["api"]
 SECRET = "hook-secret_0123456789"
 HOOK = "https://bot.example/platforms/telegram"
 
 
+def _hooked(gateway: Gateway, api: Api) -> Bridge:
+    return bridge(gateway, api.url, mode="webhook", webhook_url=HOOK, webhook_secret=SECRET)
+
+
 async def test_a_webhook_update_needs_the_secret_and_a_retry_is_answered_once(
     store: SqlEventStore, api: Api
 ) -> None:
     rig = make_rig(store)
-    b = bridge(rig.gateway, api.url, mode="webhook", webhook_url=HOOK, webhook_secret=SECRET)
-    app = create_app(rig.gateway, tokens=tokens(), platforms=[b])
+    b = _hooked(rig.gateway, api)
     await b.start()
     try:
         assert api.fake.sent("setWebhook") == [
@@ -46,8 +52,7 @@ async def test_a_webhook_update_needs_the_secret_and_a_retry_is_answered_once(
         ]
         update = api.fake.user_message("hello hook")
         api.fake.updates.clear()  # delivered by the webhook, not by getUpdates
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://gw") as c:
+        async with app_client(rig.gateway, b) as c:
             path = "/platforms/telegram"
             refused = [
                 (await c.post(path, json=update)).status_code,
@@ -71,21 +76,14 @@ async def test_serve_config_starts_the_bot_and_the_token_is_never_logged_or_stor
     tmp_path: Path, api: Api, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.DEBUG)
-    database = tmp_path / "gateway.db"
-    config_file = tmp_path / "gateway.toml"
-    config_file.write_text(
-        f'database = "{database}"\n'
-        "[platforms.telegram]\n"
-        'token_env = "BOT_TOKEN"\n'
-        f'api_url = "{api.url}"\n'
-        f"allowed_users = [{USER}]\n"
-        "poll_timeout_seconds = 1\n",
-        encoding="utf-8",
+    table = toml_section(
+        "telegram",
+        token_env="BOT_TOKEN",
+        api_url=api.url,
+        allowed_users=[USER],
+        poll_timeout_seconds=1,
     )
-    config = load_config(config_file, env={"BOT_TOKEN": TOKEN})
-    rig = make_rig(SQLiteStore(database))
-    gateway = build_gateway(config, store=rig.gateway.store, provider_factory=rig.factory)
-    with serve_in_thread(build_app(config, gateway)):
+    with served(tmp_path, table, {"BOT_TOKEN": TOKEN}) as gateway:
         api.fake.user_message("hello from the served gateway")
         await api.fake.wait_for(lambda: len(api.fake.sent()) == 1)
     assert api.fake.texts() == ["Understood: hello from the served gateway"]
@@ -93,22 +91,10 @@ async def test_serve_config_starts_the_bot_and_the_token_is_never_logged_or_stor
     assert "<redacted>" in caplog.text  # ...with the token masked
     assert TOKEN not in caplog.text
     assert TOKEN.split(":")[1] not in caplog.text
-    assert _files_holding(tmp_path, "gateway.db", TOKEN.split(":")[1]) == []
-    assert TOKEN not in repr(config)
+    assert files_holding(tmp_path, "gateway.db", TOKEN.split(":")[1]) == []
+    assert TOKEN not in repr(gateway.config)
 
 
-def _files_holding(folder: Path, prefix: str, secret: str) -> list[str]:
-    """The files named `prefix`* (the database, its WAL) whose bytes contain `secret`."""
-    files = [p for p in folder.iterdir() if p.name.startswith(prefix)]
-    assert files
-    return [p.name for p in files if secret.encode() in p.read_bytes()]
-
-
-JSON = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.text(max_size=20),
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=10), inner),
-    max_leaves=20,
-)
 UPDATES = st.fixed_dictionaries(
     {"update_id": st.integers(1, 2**40)},
     optional={
@@ -135,19 +121,10 @@ UPDATES = st.fixed_dictionaries(
 async def test_any_webhook_body_is_answered_without_a_server_error(
     tmp_path: Path, api: Api, body: object
 ) -> None:
-    store = SQLiteStore(tmp_path / f"fuzz-{uuid.uuid4().hex}.db")
-    rig = make_rig(store)
-    b = bridge(rig.gateway, api.url, mode="webhook", webhook_url=HOOK, webhook_secret=SECRET)
-    app = create_app(rig.gateway, tokens=tokens(), platforms=[b])
-    transport = httpx.ASGITransport(app=app)
-    try:
-        async with httpx.AsyncClient(transport=transport, base_url="http://gw") as c:
-            r = await c.post("/platforms/telegram", json=body, headers={SECRET_HEADER: SECRET})
+    async with routes_of(tmp_path, lambda gateway: _hooked(gateway, api)) as (c, store):
+        r = await c.post("/platforms/telegram", json=body, headers={SECRET_HEADER: SECRET})
         assert r.status_code in (200, 400)
         assert await store.pending_updates("telegram") == []  # nothing from user 42 here
-    finally:
-        await b.idle()
-        await store.close()
 
 
 async def test_a_rejected_token_fails_the_start_without_showing_it(
@@ -157,8 +134,5 @@ async def test_a_rejected_token_fails_the_start_without_showing_it(
     wrong = "987654321:AAF-not_the_bot_token_987654321abcdef"
     rig = make_rig(store)
     b = bridge(rig.gateway, api.url, token=wrong)
-    with pytest.raises(ConfigError, match="Telegram rejected the bot token") as caught:
-        await b.start()
-    shown = "".join(traceback.format_exception(caught.value)) + caplog.text
-    assert wrong.split(":")[1] not in shown
+    await assert_start_refused(b, "Telegram rejected the bot token", wrong.split(":")[1], caplog)
     assert [name for name, _ in api.fake.calls] == []  # the fake refused it: no method ran

@@ -4,14 +4,20 @@ markup the platform refuses."""
 
 from __future__ import annotations
 
-import html
+from collections.abc import Callable
 from html.parser import HTMLParser
 
+import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from stoker.gateway.platforms.markup import telegram_html
-from stoker.gateway.platforms.text import FENCE, render, split, utf16_length
+from stoker.platforms.discord.markup import discord_markdown
+from stoker.platforms.slack.markup import slack_mrkdwn
+from stoker.platforms.telegram.markup import telegram_html
+from stoker.platforms.text import FENCE, Fence, render, split, utf16_length
+
+Convert = Callable[[str, Fence | None], tuple[str, Fence | None]]
+PRE = '<pre><code class="language-python">'
 
 WORDS = st.text(alphabet=st.characters(codec="utf-8", exclude_characters="\x00"), max_size=400)
 MARKDOWN = st.lists(
@@ -109,16 +115,27 @@ def test_plain_text_survives_conversion_exactly(text: str, limit: int) -> None:
     )
 
 
-def test_a_fence_split_across_messages_is_code_in_both() -> None:
-    code = "\n".join(f"line {i} = {i} * 2" for i in range(40))
+@pytest.mark.parametrize(
+    ("convert", "first", "reopened", "closed"),
+    [  # Telegram's HTML, Slack's mrkdwn (no language: Slack would show it), Discord's
+        (telegram_html, PRE + "line 0 = 0 &lt; 2\n", PRE, "</code></pre>"),
+        (slack_mrkdwn, "```\nline 0 = 0 &lt; 2\n", "```\n", "```"),
+        (discord_markdown, "```python\nline 0 = 0 < 2\n", "```python\n", "```"),
+    ],
+    ids=["telegram", "slack", "discord"],
+)
+def test_a_fence_split_across_messages_is_code_in_each(
+    convert: Convert, first: str, reopened: str, closed: str
+) -> None:
+    code = "\n".join(f"line {i} = {i} < 2" for i in range(40))
     text = f"Here:\n\n```python\n{code}\n```\nDone."
-    messages = render(text, 300, telegram_html)
+    messages = render(text, 300, convert, measure=utf16_length)
     assert len(messages) > 2
-    assert messages[0].startswith('Here:\n\n<pre><code class="language-python">')
+    assert messages[0].startswith("Here:\n\n" + first)
     for m in messages[1:-1]:
-        assert m.startswith('<pre><code class="language-python">')
-        assert m.endswith("</code></pre>")
-    assert "".join(html.unescape(_visible(m)) for m in messages).count("line ") == 40
+        assert m.startswith(reopened)
+        assert m.endswith(closed)
+    assert "".join(messages).count("line ") == 40
 
 
 def test_markdown_becomes_telegram_html() -> None:

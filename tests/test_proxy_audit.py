@@ -123,7 +123,7 @@ def test_anthropic_sdk_passes_byte_for_byte_and_the_usage_is_recorded(
     )
     assert [c.stream for c in recorded] == [stream] * 3
     # No breakpoints sent: each call's explanation says so, in the explainer's words.
-    assert {c.record.explanation.verdict for c in recorded if c.record} == {"below_minimum"}
+    assert {c.record.explanation.verdict for c in recorded if c.record} == {"no_breakpoint"}
     assert "no cache breakpoint" in recorded[1].record.explanation.detail  # type: ignore[union-attr]
 
 

@@ -77,7 +77,7 @@ def test_a_caching_off_sequence_replayed_through_optimize_reads_after_the_first_
             ]
         optimize.recorded()
         (replayed,) = asyncio.run(_calls(optimize.db))
-        (report,) = asyncio.run(_report(optimize.db))
+        report = asyncio.run(_report(optimize.db))
         sent = optimize.sim.sent_by(key)
     assert usages[0]["cache_read_input_tokens"] == 0
     assert all(u["cache_read_input_tokens"] > 0 for u in usages[1:])
@@ -86,17 +86,23 @@ def test_a_caching_off_sequence_replayed_through_optimize_reads_after_the_first_
     assert [r.record.usage.read for r in replayed if r.record] == [
         u["cache_read_input_tokens"] for u in usages
     ]
-    assert report.added_breakpoints[:2] == (
-        "#0 tools+system (5m)",
-        "#0 messages[0].content[0] (5m)",
-    )
+    assert [n for r in replayed for n in r.rewrites if "breakpoint" in n][:2] == [
+        "added breakpoint tools+system (5m)",
+        "added breakpoint messages[0].content[0] (5m)",
+    ]
     assert all(str(s).count("cache_control") <= 4 for s in sent)
-    assert report.read_share > 0.8
-    assert report.cost_vs_no_cache < 0.3
-    assert report.misses == ()
+    (tree,) = report.lineages
+    assert tree.notes[1] == (
+        "--optimize placed breakpoints in 8 calls: tools+system (5m) ×8, a message block (5m) ×8"
+    )
+    (figures,) = tree.extra["lineages"]
+    assert figures["read_share"] > 0.8
+    assert figures["writes_vs_ideal"] == 1.0
+    assert report.cost.usd < 0.3 * report.no_cache_cost.usd
+    assert tree.misses == ()
 
 
-async def _report(db: Path) -> list[Any]:
+async def _report(db: Path) -> Any:
     async with SQLiteStore(db) as store:
         return await proxy_report(store)
 
@@ -139,16 +145,19 @@ def test_report_command_lists_added_breakpoints_and_a_timestamp_it_cannot_fix(
         optimize.recorded()
         result = CliRunner().invoke(app, ["report-proxy", "--db", str(optimize.db), "--json"])
     assert result.exit_code == 0, result.output
-    (lineage,) = json.loads(result.output)
-    assert lineage["calls"] == 2
-    assert lineage["added_breakpoints"][0] == "#0 tools+system (5m)"
-    (cannot,) = lineage["cannot_fix"]
-    assert cannot.startswith("#1 system[0] at byte 20 [timestamp-like]")
+    (lineage,) = json.loads(result.output)["lineages"]
+    assert len(lineage["calls"]) == 2
+    assert "placed breakpoints in 2 calls: tools+system (5m) ×2" in lineage["notes"][1]
+    (cannot,) = [n for n in lineage["notes"] if n.startswith("cannot fix")]
+    assert cannot.startswith("cannot fix #1 system[0] at byte 20 [timestamp-like]")
     (miss,) = lineage["misses"]
-    assert (miss["seq"], miss["verdict"]) == (1, "diverged")
+    assert (miss["call"], miss["verdict"]) == (2, "diverged")
     assert miss["lost_tokens"] > 1024
     assert miss["cost_usd"] > 0
-    table = CliRunner().invoke(app, ["report-proxy", "--db", str(optimize.db)])
+    assert miss["fix"] == "send the previous bytes unchanged"
+    table = CliRunner().invoke(
+        app, ["report-proxy", "--db", str(optimize.db)], env={"COLUMNS": "200"}
+    )
     assert "cannot fix #1 system[0] at byte 20 [timestamp-like]" in table.output
 
 

@@ -1,11 +1,24 @@
-"""The README's library example runs as written (docs that run cannot rot)."""
+"""The README's examples run as written (docs that run cannot rot), and it stays short."""
 
 from __future__ import annotations
 
 import re
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+
+import pytest
+
+from tests.doc_examples import (
+    Block,
+    Services,
+    blocks,
+    check_block,
+    have_tools,
+    needs_services,
+    services,
+)
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 
@@ -35,3 +48,36 @@ def test_readme_typed_stream_and_sync_example_runs() -> None:
     assert "Done. Tool results: 4" in done.stdout
     assert "read from cache: True" in done.stdout
     assert lines[-1].startswith("verdict=")
+
+
+# The README's other blocks (install, gateway, proxy) are held to the docs' rules
+# (tests/doc_examples.py): python runs, shell parses, and `<!-- test: run -->` shell runs
+# against a live gateway.
+OTHER_BLOCKS = [b for b in blocks(README) if not (b.language == "python" and ("asyncio" in b.code))]
+
+
+@pytest.fixture(scope="module")
+def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Services]:
+    missing = have_tools()
+    if missing:
+        pytest.skip(f"the README's shell examples need {', '.join(missing)}")
+    with services(tmp_path_factory.mktemp("readme-services")) as found:
+        yield found
+
+
+@pytest.mark.parametrize("block", OTHER_BLOCKS, ids=[b.id for b in OTHER_BLOCKS])
+def test_readme_example(block: Block, request: pytest.FixtureRequest, tmp_path: Path) -> None:
+    live = request.getfixturevalue("live") if needs_services(block) else None
+    check_block(block, live, tmp_path)
+
+
+def test_the_readme_fits_on_a_screen_or_two_and_its_links_resolve() -> None:
+    text = README.read_text(encoding="utf-8")
+    assert len(text.splitlines()) < 250
+    targets = re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", text)
+    assert targets
+    missing = [t for t in targets if "://" not in t and not (README.parent / t).exists()]
+    assert not missing, missing
+    assert {"## Install", "## As a library", "## The gateway", "## The recording proxy"} <= {
+        line for line in text.splitlines() if line.startswith("## ")
+    }

@@ -18,6 +18,7 @@ from typing import Any, Literal
 
 from stoker.agent.background import BackgroundWarmth
 from stoker.agent.compaction import CompactionPolicy
+from stoker.agent.explicit import Holders
 from stoker.agent.fallback import Route
 from stoker.agent.integrations import USE_TOOLKIT, Integrations, use_toolkit_tool
 from stoker.agent.keepwarm import SpendLimits
@@ -40,6 +41,7 @@ from stoker.clock import Clock, SystemClock
 from stoker.config import Config
 from stoker.errors import ConfigError, ToolError
 from stoker.providers.base import Provider
+from stoker.providers.caches import cache_objects
 from stoker.providers.select import select_provider
 from stoker.tools import Tool, ToolRegistry, Toolset
 from stoker.wire.events import EventSink
@@ -111,6 +113,8 @@ class Agent:
     keep_warm: bool | SpendLimits = True
     portal: Portal = field(default_factory=Portal, init=False, compare=False, repr=False)
     warmth: BackgroundWarmth | None = field(default=None, init=False, compare=False, repr=False)
+    # Its sessions that may hold explicit cache objects (Gemini's), deleted at `aclose`.
+    holders: Holders = field(default_factory=Holders, init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         budget = self.thinking_budget
@@ -157,9 +161,11 @@ class Agent:
         object.__setattr__(self, "model", choice.model)
 
     async def aclose(self) -> None:
-        """Stop the sessions' keep-warm and close the providers' connections."""
+        """Stop the sessions' keep-warm, delete the explicit caches its sessions hold, and
+        close the providers' connections."""
         if self.warmth is not None:
             await self.warmth.aclose()
+        await self.holders.release_all()
         for provider in (self.provider, *(r.provider for r in self.routes)):
             close = getattr(provider, "aclose", None)
             if close is not None:
@@ -190,8 +196,19 @@ class Agent:
             self.session().send(text, output=output, callbacks=callbacks), what="agent.run_sync"
         )
 
+    async def sweep_caches(self) -> list[str]:
+        """Delete the explicit cache objects a process of this agent (its `name`) made on
+        this provider and left behind (it crashed, or was killed); the provider keeps the
+        ones it made itself. The names deleted. `stoker chat` and `stoker serve` run it at start;
+        nothing to do on providers without cache objects."""
+        caches = cache_objects(self.provider)
+        if caches is None or self.info.storage is None:
+            return []
+        return await caches.sweep_caches(self.name)
+
     def _watched(self, session: Session) -> Session:
         """`session`, kept warm in the background while the agent is open (`keep_warm`)."""
+        self.holders.track(session)
         if self.keep_warm is False:
             return session
         if self.warmth is None:
@@ -248,8 +265,9 @@ class Agent:
         return tuple(found[name] for name in sorted(found))
 
     def build_prefix(self, *, new_lineage: bool = False) -> Prefix:
-        """The frozen prefix a new session will send for its whole life. On OpenAI, a new
-        lineage's prefix carries its cache-key slot, chosen now (`stoker.cache.keys`)."""
+        """The frozen prefix a new session will send for its whole life. Where requests
+        carry a cache key (OpenAI, OpenRouter), a new lineage's prefix carries its slot,
+        chosen now (`stoker.cache.keys`)."""
         prefix = Prefix(
             params=CacheParams(
                 model=self.model,
@@ -265,7 +283,7 @@ class Agent:
             ),
         )
         info = self.info
-        if not new_lineage or info.provider != "openai":
+        if not new_lineage or not info.cache_key:
             return prefix
         routed = (info.regime or "L") == "L"
         slot = self.key_shards.slot(prefix, self.clock.now(), routed=routed, scope=self.cache_scope)

@@ -13,13 +13,14 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
+from stoker.agent import explicit
 from stoker.agent.compaction import summary_marks
 from stoker.agent.fallback import Detour, Route, sendable, transient, why
 from stoker.agent.seams import SessionAgent
 from stoker.agent.state import CacheState
 from stoker.cache.keys import cache_key
 from stoker.cache.models import ModelInfo
-from stoker.cache.planner import BlockRef, plan, stripped_from
+from stoker.cache.planner import BlockRef, CachePolicy, plan, stripped_from
 from stoker.cache.record import build_record
 from stoker.cache.time_policy import lifetimes, retention
 from stoker.errors import ProviderError
@@ -66,16 +67,19 @@ class Answered:
 
 
 def live_for(info: ModelInfo, ttl: Ttl | None) -> float:
-    """Seconds an entry of `ttl` lives on the provider of `info`."""
+    """Seconds an entry of `ttl` lives on the provider of `info` (an implicit cache's
+    entries: the model's `idle_ttl`, hours on DeepSeek, for ever on a local server)."""
     menu = lifetimes(info)
     if menu is None or ttl is None:
-        return 300.0
+        return info.idle_ttl if info.idle_ttl is not None else 300.0
     return menu.long if ttl == "1h" else menu.short
 
 
 def openai_key(agent: SessionAgent, info: ModelInfo, prefix: Prefix, root_id: str) -> str | None:
-    """OpenAI's key for the next request, counted toward the rate its shards follow."""
-    if info.provider != "openai":
+    """The key for the next request where the model's requests carry one
+    (`ModelInfo.cache_key`: OpenAI's `prompt_cache_key`, OpenRouter's `session_id`),
+    counted toward the rate its shards follow."""
+    if not info.cache_key:
         return None
     agent.key_shards.observe(prefix, agent.clock.now())
     return cache_key(prefix, root_id)
@@ -149,6 +153,10 @@ def next_request(
         # renders of the primary's messages as sent; a route or a stripped copy renders anew
         render_memo=state.render_memo if route is None and not stripped else {},
     )
+    if route is None and not stripped:  # the primary's own history: its explicit cache
+        held = explicit.reference(state, prefix, messages, agent.clock.now())
+        if held is not None:
+            request = replace(request, cache_object=held)
     return request, stripped
 
 
@@ -235,8 +243,24 @@ def measured(
         ttl_seconds=live_for(site.info, state.live_ttl),
     )
     record = after_stripping(record, request.messages, request.prefix, info)
+    record = as_reported(record, completion)
+    if request.cache_object is not None and state.explicit is not None:
+        record = replace(record, cache_read=min(record.usage.read, state.explicit.tokens))
     if route is not None:
         record = replace(record, fallback_of=site.prefix.params.model)
+    return record
+
+
+def as_reported(record: CacheRecord, completion: Completion) -> CacheRecord:
+    """The record with what the provider itself reported: its cost (OpenRouter's
+    `usage.cost` wins over the price table's arithmetic), and the prefill a local server's
+    cache saved (its cost is time: said beside the explanation)."""
+    if completion.cost_usd is not None:
+        record = replace(record, cost_usd=completion.cost_usd)
+    notes = [detail for cause, detail in completion.facts if cause == "prefill"]
+    if notes:
+        detail = "; ".join([record.explanation.detail, *notes]).strip("; ")
+        record = replace(record, explanation=replace(record.explanation, detail=detail))
     return record
 
 

@@ -80,9 +80,22 @@ def record_attributes(record: CacheRecord) -> Attributes:
         "stoker.cache.classification": why.classification,
         "stoker.cache.declared_break": record.declared_break,
         "stoker.cost_usd": record.cost_usd,
+        # explicit cache objects (Gemini's): storage a lifecycle call bought or gave back,
+        # and what a call read from a cache it named
+        "stoker.cache.storage_token_hours": record.storage_token_hours or None,
+        "stoker.cache.object_read_tokens": record.cache_read or None,
     }
     found.update({k: v for k, v in optional.items() if v is not None})
     return found
+
+
+# Stoker's provider names as the GenAI semantic conventions spell them, where they differ.
+SEMCONV_PROVIDERS = {"bedrock": "aws.bedrock"}
+
+
+def provider_name(provider: str) -> str:
+    """`gen_ai.provider.name` for one of Stoker's providers."""
+    return SEMCONV_PROVIDERS.get(provider, provider)
 
 
 class _Turn:
@@ -166,8 +179,9 @@ class OtelTelemetry:
             "gen_ai.operation.name": "invoke_agent",
             "gen_ai.agent.name": facts.agent,
             "gen_ai.conversation.id": facts.session_id,
-            "gen_ai.provider.name": facts.provider,
-            "gen_ai.system": facts.provider,  # the older name, for backends that still read it
+            "gen_ai.provider.name": provider_name(facts.provider),
+            # the older name, for backends that still read it
+            "gen_ai.system": provider_name(facts.provider),
             "gen_ai.request.model": facts.model,
             "stoker.session.id": facts.session_id,
             "stoker.session.role": facts.role,
@@ -191,13 +205,13 @@ class OtelTelemetry:
     def call(self, facts: CallFacts) -> Iterator[CallSpan]:
         common: Attributes = {
             "gen_ai.operation.name": "chat",
-            "gen_ai.provider.name": facts.provider,
+            "gen_ai.provider.name": provider_name(facts.provider),
             "gen_ai.request.model": facts.model,
             "stoker.session.role": facts.role,
         }
         attributes: Attributes = {
             **common,
-            "gen_ai.system": facts.provider,
+            "gen_ai.system": provider_name(facts.provider),
             "gen_ai.request.max_tokens": facts.max_tokens,
             "gen_ai.conversation.id": facts.session_id,
             "stoker.session.id": facts.session_id,

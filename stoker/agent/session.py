@@ -68,6 +68,7 @@ class Session(SessionBase):
       fork(), branch(), rebase(reason=...), adopt(agent)
       compact()   (a summary replaces the older history; turns also compact when due)
       warm_plan(), warm()   (keep-warm across idle gaps, see `stoker.agent.keepwarm`)
+      release_caches()   (delete an explicit cache it made, Gemini's; closing the agent does)
     """
 
     __slots__ = ()

@@ -14,7 +14,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any, Self
 
-from stoker.agent import calls, tool_runs
+from stoker.agent import calls, explicit, tool_runs
 from stoker.agent.compaction import Compacted, Summary, compact, due, request_tokens
 from stoker.agent.delegate import FanOut
 from stoker.agent.fallback import Detour
@@ -34,6 +34,7 @@ from stoker.agent.starts import (
 )
 from stoker.cache.models import ModelInfo
 from stoker.cache.pricing import cost_usd
+from stoker.cache.record import notify
 from stoker.cache.time_policy import WarmPlan
 from stoker.cache.tokens import estimate_tokens
 from stoker.errors import CompactionError, PrefixError
@@ -42,6 +43,7 @@ from stoker.tools import (
     Tool,
 )
 from stoker.wire.events import (
+    CacheRecorded,
     ConfigChanged,
     Event,
     EventSink,
@@ -282,6 +284,28 @@ class SessionBase:
     async def _answer(self, text: str, callbacks: Callbacks) -> TurnResult[Any]:
         """A plain turn (`Session.send`); what a compaction's summary fork runs."""
         raise NotImplementedError
+
+    async def release_caches(self) -> CacheRecord | None:
+        """Delete the explicit cache object (Gemini's `cachedContents`) this session made,
+        if it still lives; its record, or None. Its agent calls it when it closes."""
+        if self._state.explicit is None:
+            return None
+        async with self._lock:
+            record = await explicit.release(
+                session_id=self._id,
+                role=self._role,
+                prefix=self._prefix,
+                history=tuple(self._history),
+                info=self._info(),
+                state=self._state,
+                agent=self._agent,
+                seq=len(self._records),
+            )
+            if record is not None:
+                self._records.append(record)
+                notify(record)
+                await self._emit(CacheRecorded(session_id=self._id, record=record))
+            return record
 
     async def compact(
         self, *, reason: str = "requested", callbacks: Callbacks | None = None

@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from statistics import median
 
-from stoker.agent import calls
+from stoker.agent import calls, explicit
 from stoker.agent.fallback import sendable
 from stoker.agent.seams import SessionAgent
 from stoker.agent.state import CacheState
@@ -81,14 +81,34 @@ def own_plan(
         return None
     info = view.info
     gap = idle(state, view.history, view.prefix, info)
-    if gap is None:
-        return None
+    if gap is None:  # nothing cached to keep; an explicit cache held for nothing goes
+        return explicit.stale(view.session_id, view.prefix, view.history, state, agent)
     policy = agent.cache_policy.keep_warm
     if state.warm_failed_at is not None:
         policy = replace(policy, enabled=False)  # once per gap: a failure is not retried
     price = info.input / 1_000_000 if info.input is not None else None
     gap = replace(gap, shared=kept_by_fleet(view, agent, policy))
-    return decide(gap, info, policy, gaps=[*state.gaps, *gaps], price=price)
+    seen = [*state.gaps, *gaps]
+    found = decide(gap, info, policy, gaps=seen, price=price)
+    if state.warm_failed_at is not None:
+        return found
+    # The third kind of decision, for caches billed for storage (stoker.cache.storage):
+    # it wins when it is worth more than the ping or seal, or deletes a cache held for
+    # nothing.
+    net, stored = explicit.plan(
+        session_id=view.session_id,
+        prefix=view.prefix,
+        history=view.history,
+        info=info,
+        state=state,
+        agent=agent,
+        idle=gap,
+        gaps=seen,
+    )
+    warm = found.saves - found.cost if found.sends else 0.0
+    if stored is not None and (stored.action == "cache_delete" or net > warm):
+        return stored
+    return found
 
 
 def shared_plan(view: GapView, state: CacheState, agent: SessionAgent) -> WarmPlan | None:
@@ -175,11 +195,16 @@ def idle(
     state: CacheState, history: Sequence[Message], prefix: Prefix, info: ModelInfo
 ) -> Idle | None:
     """The gap as the time policy sees it (None before the first call)."""
-    if state.last_started is None or state.idle_since is None or state.live_ttl is None:
+    ttl = state.live_ttl
+    if ttl is None and info.warm_by_read and state.last_input_tokens:
+        ttl = "5m"  # an implicit entry holds the last input, whatever the usage reported
+    if state.last_started is None or state.idle_since is None or ttl is None:
         return None
     menu = lifetimes(info)
-    live_for = 0.0 if menu is None else menu.long if state.live_ttl == "1h" else menu.short
+    live_for = 0.0 if menu is None else menu.long if ttl == "1h" else menu.short
     cached, tail = state.last_cached, unwritten_tokens(history, state.own_write)
+    if info.warm_by_read:  # an implicit entry holds the whole last input (never reported)
+        cached = max(cached, state.last_input_tokens)
     at, cut = target(history, prefix, info)
     own = state.own_write
     if cut:  # only the prefix up to the cut will be read, and it was written at the turn
@@ -221,8 +246,9 @@ def request(
 ) -> Request:
     """The history as sent up to the message the breakpoint ends (anything after it would
     be billed as new input on every keep-warm), the placeholder, that breakpoint and the
-    tools+system one with the plan's TTL, and the smallest output the provider allows (0
-    unless extended thinking is on, which needs room for its budget)."""
+    tools+system one with the plan's TTL, and the smallest output the provider allows
+    (`ModelInfo.min_output`: 0 on Anthropic, 1 on Bedrock; the thinking budget plus one
+    when extended thinking is on)."""
     at, _ = target(history, prefix, info)
     sent = tuple(history[: at[0] + 1] if at is not None else history)
     # The tools+system marker too: a read refreshes the entries of the markers it covers,
@@ -234,7 +260,7 @@ def request(
     return Request(
         prefix=prefix,
         messages=(*sent, PLACEHOLDER),
-        max_tokens=0 if budget is None else budget + 1,
+        max_tokens=info.min_output if budget is None else budget + 1,
         breakpoints=tuple(markers),
         cache_key=cache_key,
     )
@@ -300,6 +326,19 @@ async def keep_warm(
     now = agent.clock.now()
     if plan_ is None or not plan_.sends or now < plan_.at or state.last_started is None:
         return None
+    if plan_.action in explicit.LIFECYCLE:  # an explicit cache: create, extend, delete
+        return await explicit.carry_out(
+            plan_,
+            session_id=view.session_id,
+            role=view.role,
+            prefix=view.prefix,
+            history=view.history,
+            info=view.info,
+            state=state,
+            agent=agent,
+            seq=seq,
+            facts=facts,
+        )
     if now >= plan_.at + agent.cache_policy.keep_warm.margin:
         return None  # too late to be sure the entry is still there: let it go
     info = view.info

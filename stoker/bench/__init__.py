@@ -1,1 +1,1 @@
-"""Standard workloads whose figures go into the README (no timing asserts in tests)."""
+"""Standard workloads whose figures go into docs/benchmarks.md (no timing asserts in tests)."""

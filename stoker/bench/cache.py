@@ -23,7 +23,6 @@ that read less than it could, with its explanation.
 
 from __future__ import annotations
 
-import re
 import tempfile
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
@@ -40,6 +39,12 @@ from stoker.agent.integrations import Integrations
 from stoker.agent.keepwarm import KeepWarm
 from stoker.agent.review import ReviewConfig
 from stoker.agent.session import Session
+
+# The workloads' agent, importable from here as before (`bench proxy`, `bench fuzz`, ...).
+from stoker.bench.workload import SYSTEM as SYSTEM
+from stoker.bench.workload import TOOLS as TOOLS
+from stoker.bench.workload import WorkloadModel as WorkloadModel
+from stoker.bench.workload import lookup_tool
 from stoker.cache.accounting.anthropic import prefix_blocks
 from stoker.cache.fleet import FleetWatch
 from stoker.cache.keys import KeyShards
@@ -50,75 +55,13 @@ from stoker.config import DEFAULT_MODEL
 from stoker.integrations import PluginToolkit, ToolkitCache, ToolkitRegistry
 from stoker.memory import MemoryStore, SkillStore, memory_toolset, skills_toolset
 from stoker.providers.sim.engine import SimEngine
-from stoker.providers.sim.model import json_answer, tool_call
 from stoker.providers.sim.provider import SimProvider
 from stoker.store.sqlite import SQLiteStore
-from stoker.tools import Tool, ToolRegistry, Toolset, tool
-from stoker.wire.blocks import Block, TextBlock
-from stoker.wire.messages import UserMessage
+from stoker.tools import ToolRegistry, Toolset
 from stoker.wire.record import CacheRecord
-from stoker.wire.request import Request
 
 OTHER_MODEL = "claude-sonnet-4-5"  # `/model` there and back: same price, another namespace
-SYSTEM = (
-    "You are the maintenance agent of a mid-sized Python service. You read the code, run "
-    "the checks, and explain what you found in plain words before you change anything. "
-) * 80  # about 3,900 tokens: a working agent's instructions, conventions and examples
-_STEPS = re.compile(r"run (\d+) steps")
 _READ_ALL = frozenset({"hit", "first", "kept_warm"})
-
-
-def _lookup(index: int) -> Tool:
-    def body(path: str) -> str:
-        return f"tool {index} on {path}: " + "result line of moderate length. " * 6
-
-    body.__name__ = f"inspect_{index}"
-    body.__doc__ = (
-        f"Inspect part {index} of the repository: read what is there, run the checks that "
-        "apply to it, and report what they found, one finding per line, most serious first. "
-        "Use it before changing anything in that part, and again after, to confirm the "
-        "change did what was intended and nothing else.\n\n"
-        "Args:\n    path: The file or folder to inspect, relative to the repository root."
-    )
-    return tool(body)
-
-
-TOOLS = [_lookup(i) for i in range(8)]
-
-
-class WorkloadModel:
-    """Deterministic stand-in for the model: "run N steps" makes N sequential tool calls
-    in one turn, "delegate" fans out to three sub-agents, a review saves one memory;
-    anything else is answered in a sentence."""
-
-    def respond(self, request: Request) -> tuple[Block, ...]:
-        messages = request.messages
-        start = max(
-            (
-                i
-                for i, m in enumerate(messages)
-                if isinstance(m, UserMessage) and m.text and not m.text.startswith("(")
-            ),
-            default=0,
-        )
-        asked = messages[start].text if isinstance(messages[start], UserMessage) else ""
-        done = sum(len(m.tool_results) for m in messages[start + 1 :] if isinstance(m, UserMessage))
-        names = set(request.prefix.tool_names)
-        steps = _STEPS.search(asked)
-        if steps and done < int(steps.group(1)):
-            return (tool_call(request, f"inspect_{done % 8}", {"path": f"src/part{done}.py"}),)
-        if "delegate" in asked and "delegate" in names and not done:
-            return tuple(
-                tool_call(request, "delegate", {"goal": f"check part {i} of the service"}, i)
-                for i in range(3)
-            )
-        if asked.startswith("Background review") and "memory" in names and not done:
-            fact = {"action": "add", "target": "memory", "content": f"fact {len(messages)}"}
-            return (tool_call(request, "memory", fact),)
-        structured = json_answer(request, asked)  # a turn that asks for typed output
-        if structured is not None:
-            return (structured,)
-        return (TextBlock(text=f"Done: {asked[:60]}. " + "Here is what I found. " * 8),)
 
 
 @dataclass(slots=True, kw_only=True)
@@ -147,6 +90,7 @@ class PhaseFigures:
     rewrite_units: float  # what rewriting this phase's largest prefix would cost
     misses: tuple[str, ...]  # every call that read less than it could, and why
     undeclared: int  # of those, the ones no rebase declared
+    uncached: int = 0  # input neither read nor written (an implicit cache stores it free)
 
     @property
     def writes_vs_ideal(self) -> float:
@@ -158,6 +102,7 @@ class WorkloadFigures:
     name: str
     phases: tuple[PhaseFigures, ...]
     total: PhaseFigures
+    notes: tuple[str, ...] = ()  # what a provider's run adds (its storage spend, ...)
 
     def to_dict(self) -> dict[str, Any]:
         def one(p: PhaseFigures) -> dict[str, Any]:
@@ -181,17 +126,24 @@ class WorkloadFigures:
             "workload": self.name,
             "phases": [one(p) for p in self.phases],
             "total": one(self.total),
+            **({"notes": list(self.notes)} if self.notes else {}),
         }
 
 
 def input_units(record: CacheRecord) -> float:
+    """A call's input in base-input tokens, with the storage an explicit cache's
+    lifecycle call bought (`storage_token_hours`, Gemini's) at its price."""
     info = model_info(record.model)
     u = record.usage
+    storage = 0.0
+    if record.storage_token_hours and info.storage is not None and info.input:
+        storage = record.storage_token_hours * info.storage / info.input
     return (
         u.uncached
         + info.write_5m * u.written_5m
         + info.write_1h * u.written_1h
         + info.read * u.read
+        + storage
     )
 
 
@@ -220,6 +172,7 @@ def _figures(name: str, phases: list[Phase]) -> PhaseFigures:
             if r.explanation.verdict not in _READ_ALL
         ),
         undeclared=sum(1 for r in records if r.explanation.verdict not in _READ_ALL | {"declared"}),
+        uncached=sum(r.usage.uncached for r in records),
     )
 
 
@@ -233,11 +186,33 @@ def _floor(turns: list[CacheRecord], ideal: int) -> float:
     return info.write_5m * ideal + info.read * (total - ideal)
 
 
+# The distinct prefix units of a request as (cache key, tokens), or None for a keep-warm
+# request (it adds nothing that must be written): how the ideal is counted on a provider.
+Units = Callable[[dict[str, Any]], list[tuple[str, int]] | None]
+
+
+def anthropic_units(payload: dict[str, Any]) -> list[tuple[str, int]] | None:
+    """Anthropic's blocks; a `max_tokens: 0` request is a keep-warm."""
+    return None if payload.get("max_tokens") == 0 else prefix_blocks(payload)
+
+
 class Run:
     """The shared parts of a workload: one clock, one simulated provider's cache, the
-    phases and the distinct prefix blocks seen so far."""
+    phases and the distinct prefix blocks seen so far. `model` and `dialect` choose the
+    simulated provider (the model's own by default); `units` counts the ideal in that
+    provider's prefix units."""
 
-    def __init__(self, home: Path) -> None:
+    def __init__(
+        self,
+        home: Path,
+        *,
+        model: str = DEFAULT_MODEL,
+        dialect: str | None = None,
+        units: Units = anthropic_units,
+    ) -> None:
+        self.model = model
+        self.dialect = dialect
+        self.units = units
         self.clock = FrozenClock()
         self.engine = SimEngine(model=WorkloadModel())
         self.home = home
@@ -252,7 +227,7 @@ class Run:
 
     def provider(self) -> SimProvider:
         """A new provider object on the same simulated cache (a new process's client)."""
-        provider = SimProvider(engine=self.engine, clock=self.clock)
+        provider = SimProvider(engine=self.engine, clock=self.clock, dialect=self.dialect)
         self._providers.append(provider)
         return provider
 
@@ -270,9 +245,10 @@ class Run:
                 len(provider.requests),
             )
             for payload in new:
-                if payload.get("max_tokens") == 0:
+                units = self.units(payload)
+                if units is None:
                     continue  # keep-warm requests add nothing that must be written
-                for key, tokens in prefix_blocks(payload):
+                for key, tokens in units:
                     if key not in self._seen:
                         self._seen.add(key)
                         phase.ideal += tokens
@@ -306,7 +282,7 @@ def _agent(run: Run, **changes: Any) -> Agent:
     run drives a scheduler of its own (the gateway's and `stoker chat`'s way)."""
     changes.setdefault("keep_warm", False)
     return Agent(
-        DEFAULT_MODEL,
+        run.model,
         provider=run.provider(),
         tools=changes.pop("tools", TOOLS),
         system=SYSTEM,
@@ -317,9 +293,16 @@ def _agent(run: Run, **changes: Any) -> Agent:
     )
 
 
-async def hard(home: Path) -> WorkloadFigures:
-    """8 tools, a 24-call loop, a 6-minute gap, a fork, a resume in a new process."""
-    run = Run(home)
+async def hard(
+    home: Path,
+    *,
+    model: str = DEFAULT_MODEL,
+    dialect: str | None = None,
+    units: Units = anthropic_units,
+) -> WorkloadFigures:
+    """8 tools, a 24-call loop, a 6-minute gap, a fork, a resume in a new process (on
+    `model`, through `dialect`: `stoker.bench.providers` runs it on every provider)."""
+    run = Run(home, model=model, dialect=dialect, units=units)
     async with run.store() as store:
         session = await _agent(run).open(store, "hard")
         run.keep_warm.watch(session)
@@ -403,7 +386,7 @@ async def extended(home: Path) -> WorkloadFigures:
             Toolset(name="delegation", tools=[delegate_tool()]),
         ]
     )
-    toolkits = ToolkitRegistry([PluginToolkit("tickets", [_lookup(20)])])
+    toolkits = ToolkitRegistry([PluginToolkit("tickets", [lookup_tool(20)])])
     integrations = Integrations(registry=toolkits, cache=ToolkitCache(clock=run.clock))
 
     def agent() -> Agent:
@@ -431,7 +414,7 @@ async def extended(home: Path) -> WorkloadFigures:
             await session.send("A second opinion, please")
             await session.rebase(reason=f"/model {DEFAULT_MODEL}", model=DEFAULT_MODEL)
             await session.send("Back to the usual model")
-        toolkits.register(PluginToolkit("deploys", [_lookup(21)]))
+        toolkits.register(PluginToolkit("deploys", [lookup_tool(21)]))
         await run.turn("toolkit connects", session, "What can you reach now?")
         await run.gap("3-hour gap", 3 * 3600)
         await run.turn("after 3 hours", session, "Good morning: where were we?")
@@ -484,4 +467,7 @@ def cache_table(figures: WorkloadFigures) -> Table:
             f"{p.floor_ratio:.3f}",
             f"{p.keep_warm_units:,.0f}",
         )
+    if figures.notes:
+        table.caption = "\n".join(figures.notes)
+        table.caption_justify = "left"
     return table

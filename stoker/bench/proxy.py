@@ -107,6 +107,7 @@ class Framework:
         self.timings = timings
         self.history: list[dict[str, Any]] = []
         self.usage: list[Usage] = []
+        self.sent: list[list[dict[str, Any]]] = []  # each call's messages, as sent
 
     def call(self, messages: list[dict[str, Any]]) -> dict[str, Any]:
         body = {
@@ -120,7 +121,11 @@ class Framework:
         answer: dict[str, Any] = self.client.post("/v1/messages", json=body).json()
         self.timings.append(time.perf_counter() - began)
         self.usage.append(parse_usage(answer["usage"]))
+        self.sent.append(list(messages))
         return answer
+
+    def calls(self) -> list[tuple[list[dict[str, Any]], Usage]]:
+        return list(zip(self.sent, self.usage, strict=True))
 
     def turn(self, text: str, history: list[dict[str, Any]] | None = None) -> None:
         """A user message and the tool loop after it, on `history` (default: its own)."""
@@ -150,6 +155,14 @@ class Framework:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class Sent:
+    """One call of the workload: the messages the client sent, the usage it got back."""
+
+    messages: list[dict[str, Any]]
+    usage: Usage
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class _Run:
     usage: list[Usage]
     timings: list[float]
@@ -157,7 +170,9 @@ class _Run:
     pings: int
 
 
-def _workload(url: str, key: str, gap: Callable[[float], None]) -> tuple[list[Usage], list[float]]:
+def _workload(
+    url: str, key: str, gap: Callable[[float], None], sent: list[Sent] | None = None
+) -> tuple[list[Usage], list[float]]:
     timings: list[float] = []
     usage: list[Usage] = []
     headers = {"x-api-key": key, "anthropic-version": "2023-06-01"}
@@ -170,16 +185,22 @@ def _workload(url: str, key: str, gap: Callable[[float], None]) -> tuple[list[Us
         fork = Framework(client, timings)
         fork.turn("Anything worth remembering?", history=main.history)
         usage += main.usage + fork.usage
+        if sent is not None:
+            sent += [Sent(messages=m, usage=u) for f in (main, fork) for m, u in f.calls()]
     with httpx.Client(base_url=url, headers=headers, timeout=60.0) as client:  # a new process
         resumed = Framework(client, timings)
         resumed.history = main.history
         resumed.turn("Fix the first one: run 3 steps")
         usage += resumed.usage
+        if sent is not None:
+            sent += [Sent(messages=m, usage=u) for m, u in resumed.calls()]
     return usage, timings
 
 
 @contextmanager
-def _served(home: Path, *, through_proxy: bool) -> Iterator[tuple[str, SimServer, Any]]:
+def _served(
+    home: Path, *, through_proxy: bool, optimize: bool = True
+) -> Iterator[tuple[str, SimServer, Any]]:
     # The proxy is a peer of the benchmarks (both sit above the store): imported here.
     from stoker.proxy.app import ProxyConfig
     from stoker.proxy.app import create_app as create_proxy
@@ -193,8 +214,8 @@ def _served(home: Path, *, through_proxy: bool) -> Iterator[tuple[str, SimServer
             yield sim.url, sim.app.state.sim, None
             return
         app = create_proxy(
-            ProxyConfig(upstream=sim.url, optimize=True),
-            sink=SQLiteStore(home / f"proxy-{uuid.uuid4().hex[:8]}.db"),
+            ProxyConfig(upstream=sim.url, optimize=optimize),
+            sink=SQLiteStore(home / f"proxy-{'optimize' if optimize else 'audit'}.db"),
             clock=clock,
         )
         proxied = stack.enter_context(serve_in_background(app))
@@ -202,9 +223,11 @@ def _served(home: Path, *, through_proxy: bool) -> Iterator[tuple[str, SimServer
         yield proxied.url, sim.app.state.sim, app.state.proxy
 
 
-def _one(home: Path, *, through_proxy: bool) -> _Run:
+def _one(
+    home: Path, *, through_proxy: bool, optimize: bool = True, sent: list[Sent] | None = None
+) -> _Run:
     key = f"sk-bench-{uuid.uuid4().hex}"
-    with _served(home, through_proxy=through_proxy) as (url, sim, proxy):
+    with _served(home, through_proxy=through_proxy, optimize=optimize) as (url, sim, proxy):
 
         def gap(seconds: float) -> None:
             if proxy is None or proxy.keep_warm is None:
@@ -214,13 +237,21 @@ def _one(home: Path, *, through_proxy: bool) -> _Run:
             assert proxy.wait_recorded()
             proxy.run_on_loop(proxy.keep_warm.idle(seconds))
 
-        usage, timings = _workload(url, key, gap)
+        usage, timings = _workload(url, key, gap, sent)
         if proxy is not None:
             assert proxy.wait_recorded()
         totals = sim.ledger.totals.get(workspace_of(key), {})
         ledger = Usage.total(t.usage for t in totals.values())
         requests = sum(t.requests for t in totals.values())
     return _Run(usage=usage, timings=timings, ledger=ledger, pings=requests - len(usage))
+
+
+def proxied_workload(home: Path, *, optimize: bool) -> tuple[list[Sent], Path]:
+    """The workload through a proxy (audit, or `--optimize`): every call the client sent
+    with the usage the simulator reported, and the proxy's database (in `home`)."""
+    sent: list[Sent] = []
+    _one(home, through_proxy=True, optimize=optimize, sent=sent)
+    return sent, home / f"proxy-{'optimize' if optimize else 'audit'}.db"
 
 
 def _units(usage: Usage) -> float:

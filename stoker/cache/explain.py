@@ -32,8 +32,15 @@ FACT_CAUSES = {
     "no_breakpoints",
     "cold",
     "overflow",
+    "rerouted",
 }
-_PARTIAL_CAUSES = ("lookback", "below_minimum", "overflow")  # named even when some was read
+_PARTIAL_CAUSES = (
+    "lookback",
+    "below_minimum",
+    "overflow",
+    "rerouted",
+)  # named even when some was read
+_VERDICT = {"no_breakpoints": "no_breakpoint"}  # the accountant's cause -> the record's verdict
 
 
 def _first_diff(a: str, b: str) -> int:
@@ -237,7 +244,7 @@ def explain(
     if previous is None:
         for cause, detail in facts:
             if cause in ("below_minimum", "no_breakpoints"):
-                return Explanation(verdict="below_minimum", detail=detail)
+                return Explanation(verdict=_VERDICT.get(cause, cause), detail=detail)  # type: ignore[arg-type]
         if usage.read:
             return Explanation(verdict="hit", detail=f"read {usage.read} tokens on a first call")
         return Explanation(verdict="first", detail="first call of this session")
@@ -246,9 +253,7 @@ def explain(
         return diverged
     for cause, detail in facts:
         if cause in FACT_CAUSES and (usage.read == 0 or cause in _PARTIAL_CAUSES):
-            # "no breakpoints" is reported as below-minimum's sibling: nothing could be cached
-            shown = "below_minimum" if cause == "no_breakpoints" else cause
-            return Explanation(verdict=shown, detail=detail)  # type: ignore[arg-type]
+            return Explanation(verdict=_VERDICT.get(cause, cause), detail=detail)  # type: ignore[arg-type]
     if previous_written == 0 and usage.read == 0:
         return Explanation(
             verdict="first",

@@ -11,15 +11,20 @@ is to come while the entry lives), when the entry was last used and by whom (one
 speaks for the fleet, so the shared part is kept warm once, not once per session), and
 what keep-warm has spent on it since the last arrival (the cap of one rewrite per gap).
 
-It counts what this process sees; replicas each see their own share.
+It counts what this process sees; replicas each see their own share unless they share
+their notes (`share`, `absorb`; see `stoker.cache.fleet_notes`): then the arrivals, the
+last use and the spend are the whole fleet's, and one session in the whole deployment
+speaks for it.
 """
 
 from __future__ import annotations
 
+import bisect
 from collections import deque
 from dataclasses import dataclass
 from itertools import pairwise
 
+from stoker.cache.fleet_notes import FleetNote, Outbox
 from stoker.cache.keys import shared_digest
 from stoker.cache.tokens import count_tokens
 from stoker.wire.prefix import Prefix
@@ -57,29 +62,64 @@ def shared_tokens(prefix: Prefix) -> int:
 
 
 class FleetWatch:
-    """Fleets by shared prefix, as this process sees them. Not thread-safe (one loop)."""
+    """Fleets by shared prefix, as this process sees them (with the other replicas'
+    notes it absorbs). Not thread-safe (one loop)."""
 
-    __slots__ = ("_fleets", "_max")
+    __slots__ = ("_fleets", "_max", "_outbox")
 
     def __init__(self, *, max_fleets: int = 1024) -> None:
         self._fleets: dict[str, Fleet] = {}
         self._max = max_fleets
+        self._outbox: Outbox | None = None
+
+    def share(self, outbox: Outbox) -> None:
+        """Keep a note of every observation from now on in `outbox`, for the other replicas."""
+        self._outbox = outbox
 
     def arrived(self, prefix: Prefix, at: float) -> None:
         """A new session (a new lineage) with `prefix` made its first call at `at`."""
-        fleet = self._fleet(prefix)
-        fleet.arrivals.append(at)
-        fleet.spent = 0.0  # a new gap between arrivals starts
+        self._note(FleetNote(kind="arrival", digest=shared_digest(prefix), at=at))
 
     def used(self, prefix: Prefix, at: float, *, session_id: str, live_for: float) -> None:
         """A call of `session_id` starting at `at` read or wrote the shared entry, which
         then lives `live_for` seconds."""
-        fleet = self._fleet(prefix)
-        if at >= fleet.last_use:
-            fleet.last_use, fleet.last_user, fleet.live_for = at, session_id, live_for
+        digest = shared_digest(prefix)
+        self._note(
+            FleetNote(kind="use", digest=digest, at=at, session=session_id, live_for=live_for)
+        )
 
     def spend(self, prefix: Prefix, units: float) -> None:
-        self._fleet(prefix).spent += units
+        """Keep-warm spent `units` on the shared entry (after the fleet's latest use)."""
+        digest = shared_digest(prefix)
+        fleet = self._fleets.get(digest)
+        at = fleet.last_use if fleet is not None else float("-inf")
+        self._note(FleetNote(kind="spend", digest=digest, at=at, units=units))
+
+    def absorb(self, note: FleetNote) -> None:
+        """Take in another replica's observation (a "request" note is not the fleet's)."""
+        if note.kind == "arrival":
+            fleet = self._fleet(note.digest)
+            if not fleet.arrivals or note.at >= fleet.arrivals[-1]:
+                fleet.arrivals.append(note.at)
+                fleet.spent = 0.0  # a new gap between arrivals starts
+            elif note.at > fleet.arrivals[0] or len(fleet.arrivals) < ARRIVALS_KEPT:
+                ordered = list(fleet.arrivals)  # a late note from a replica that synced late
+                bisect.insort(ordered, note.at)
+                fleet.arrivals = deque(ordered[-ARRIVALS_KEPT:], maxlen=ARRIVALS_KEPT)
+        elif note.kind == "use":
+            fleet = self._fleet(note.digest)
+            if note.at >= fleet.last_use:
+                fleet.last_use, fleet.last_user = note.at, note.session
+                fleet.live_for = note.live_for
+        elif note.kind == "spend":
+            fleet = self._fleet(note.digest)
+            if note.at >= fleet.last_arrival:  # spend of an earlier gap is not this one's
+                fleet.spent += note.units
+
+    def _note(self, note: FleetNote) -> None:
+        self.absorb(note)
+        if self._outbox is not None:
+            self._outbox.add(note)
 
     def clear(self) -> None:
         """Forget every fleet (a test's fresh start; a process normally never needs it)."""
@@ -88,8 +128,11 @@ class FleetWatch:
     def get(self, prefix: Prefix) -> Fleet | None:
         return self._fleets.get(shared_digest(prefix))
 
-    def _fleet(self, prefix: Prefix) -> Fleet:
-        key = shared_digest(prefix)
+    def by_digest(self, digest: str) -> Fleet | None:
+        """The fleet of a shared prefix named by its digest (as notes name it)."""
+        return self._fleets.get(digest)
+
+    def _fleet(self, key: str) -> Fleet:
         fleet = self._fleets.get(key)
         if fleet is None:
             if len(self._fleets) >= self._max:  # forget the quietest

@@ -9,18 +9,21 @@ user's digest where users must not share cache routing) and a shard.
 
 The shard keeps each key under the rate above which an earlier model's requests overflow
 to cold machines: a new lineage joins the least busy of as many shards as the traffic
-this process observes for that shared prefix needs, and keeps it for life (it is stored in the
+observed for that shared prefix needs, and keeps it for life (it is stored in the
 prefix's params, so forks, sub-agents and resumes send the same key and a conversation
 never moves). Models that route by themselves (regime N) get one shard: there a second
-key only splits the cache.
+key only splits the cache. The traffic is this process's own, or the whole fleet's when
+replicas share their notes (`share`, `absorb`; see `stoker.cache.fleet_notes`).
 """
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import math
 from collections import Counter, deque
 
+from stoker.cache.fleet_notes import FleetNote, Outbox
 from stoker.wire.canonical import canonical_json
 from stoker.wire.prefix import Prefix
 
@@ -79,6 +82,14 @@ class _Traffic:
             _, shard = times.popleft()
             self.per_shard[shard] -= 1
 
+    def add(self, at: float, shard: int) -> None:
+        """Count one request; another process's may arrive late, so keep time order."""
+        if not self.times or at >= self.times[-1][0]:
+            self.times.append((at, shard))
+        else:
+            bisect.insort(self.times, (at, shard))
+        self.per_shard[shard] += 1
+
 
 def _split(slot: str) -> tuple[str, int]:
     scope, _, shard = slot.rpartition("/")
@@ -86,11 +97,12 @@ def _split(slot: str) -> tuple[str, int]:
 
 
 class KeyShards:
-    """Request rates per shared prefix and scope, as this process sees them, and the
-    shard a new lineage takes: the least busy of as many as the rate needs, so each key
-    stays under `per_key_per_minute`. Not thread-safe (one event loop)."""
+    """Request rates per shared prefix and scope, as this process sees them (with the
+    other replicas' notes it absorbs), and the shard a new lineage takes: the least busy
+    of as many as the rate needs, so each key stays under `per_key_per_minute`. Not
+    thread-safe (one event loop)."""
 
-    __slots__ = ("_max", "_next_purge", "_per_key", "_traffic")
+    __slots__ = ("_max", "_next_purge", "_outbox", "_per_key", "_traffic")
 
     def __init__(self, *, per_key_per_minute: float = 14.0, max_shards: int = 64) -> None:
         if not 0 < per_key_per_minute <= OVERFLOW_PER_MINUTE:
@@ -104,18 +116,35 @@ class KeyShards:
         self._max = max_shards
         self._traffic: dict[tuple[str, str], _Traffic] = {}
         self._next_purge = float("-inf")
+        self._outbox: Outbox | None = None
+
+    def share(self, outbox: Outbox) -> None:
+        """Keep a note of every request from now on in `outbox`, for the other replicas."""
+        self._outbox = outbox
 
     def observe(self, prefix: Prefix, at: float) -> None:
         """Count a request sent with `prefix` at `at` (on its slot's shard)."""
         slot = prefix.params.cache_slot
         if slot is None:
             return  # a per-lineage key: no shared traffic to balance
-        self._purge(at)
         scope, shard = _split(slot)
-        traffic = self._traffic.setdefault((shared_digest(prefix), scope), _Traffic())
+        digest = shared_digest(prefix)
+        self._count(digest, scope, shard, at)
+        if self._outbox is not None:
+            self._outbox.add(
+                FleetNote(kind="request", digest=digest, at=at, scope=scope, shard=shard)
+            )
+
+    def absorb(self, note: FleetNote) -> None:
+        """Count a request another replica sent (a "request" note; others are ignored)."""
+        if note.kind == "request":
+            self._count(note.digest, note.scope, note.shard, note.at)
+
+    def _count(self, digest: str, scope: str, shard: int, at: float) -> None:
+        self._purge(at)
+        traffic = self._traffic.setdefault((digest, scope), _Traffic())
         traffic.trim(at)
-        traffic.times.append((at, shard))
-        traffic.per_shard[shard] += 1
+        traffic.add(at, shard)
 
     def rate(self, prefix: Prefix, at: float, scope: str = "") -> int:
         """Requests sent with this shared prefix in `scope`, any shard, in the minute
@@ -142,6 +171,16 @@ class KeyShards:
             load = traffic.per_shard if traffic is not None else Counter[int]()
             shard = min(range(count), key=lambda i: (load[i], i))
         return f"{scope}/{shard}" if scope else str(shard)
+
+    def snapshot(self, at: float) -> dict[tuple[str, str], tuple[list[float], dict[int, int]]]:
+        """Each (shared digest, scope)'s request times and per-shard counts in the minute
+        before `at`: what two replicas that absorbed each other's notes should agree on."""
+        view = {}
+        for key, traffic in self._traffic.items():
+            traffic.trim(at)
+            counts = {shard: n for shard, n in traffic.per_shard.items() if n}
+            view[key] = (sorted(t for t, _ in traffic.times), counts)
+        return view
 
     def clear(self) -> None:
         """Forget every rate (a test's fresh start; a process normally never needs it)."""

@@ -17,7 +17,6 @@ from typing import Any, Literal
 from stoker.cache.prices import Price, PriceBook, catalogue_price
 from stoker.errors import ConfigError
 
-
 # Whose cache rules a model follows (`[<family>_defaults]` in the model table), which is
 # also which API serves it in the simulator. Claude on Bedrock is "bedrock": Bedrock's
 # minimums, TTLs and prices, its Converse API; the same model on OpenRouter "openrouter".
@@ -48,6 +47,20 @@ class ModelInfo:
     images: bool = False  # takes image blocks; unknown means no (an image would be refused)
     tokenizer: Literal["estimate", "o200k_base", "cl100k_base"] = "estimate"  # stoker.cache.tokens
     reasons: bool = False  # OpenAI: a reasoning model (reasoning tokens, no `stop`/`logprobs`)
+    # The cache rules the planner, the time policy and the simulator read (the model
+    # table's header says what each means; docs/provider-caching.md where each comes from).
+    lookback: int = 0  # positions a read searches back from a breakpoint (0: no markers)
+    markers: int = 0  # explicit breakpoints a request may carry
+    ttls: tuple[str, ...] = ()  # TTLs a marker may ask for, shortest first ("5m", "1h")
+    min_output: int = 0  # the smallest max_tokens a request may ask for (a keep-warm's)
+    implicit: Literal["", "units", "grid", "parts"] = ""  # how an automatic cache stores prefixes
+    unit: int = 1  # tokens per stored unit of an implicit cache
+    idle_ttl: float | None = None  # seconds an unused implicit entry lives
+    endpoints: tuple[str, ...] = ()  # a router's upstream providers, one cache each
+    catalogue: str | None = None  # "provider:model" genai-prices knows the price under
+    cache_key: bool = False  # requests carry a key that keeps a lineage on one cache
+    warm_by_read: bool = False  # a read restarts an implicit entry's idle timer (a ping keeps it)
+    storage: float | None = None  # explicit cache objects: USD per million token-hours stored
 
     @property
     def input(self) -> float | None:
@@ -65,14 +78,14 @@ def priced(info: ModelInfo, price: Price | None) -> ModelInfo:
     if price is None:
         return replace(info, price=None)
     r = price.rates
+    if r.input == 0:  # a free model: keep the usual ratios for the time policy
+        return replace(info, price=price)
     read = 1.0 if r.cache_read is None else r.cache_read / r.input
     if info.provider == "openai" and info.regime != "N":
         write_5m = write_1h = info.write_5m  # writes are free: reported as plain input
     else:
         write_5m = 1.0 if r.cache_write is None else r.cache_write / r.input
         write_1h = write_5m if r.cache_write_1h is None else r.cache_write_1h / r.input
-    if r.input == 0:  # a free model: keep the usual ratios for the time policy
-        read, write_5m, write_1h = info.read, info.write_5m, info.write_1h
     return replace(info, price=price, read=read, write_5m=write_5m, write_1h=write_1h)
 
 
@@ -92,14 +105,33 @@ def _raw() -> dict[str, Any]:
     return tomllib.loads(resources.files("stoker.cache").joinpath("data/models.toml").read_text())
 
 
+def _facts(fields: dict[str, Any]) -> dict[str, Any]:
+    """A table entry's fields as `ModelInfo` takes them (TOML lists as tuples)."""
+    return {k: tuple(v) if isinstance(v, list) else v for k, v in fields.items()}
+
+
+def _catalogue_price(name: str, info: ModelInfo) -> Price | None:
+    """The catalogue's price of a table entry: under its `catalogue` reference if it has
+    one (a router's spelling of another provider's model), else its own name and family."""
+    if info.catalogue:
+        provider, _, model = info.catalogue.partition(":")
+        return catalogue_price(model, provider)
+    return catalogue_price(name, info.provider)
+
+
 @cache
 def _table() -> dict[str, ModelInfo]:
     raw = _raw()
     out: dict[str, ModelInfo] = {}
     for name, entry in raw["models"].items():
         defaults: dict[str, Any] = raw[f"{entry['provider']}_defaults"]
-        info = ModelInfo(name=name, **{**defaults, **entry})
-        out[name] = priced(info, catalogue_price(name, info.provider))
+        fields = _facts({**defaults, **entry})
+        # Bedrock serves a model under inference profiles too (`us.anthropic...`): the
+        # same rules, each priced by its own name (regional profiles cost more).
+        profiles = fields.pop("profiles", ())
+        for spelled in (name, *(f"{p}.{name}" for p in profiles)):
+            info = ModelInfo(name=spelled, **fields)
+            out[spelled] = priced(info, _catalogue_price(spelled, info))
     return out
 
 
@@ -115,6 +147,8 @@ def model_info(name: str) -> ModelInfo:
     longest known name that prefixes it, e.g. a dated snapshot). One model, one entry, so
     prices, limits and the simulator's cache do not depend on how a model is spelled."""
     table = _table()
+    if name in table:  # a router's own spelling first (OpenRouter's `anthropic/claude-...`)
+        return table[name]
     bare = next((name[len(v) :] for v in VENDORS if name.startswith(v)), name)
     if bare in table:
         return table[bare]
@@ -150,7 +184,8 @@ def fallback_info(name: str, provider: Family) -> ModelInfo:
     try:
         return model_info(name)
     except ConfigError:
-        usual: dict[str, Any] = {"min_cacheable": 1024, **_raw()[f"{provider}_defaults"]}
+        usual = _facts({"min_cacheable": 1024, **_raw()[f"{provider}_defaults"]})
+        usual.pop("profiles", None)
         if provider == "openai":
             usual["regime"] = "L"
         info = ModelInfo(name=name, provider=provider, **usual)

@@ -11,7 +11,7 @@ implicit breakpoint covers the rest. Older OpenAI models take no markers.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from stoker.cache.models import ModelInfo
 from stoker.cache.time_policy import TimePolicy
@@ -185,12 +185,41 @@ def plan(
     anchor: BlockRef | None = None,
     thinking: bool = False,
 ) -> Plan:
-    if info.provider == "anthropic":
-        return plan_anthropic(
+    """The plan the model's cache rules call for (`ModelInfo.lookback`, `ttls`, `regime`):
+    Anthropic-style markers wherever a read looks back from a breakpoint (Claude on the
+    Claude API, Bedrock and OpenRouter), OpenAI's otherwise; an implicit cache gets none."""
+    if info.lookback:
+        lookback = min(policy.lookback, info.lookback)
+        if lookback != policy.lookback:
+            policy = replace(policy, lookback=lookback)
+        found = plan_anthropic(
             messages,
             previous=previous,
             policy=policy,
             anchor=anchor,
             strips_thinking=thinking and info.strips_thinking,
         )
+        return found if "1h" in info.ttls else _short_only(found)
+    if info.warm_by_read:
+        return plan_implicit(messages)
     return plan_openai(info)
+
+
+def plan_implicit(messages: tuple[Message, ...] | list[Message]) -> Plan:
+    """An implicit cache a read renews (Gemini): no markers are sent (the dialect renders
+    none), but the plan says where the entries this request leaves end, the end of tools
+    and system and the newest block, so a keep-warm knows what it keeps."""
+    rolling = last_cacheable(messages)
+    marks = [Breakpoint(message=None, ttl="5m")]
+    if rolling is not None:
+        marks.append(Breakpoint(message=rolling[0], block=rolling[1], ttl="5m"))
+    return Plan(breakpoints=tuple(marks), rolling=rolling)
+
+
+def _short_only(found: Plan) -> Plan:
+    """`found` with every 1-hour marker made a 5-minute one: the model offers no longer
+    TTL (Bedrock refuses one on such a model)."""
+    if all(b.ttl == "5m" for b in found.breakpoints):
+        return found
+    marks = tuple(replace(b, ttl="5m") for b in found.breakpoints)
+    return Plan(breakpoints=marks, rolling=found.rolling)

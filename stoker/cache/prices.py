@@ -124,11 +124,24 @@ def _rates_of(model_price: Any, input_tokens: int) -> Rates | None:
     )
 
 
+# Where the catalogue lists a family's prices, when under another name (Bedrock's are
+# AWS's), and the families whose models have no per-token price at all.
+_CATALOGUE_PROVIDER = {"bedrock": "aws"}
+SELF_HOSTED = Price(
+    rates=Rates(input=0.0, output=0.0, cache_read=0.0, cache_write=0.0, cache_write_1h=0.0),
+    source="self-hosted: no per-token price (what the cache saves is prefill time)",
+)
+
+
 @cache
 def catalogue_price(model: str, provider: str) -> Price | None:
     """The installed genai-prices catalogue's price of `model` at `provider`
-    ("anthropic", "openai"); None when it has none. Looked up in that provider's own list
-    only: a self-hosted model named like a hosted one is not billed at another's price."""
+    ("anthropic", "openai", "bedrock", ...); None when it has none. Looked up in that
+    provider's own list only: a self-hosted model named like a hosted one is not billed at
+    another's price. A self-hosted ("local") model costs nothing per token."""
+    if provider == "local":
+        return SELF_HOSTED
+    provider = _CATALOGUE_PROVIDER.get(provider, provider)
     from genai_prices import data_snapshot  # its data takes a quarter second to load
 
     bare = next((model[len(v) :] for v in _VENDORS if model.startswith(v)), model)

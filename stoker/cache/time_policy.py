@@ -33,7 +33,7 @@ from typing import Literal
 from stoker.cache.models import ModelInfo
 from stoker.wire.request import Ttl
 
-Action = Literal["ping", "seal", "expire"]
+Action = Literal["ping", "seal", "expire", "cache_create", "cache_extend", "cache_delete"]
 
 LONGEST_TTL = 12 * 3600.0
 """The longest entry lifetime of any provider here (OpenAI's 12 hours): an entry last used
@@ -52,7 +52,11 @@ class TimePolicy:
     observed gaps the optimistic prior ("the user comes back") is worth. `fleet`: weigh
     the new sessions of the same agent too: their tools and system prompt are kept warm
     by their arrivals (or for them, see `decide_shared`), so a session's own keep-warm is
-    worth only what it adds past that shared part.
+    worth only what it adds past that shared part. `implicit_trust`: how much of what an
+    implicit cache would save is counted on (1.0: a read within the model table's
+    `idle_ttl` hits; 0.0: only guaranteed discounts count, as Google guarantees none for
+    its implicit cache, so only explicit cache objects keep a prefix, see
+    `stoker.cache.storage`).
     """
 
     enabled: bool = True
@@ -62,6 +66,7 @@ class TimePolicy:
     horizon: float = 24 * 3600.0
     prior_weight: float = 1.0
     fleet: bool = True
+    implicit_trust: float = 1.0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -75,23 +80,44 @@ class Lifetimes:
     read: float
 
 
-def lifetimes(info: ModelInfo) -> Lifetimes | None:
-    """The TTL menu of `info`'s provider, where Stoker sends keep-warm requests: Anthropic.
+TTL_SECONDS: dict[str, float] = {"5m": 300.0, "1h": 3600.0}
+"""What each TTL a marker may name (`ModelInfo.ttls`) lasts."""
 
-    None for OpenAI. Its older models cache implicitly with free writes (what a request
-    can ask for is `prompt_cache_retention`, see `retention`); on GPT-5.6+ an explicit
-    breakpoint may not sit on an assistant's output, so a seal has no position of its own
-    to write a 12-hour entry at, and a pre-warm ping is left for later work.
+
+def lifetimes(info: ModelInfo) -> Lifetimes | None:
+    """The TTL menu of `info`'s model (`ModelInfo.ttls`), where Stoker sends keep-warm
+    requests: where a request chooses its entries' TTLs with markers (Claude, on the
+    Claude API, Bedrock and OpenRouter). A model with one TTL has no long lifetime: its
+    long entry is its short one, at the short price.
+
+    None for the others. OpenAI's older models cache implicitly with free writes (what a
+    request can ask for is `prompt_cache_retention`, see `retention`); on GPT-5.6+ an
+    explicit breakpoint may not sit on an assistant's output, so a seal has no position
+    of its own to write a 12-hour entry at, and a pre-warm ping is left for later work.
+    Implicit caches (DeepSeek's, a local server's) keep entries by their own rules, except
+    where a read renews an entry (Gemini's, `ModelInfo.warm_by_read`): a ping keeps it
+    for `idle_ttl` more, and there is no longer lifetime to seal under.
     """
-    if info.provider == "anthropic":
+    if info.warm_by_read and info.idle_ttl:
+        # An implicit entry a read renews (Gemini): one lifetime, writes at the input price.
+        idle = info.idle_ttl
         return Lifetimes(
-            short=300.0,
-            long=3600.0,
+            short=idle,
+            long=idle,
             write_short=info.write_5m,
-            write_long=info.write_1h,
+            write_long=info.write_5m,
             read=info.read,
         )
-    return None
+    if not info.ttls:
+        return None
+    short, long = TTL_SECONDS[info.ttls[0]], TTL_SECONDS[info.ttls[-1]]
+    return Lifetimes(
+        short=short,
+        long=long,
+        write_short=info.write_5m,
+        write_long=info.write_1h if long > short else info.write_5m,
+        read=info.read,
+    )
 
 
 def retention(info: ModelInfo, policy: TimePolicy) -> str | None:
@@ -184,8 +210,8 @@ def decide(
         return expire("keep-warm is off")
     if menu is None:
         return expire(
-            f"keep-warm requests go to Anthropic models only; {info.name}'s entries live by "
-            "its provider's rules"
+            f"keep-warm requests go to models whose requests choose their cache TTLs; "
+            f"{info.name}'s entries live by its provider's rules"
         )
     if idle.cached < info.min_cacheable:
         return expire(f"nothing cached: the prefix is under {info.min_cacheable} tokens")
@@ -193,10 +219,12 @@ def decide(
     elapsed = at - idle.idle_since
     own = idle.cached - min(idle.shared, idle.cached)  # what only this session would lose
     rewrite = (menu.write_short - menu.read) * own + menu.write_short * idle.tail
+    if info.warm_by_read:  # an implicit entry saves only what the policy counts on
+        rewrite *= policy.implicit_trust
     options = []
     # A seal needs a position of its own to write the long entry at: the unwritten tail,
     # or the long entry it refreshes. A short entry read again stays a short one.
-    can_seal = idle.tail > 0 or idle.long_lived
+    can_seal = (idle.tail > 0 or idle.long_lived) and menu.long > menu.short
     for action, life, write, ttl in (
         *((("seal", menu.long, menu.write_long, "1h"),) if can_seal else ()),
         ("ping", menu.long if idle.long_lived else menu.short, menu.write_short, "5m"),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from importlib.metadata import version
 from pathlib import Path
 
 import typer
@@ -14,10 +15,10 @@ from stoker.bench.overhead import overhead_table, run_overhead
 from stoker.bench.sim import run_sim_bench, sim_table
 from stoker.cli.chat import chat
 from stoker.cli.errors import Commands, fail
-from stoker.cli.options import AsJson, Db, Model, Provider, Workdir
+from stoker.cli.options import AsJson, Db, LocalCache, Model, Provider, Workdir
 from stoker.cli.proxy import proxy, report_proxy
 from stoker.cli.render import console, cost_text, records_table
-from stoker.cli.report import report
+from stoker.cli.report import audit, report
 from stoker.cli.serve import bench_gateway, serve
 from stoker.cli.sessions import sessions_app
 from stoker.cli.settings import settings
@@ -31,6 +32,7 @@ app = typer.Typer(
     help="Stoker: an agent runtime that keeps the provider's prompt cache warm.",
     no_args_is_help=True,
     add_completion=False,
+    context_settings={"help_option_names": ["-h", "--help"]},  # inherited by every command
 )
 bench_app = typer.Typer(help="Benchmarks; each prints a table of figures.", no_args_is_help=True)
 app.add_typer(bench_app, name="bench")
@@ -38,10 +40,31 @@ app.add_typer(sessions_app, name="sessions")
 app.add_typer(sim_app, name="sim")
 app.command()(chat)
 app.command()(report)
+app.command()(audit)
 app.command()(serve)
 app.command()(proxy)
 app.command("report-proxy")(report_proxy)
 bench_app.command("gateway")(bench_gateway)
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        console.print(f"stoker {version('stoker')}", highlight=False)
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    show_version: bool = typer.Option(
+        False,
+        "--version",
+        "-V",
+        is_eager=True,
+        callback=_print_version,
+        help="Print the installed version and exit.",
+    ),
+) -> None:
+    """Options of `stoker` itself, before any command."""
 
 
 @app.command()
@@ -85,12 +108,13 @@ def run(
         None, "--session", help="Run the turn in this stored session (created if new)."
     ),
     db: Db = None,
+    cache: LocalCache = None,
 ) -> None:
     """Run one turn with the workspace tools, and show its cache effect."""
     turn = asyncio.run(
         run_once(
             prompt,
-            config=settings(db=db, provider=provider, model=model),
+            config=settings(db=db, provider=provider, model=model, cache=cache),
             workdir=Path(workdir),
             session_id=session,
         )
@@ -134,7 +158,7 @@ def bench_resume(
 @bench_app.command("cache")
 def bench_cache(
     workload: str = typer.Option(
-        "all", help="hard, library-defaults, typed, extended, fleet, or all."
+        "all", help="hard, library-defaults, typed, extended, fleet, providers, or all."
     ),
     as_json: bool = typer.Option(False, "--json", help="Print the figures as JSON."),
     sessions: int = typer.Option(200, min=2, help="Fresh sessions per fleet run."),
@@ -143,7 +167,9 @@ def bench_cache(
     distinct prefix token written once): per phase and in total. *library-defaults*: the
     hard workload with agents at their defaults; *typed*: three output types in one
     session. *fleet*: many fresh sessions of one agent, keyed three ways, at 1, 10 and 60
-    new sessions a minute."""
+    new sessions a minute. *providers*: the hard workload on every provider's simulated
+    API (Anthropic, OpenAI, Bedrock, OpenRouter, DeepSeek, vLLM, llama.cpp), one row each."""
+    from stoker.bench import providers as by_provider
     from stoker.bench.cache import cache_table, run_cache_bench
     from stoker.bench.fleet import (
         arrivals_table,
@@ -152,11 +178,13 @@ def bench_cache(
         run_fleet_bench,
     )
 
-    known = ("hard", "library-defaults", "typed", "extended", "fleet")
+    known = ("hard", "library-defaults", "typed", "extended", "fleet", "providers")
     names = known if workload == "all" else (workload,)
     if any(n not in known for n in names):
         fail(f"unknown workload {workload!r}: {', '.join(known)} or all", code=2)
-    results = asyncio.run(run_cache_bench(tuple(n for n in names if n != "fleet")))
+    alone = ("fleet", "providers")
+    results = asyncio.run(run_cache_bench(tuple(n for n in names if n not in alone)))
+    rows = asyncio.run(by_provider.run_providers_bench()) if "providers" in names else []
     fleet = asyncio.run(run_fleet_bench(sessions=sessions)) if "fleet" in names else []
     arrivals = asyncio.run(run_arrivals_bench()) if "fleet" in names else []
     if as_json:
@@ -166,6 +194,8 @@ def bench_cache(
         if fleet:
             data["fleet"] = [f.to_dict() for f in fleet]
             data["fleet_arrivals"] = [a.to_dict() for a in arrivals]
+        if rows:
+            data["providers"] = [by_provider.to_dict(r) for r in rows]
         typer.echo(json.dumps(data, indent=2))
         return
     for figures in results:
@@ -183,6 +213,8 @@ def bench_cache(
     if fleet:
         console.print(fleet_table(fleet))
         console.print(arrivals_table(arrivals))
+    if rows:
+        console.print(by_provider.providers_table(rows))
 
 
 @bench_app.command("fuzz")

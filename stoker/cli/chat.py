@@ -16,7 +16,7 @@ from rich.markup import escape
 
 from stoker.agent.seams import Callbacks
 from stoker.agent.session import Session
-from stoker.cli.options import Db, Provider, Workdir
+from stoker.cli.options import Db, LocalCache, Provider, Workdir
 from stoker.cli.render import console, records_table
 from stoker.cli.sessions import with_store
 from stoker.cli.settings import settings
@@ -100,6 +100,7 @@ def chat(
     ),
     workdir: Workdir = ".",
     provider: Provider = DEFAULT_PROVIDER,
+    cache: LocalCache = None,
 ) -> None:
     """A conversation in the terminal, stored as it goes. /help lists the commands it
     answers itself (/usage, /model, /compact, /exit); Ctrl-D ends it too."""
@@ -109,8 +110,9 @@ def chat(
         # A resumed session goes on with its own model (after any /model switch), unless
         # the command names another: that is then a resume mismatch, said clearly.
         stored = (await store.load(sid)).prefix.params.model if sid and not model else None
-        config = settings(db=db, provider=provider, model=model or stored)
+        config = settings(db=db, provider=provider, model=model or stored, cache=cache)
         async with default_agent(config=config, workdir=Path(workdir), writable=True) as agent:
+            await agent.sweep_caches()  # explicit caches a killed `stoker chat` left behind
             session = await agent.open(store, sid, create=resume is None)
             console.print(f"[dim]session {session.id} — /help for commands, /exit to leave[/]")
             # While you read or think, the agent's time policy keeps the cache warm if it

@@ -14,12 +14,19 @@ DB_HELP = (
     "else in the user data dir)."
 )
 PROVIDER_HELP = (
-    "sim:, anthropic:MODEL, openai:MODEL, openai-chat:MODEL or openai-compatible:URL#MODEL "
+    "sim:, anthropic:MODEL, openai:MODEL, openai-chat:MODEL, bedrock:MODEL_ID, "
+    "openrouter:MODEL, deepseek:MODEL, google:MODEL (Gemini) or "
+    "openai-compatible[+vllm|+llamacpp]:URL#MODEL "
     "(a model named here wins over --model)."
+)
+CACHE_HELP = (
+    "The server an openai-compatible: provider runs on, whose cache rules then apply: "
+    "vllm or llamacpp (default: STOKER_LOCAL_CACHE)."
 )
 
 Db = Annotated[str | None, typer.Option(help=DB_HELP, show_default=False)]
 Provider = Annotated[str, typer.Option(help=PROVIDER_HELP)]
+LocalCache = Annotated[str | None, typer.Option("--cache", help=CACHE_HELP, show_default=False)]
 Model = Annotated[str, typer.Option(help="Model, when --provider names none.")]
 Workdir = Annotated[str, typer.Option(help="Folder the workspace tools may read.")]
 AsJson = Annotated[

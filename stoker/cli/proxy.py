@@ -1,27 +1,32 @@
 """`stoker proxy` (record, and with --optimize fix, any framework's provider traffic) and
-`stoker report-proxy` (what that traffic did with the cache, per lineage)."""
+`stoker report-proxy` (what that traffic did with the cache, as `stoker report` tells it)."""
 
 from __future__ import annotations
 
 import asyncio
-import json
+from pathlib import Path
 
 import typer
-from rich.table import Table
 
+from stoker.cache.prices import PriceBook
 from stoker.cli.errors import fail
 from stoker.cli.options import AsJson, Db
 from stoker.cli.render import console
+from stoker.cli.report import show
 from stoker.cli.settings import settings
 from stoker.errors import StokerError
-from stoker.proxy.report import LineageReport, proxy_report
+from stoker.proxy.report import proxy_report
+from stoker.report.build import Report
+from stoker.report.output import report_json, write_files
 from stoker.store.open import open_store
 
 
 def proxy(
     listen: str = typer.Option("127.0.0.1:8789", help="HOST:PORT to listen on."),
     upstream: str = typer.Option(
-        "anthropic", help="anthropic, openai, or the base URL of any compatible server."
+        "anthropic",
+        help="anthropic, openai, openrouter, deepseek, or the base URL of any compatible "
+        "server (Bedrock's URL too: its signed requests are forwarded, never rewritten).",
     ),
     optimize: bool = typer.Option(
         False, "--optimize", help="Rewrite requests for the cache (else: audit only)."
@@ -68,53 +73,30 @@ def proxy(
 def report_proxy(
     db: Db = None,
     limit: int = typer.Option(20, min=1, help="Most recently used lineages to show."),
+    html: str = typer.Option(None, "--html", help="Write a self-contained HTML report here."),
+    png: str = typer.Option(None, "--png", help="Write a PNG chart here."),
     as_json: AsJson = False,
 ) -> None:
-    """Per lineage of proxied calls: read share, writes vs the ideal, cost vs no cache,
-    the breakpoints optimize mode added, and each miss with its cause and cost."""
+    """What proxied traffic did with the cache, as `stoker report` tells it: cost, savings,
+    writes against the ideal per lineage, what --optimize changed, and each miss with its
+    cause, its fix and what the fix saves."""
+    config = settings(db=db)
 
-    async def read() -> list[LineageReport]:
-        async with open_store(settings(db=db).database) as store:
-            return list(await proxy_report(store, limit=limit))
+    async def read() -> Report:
+        async with open_store(config.database) as store:
+            return await proxy_report(store, prices=PriceBook.load(config.prices_file), limit=limit)
 
-    reports = asyncio.run(read())
+    try:
+        report = asyncio.run(read())
+        written = write_files(
+            report, html=Path(html) if html else None, png=Path(png) if png else None
+        )
+    except StokerError as exc:
+        fail(str(exc))
     if as_json:
-        typer.echo(json.dumps([r.to_dict() for r in reports], indent=2))
+        typer.echo(report_json(report))
         return
-    if not reports:
+    if not report.lineages:
         console.print("no proxied calls recorded yet: run `stoker proxy` and point a client at it")
         return
-    table = Table(title="proxied lineages", title_justify="left")
-    for col in ("lineage", "title", "calls", "pings", "read share", "written/ideal", "vs no cache"):
-        table.add_column(col, justify="left" if col in ("lineage", "title") else "right")
-    for r in reports:
-        ratio = r.writes_vs_ideal
-        fork = f"\n fork of {r.lineage.parent_id}" if r.lineage.parent_id else ""
-        table.add_row(
-            r.lineage.id + fork,
-            r.lineage.title[:40],
-            str(r.calls),
-            str(r.pings),
-            f"{r.read_share:.1%}",
-            f"{ratio:.2f}x" if ratio is not None else "-",
-            f"{r.cost_vs_no_cache:.3f}",
-        )
-    console.print(table)
-    for r in reports:
-        _details(r)
-
-
-def _details(report: LineageReport) -> None:
-    lines = [f"  added breakpoint {b}" for b in report.added_breakpoints]
-    lines += [f"  rewrote {w}" for w in report.rewrites]
-    lines += [f"  cannot fix {c}" for c in report.cannot_fix]
-    for miss in report.misses:
-        cost = f"${miss.cost_usd:.6f}" if miss.cost_usd is not None else "?"
-        lines.append(
-            f"  miss #{miss.seq}: {miss.explanation} — {miss.lost_tokens:,} tokens not read, "
-            f"{cost} ({miss.cost_units:,.0f} base-input tokens)"
-        )
-    if lines:
-        console.print(f"[bold]{report.lineage.id}[/]", soft_wrap=True)
-        for line in lines:
-            console.print(line, soft_wrap=True, markup=False)
+    show(written)

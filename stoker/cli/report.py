@@ -1,4 +1,5 @@
-"""`stoker report`: what the cache did for a session tree, or for every one."""
+"""`stoker report`: what the cache did for a session tree, or for every one; and `stoker
+audit`: the same report of the calls in a trace file an agent exported."""
 
 from __future__ import annotations
 
@@ -9,23 +10,26 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
+from stoker.cache.prices import PriceBook
 from stoker.cli.errors import fail
 from stoker.cli.options import AsJson, Db
 from stoker.cli.render import console, cost_text
 from stoker.cli.settings import settings
 from stoker.config import Config
+from stoker.errors import StokerError
 from stoker.report.build import LineageReport
-from stoker.report.output import Written, report_json, write_report
+from stoker.report.output import Written, report_json, write_files, write_report
 from stoker.session_ids import resolve
 from stoker.store import open_store
 
 
 def _summary(lineage: LineageReport) -> str:
     u = lineage.usage
+    storage = f" · of it storage ${lineage.storage_usd:.5f}" if lineage.storage_usd else ""
     return (
         f"[bold]{escape(lineage.title or lineage.root_id)}[/] · session {lineage.root_id} · "
         f"{len(lineage.sessions)} sessions · {len(lineage.calls)} calls · "
-        f"hit ratio {u.hit_ratio:.1%} · cost {lineage.cost} · "
+        f"hit ratio {u.hit_ratio:.1%} · cost {lineage.cost}{storage} · "
         f"no cache {lineage.no_cache_cost} · saved ${lineage.savings_usd:.5f}"
     )
 
@@ -46,25 +50,38 @@ def _misses_table(lineage: LineageReport) -> Table:
     return table
 
 
-def _show(written: Written) -> None:
+def show(written: Written) -> None:
+    """A report on the terminal: each tree's totals, sessions, notes and misses, then the
+    totals, what other choices would have saved, and the files written. `stoker report`,
+    `stoker report-proxy` and `stoker audit` all print this."""
     report = written.report
+    if report.source:
+        console.print(f"[bold]{report.title}[/] · {escape(report.source)}", soft_wrap=True)
     for lineage in report.lineages:
-        console.print(_summary(lineage))
+        console.print(_summary(lineage), soft_wrap=True)
         for r in lineage.by_session():
             console.print(
                 f"  {r.session.role} {r.session.id}: {len(r.calls)} calls · "
                 f"hit ratio {r.usage.hit_ratio:.1%} · cost {r.cost} · "
                 f"saved ${r.savings_usd:.5f}",
                 highlight=False,
+                soft_wrap=True,
             )
+        for note in lineage.notes:
+            console.print(f"  {note}", markup=False, highlight=False, soft_wrap=True)
         console.print(_misses_table(lineage) if lineage.misses else "  no misses")
     for unknown in report.unpriced:
         console.print(f"[yellow]warning:[/] {unknown}", markup=False, highlight=False)
+    for note in report.notes:
+        console.print(f"note: {note}", markup=False, highlight=False, soft_wrap=True)
     console.print(
         f"{len(report.calls)} calls · hit ratio {report.usage.hit_ratio:.1%} · "
         f"cost {report.cost} · with no cache {report.no_cache_cost} · "
-        f"saved ${report.savings_usd:.5f}"
+        f"saved ${report.savings_usd:.5f}",
+        soft_wrap=True,
     )
+    for what in report.what_if:
+        console.print(str(what), markup=False, highlight=False, soft_wrap=True)
     for path in (written.html, written.png):
         if path is not None:
             console.print(f"wrote {path}")
@@ -100,4 +117,32 @@ def report(
     if as_json:
         typer.echo(report_json(written.report))
     else:
-        _show(written)
+        show(written)
+
+
+def audit(
+    trace: str = typer.Argument(
+        ..., help="A trace file: OTLP JSON, one export a line (a collector's file exporter)."
+    ),
+    html: str = typer.Option(None, "--html", help="Write a self-contained HTML report here."),
+    png: str = typer.Option(None, "--png", help="Write a PNG chart here."),
+    as_json: AsJson = False,
+    db: Db = None,
+) -> None:
+    """What the cache did and cost in traces an agent exported (OpenTelemetry GenAI
+    conventions): every miss with its cause, expiries, and what Stoker's planner and
+    time policy would have saved. Prices: the catalogue and your prices.toml."""
+    from stoker.audit import audit_file
+
+    config = settings(db=db)
+    try:
+        report = audit_file(Path(trace), prices=PriceBook.load(config.prices_file))
+        written = write_files(
+            report, html=Path(html) if html else None, png=Path(png) if png else None
+        )
+    except StokerError as exc:
+        fail(str(exc))
+    if as_json:
+        typer.echo(report_json(report))
+    else:
+        show(written)

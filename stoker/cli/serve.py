@@ -1,10 +1,15 @@
-"""`stoker serve` and `stoker bench gateway`: parse options, call the gateway, render."""
+"""`stoker serve` and `stoker bench gateway`: parse options, call the gateway, render.
+
+`stoker serve` composes the process: the gateway, and the chat platforms' bridges beside
+it (`stoker.platforms`), both configured from the one file.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
 import os
+from functools import partial
 
 import typer
 
@@ -93,15 +98,18 @@ def serve(
     """
 
     from stoker import gateway
+    from stoker.platforms.config import load_platforms
+    from stoker.platforms.registry import build_bridges
 
     settings = gateway.load_config(config, env=os.environ)
+    platforms = load_platforms(config, env=os.environ)
     if host:
         settings = dataclasses.replace(settings, host=host)
     if port:
         settings = dataclasses.replace(settings, port=port)
     if db:
         settings = dataclasses.replace(settings, database=db)
-    if not len(settings.tokens) and not settings.platforms.names:
+    if not len(settings.tokens) and not platforms.names:
         # Every request would get 401: show how to add a user instead of serving nobody.
         typer.echo(EXAMPLE_CONFIG, nl=False)
         fail(
@@ -110,9 +118,10 @@ def serve(
             "STOKER_GATEWAY_TOKENS=alice=TOKEN."
         )
     console.print(f"gateway on http://{settings.host}:{settings.port} (dashboard at /ui)")
-    for name in settings.platforms.names:
+    for name in platforms.names:
         console.print(f"platform: {name}")
-    gateway.serve(settings, log_level=log_level)
+    # the platforms' bridges run beside the gateway, started and stopped with its app
+    gateway.serve(settings, log_level=log_level, companions=partial(build_bridges, platforms))
 
 
 def bench_gateway(

@@ -9,7 +9,14 @@ from stoker.config import Config
 
 
 def settings(
-    *, db: str | None = None, provider: str | None = None, model: str | None = None
+    *,
+    db: str | None = None,
+    provider: str | None = None,
+    model: str | None = None,
+    cache: str | None = None,
 ) -> Config:
-    """This command's settings: the process environment, then its flags (None: not given)."""
-    return Config.from_env(os.environ, database=db, provider=provider, model=model)
+    """This command's settings: the process environment, then its flags (None: not given;
+    `cache` is `--cache vllm|llamacpp`, the server an openai-compatible: provider runs on)."""
+    return Config.from_env(
+        os.environ, database=db, provider=provider, model=model, local_cache=cache
+    )

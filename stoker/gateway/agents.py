@@ -20,6 +20,8 @@ from stoker.agent.session import Session
 from stoker.agent.starts import INHERIT
 from stoker.agent.system_prompt import build_system_prompt
 from stoker.agent.telemetry import NO_TELEMETRY, Telemetry
+from stoker.cache.fleet import FleetWatch, process_fleet
+from stoker.cache.keys import KeyShards, process_key_shards
 from stoker.clock import Clock
 from stoker.errors import ConfigError
 from stoker.gateway.session_settings import SessionSettings
@@ -41,7 +43,11 @@ def build_agent(
     telemetry: Telemetry = NO_TELEMETRY,
     fallbacks: Sequence[Route] = (),
     review: ReviewConfig | None = None,
+    key_shards: KeyShards | None = None,
+    fleet: FleetWatch | None = None,
 ) -> Agent:
+    """The agent of `settings`; `key_shards` and `fleet`: the gateway's view of the
+    sessions of its agents (None: the process's)."""
     if registry is None and settings.toolsets:
         raise ConfigError(
             f"toolsets {list(settings.toolsets)} are configured but the gateway has no "
@@ -66,6 +72,8 @@ def build_agent(
         fallback_cooldown=settings.fallback_cooldown,
         review=review,
         platform=settings.platform or "gateway",  # for memory provenance
+        key_shards=key_shards if key_shards is not None else process_key_shards(),
+        fleet=fleet if fleet is not None else process_fleet(),
     )
 
 

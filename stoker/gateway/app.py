@@ -25,6 +25,7 @@ from stoker.config import DEFAULT_LIMITS
 from stoker.errors import ConfigError, StokerError
 from stoker.gateway.approvals import Show, decision_view
 from stoker.gateway.auth import TokenTable
+from stoker.gateway.companion import Companion
 from stoker.gateway.dashboard import page as dashboard_page
 from stoker.gateway.errors import InvalidParam
 from stoker.gateway.events import session_events
@@ -45,7 +46,6 @@ from stoker.gateway.openai_compat import chat_completions, model, models
 from stoker.gateway.openai_errors import RequestIds
 from stoker.gateway.openai_responses import responses
 from stoker.gateway.openapi import openapi_document
-from stoker.gateway.platforms.bridge import Bridge
 from stoker.gateway.service import Gateway
 from stoker.gateway.session_settings import parse_reasoning
 from stoker.gateway.sse import HEADERS as SSE_HEADERS
@@ -239,24 +239,25 @@ def create_app(
     max_body_bytes: int = DEFAULT_LIMITS.max_body_bytes,
     close_store: bool = False,
     grace: float | None = None,
-    platforms: Sequence[Bridge] = (),
+    companions: Sequence[Companion] = (),
 ) -> Starlette:
     """The gateway's ASGI app. `close_store`: close the store when the app shuts down;
     `grace`: how long streamed turns still running then may take (None: no bound);
-    `platforms`: chat platforms started with the app (their webhook routes served)."""
+    `companions`: started with the app and stopped before it, their routes served (the
+    chat platforms' bridges, see `companion`)."""
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         await gateway.start()
-        started: list[Bridge] = []
+        started: list[Companion] = []
         try:
-            for bridge in platforms:
-                await bridge.start()
-                started.append(bridge)
+            for companion in companions:
+                await companion.start()
+                started.append(companion)
             yield
         finally:
-            for bridge in reversed(started):
-                await bridge.stop(grace=grace)
+            for companion in reversed(started):
+                await companion.stop(grace=grace)
             await gateway.close(grace=grace)
             if close_store:
                 await gateway.store.close()
@@ -279,7 +280,7 @@ def create_app(
         Route("/healthz", health, methods=["GET"]),
         Route("/readyz", ready, methods=["GET"]),
         Route("/ui", dashboard_page, methods=["GET"]),
-        *(route for bridge in platforms for route in bridge.routes()),
+        *(route for companion in companions for route in companion.routes()),
     ]
     app = Starlette(
         routes=routes,

@@ -5,7 +5,7 @@
     database = "postgresql://stoker@db/stoker"   # or a SQLite path; default: Config.database
 
     [agent]                       # the defaults every new session starts from
-    provider = "sim"              # sim | anthropic | openai | openai-compatible
+    provider = "sim"              # sim | anthropic | openai | openai-compatible | google
     model = "claude-sonnet-4-6"
     api_key_env = "ANTHROPIC_API_KEY"   # keys come from the environment, never the file
     system_file = "prompt.md"     # or system = "..."
@@ -52,14 +52,9 @@
     id = "alice"
     token_sha256 = "..."          # or token = "..." (hashed when loaded, never kept)
 
-    [platforms.telegram]          # chat platforms: see stoker.gateway.platforms.settings
-    token_env = "TELEGRAM_BOT_TOKEN"
+    [platforms.telegram]          # chat platforms: stoker.platforms.config reads these
+    token_env = "TELEGRAM_BOT_TOKEN"  # tables (`read_tables`); the gateway lets them be
     allowed_users = [123456789]
-
-    [platforms.slack]             # Events API (signed) or Socket Mode
-    token_env = "SLACK_BOT_TOKEN"
-    signing_secret_env = "SLACK_SIGNING_SECRET"
-    allowed_users = ["U0123ABCD"]
 
 Environment variables override the file: STOKER_GATEWAY_HOST, _PORT, _DATABASE,
 _DATABASE_FILE (a file holding the location, e.g. a mounted secret), _POOL_SIZE,
@@ -92,8 +87,6 @@ from stoker.config import (
 from stoker.errors import ConfigError
 from stoker.gateway.approvals import DEFAULT_TIMEOUT
 from stoker.gateway.auth import TokenTable, token_digest
-from stoker.gateway.platforms.settings import PlatformSettings, PlatformsSection
-from stoker.gateway.platforms.settings import resolve as resolve_platforms
 from stoker.gateway.session_settings import SessionSettings, parse_reasoning
 from stoker.providers.retry import Timeouts
 from stoker.store.postgres_pool import PoolSettings
@@ -195,7 +188,7 @@ class _File(_Strict):
     approvals: _Approvals = _Approvals()
     memory: _Memory | None = None
     users: list[_User] = []
-    platforms: PlatformsSection = PlatformsSection()
+    platforms: dict[str, Any] = {}  # [platforms.*]: read by stoker.platforms.config
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -223,7 +216,6 @@ class GatewayConfig:
     pool: PoolSettings = field(default_factory=PoolSettings)
     grace: float = 30.0  # seconds running turns get to finish on SIGTERM
     approval_timeout: float = DEFAULT_TIMEOUT  # seconds a risky call waits for its answer
-    platforms: PlatformSettings = field(default_factory=PlatformSettings)  # chat platforms
     memory_dir: Path | None = None  # per-user memory (None: off)
     review: ReviewConfig | None = None  # background memory reviews after turns
 
@@ -253,26 +245,38 @@ def _path(base: Path, value: str) -> Path:
     return p if p.is_absolute() else base / p
 
 
+def read_tables(path: str | Path | None) -> tuple[dict[str, Any], Path]:
+    """The config file's tables, and the folder its relative paths start from (with no
+    file: none, and the working directory). Whoever runs beside the gateway reads its
+    own tables with it (the chat platforms, `[platforms.*]`)."""
+    if path is None:
+        return {}, Path.cwd()
+    p = Path(path)
+    try:
+        raw = tomllib.loads(p.read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"cannot read the gateway config {p}: {exc}") from exc
+    return raw, p.resolve().parent
+
+
+def problems(exc: ValidationError, *, under: str = "") -> str:
+    """A validation error's problems on one line, each at its dotted place in the file
+    (`under`: the table the validated part came from, e.g. "platforms")."""
+    return "; ".join(
+        f"{'.'.join(str(x) for x in ([under] if under else []) + list(e['loc']))}: {e['msg']}"
+        for e in exc.errors()
+    )
+
+
 def load_config(path: str | Path | None, *, env: Mapping[str, str]) -> GatewayConfig:
     """Settings from `path` (None: no file) with `env` on top (the caller's environment;
     `stoker serve` passes its own)."""
     settings = Config.from_env(env)
-    raw: dict[str, Any] = {}
-    base = Path.cwd()
-    if path is not None:
-        p = Path(path)
-        try:
-            raw = tomllib.loads(p.read_text(encoding="utf-8"))
-        except (OSError, tomllib.TOMLDecodeError) as exc:
-            raise ConfigError(f"cannot read the gateway config {p}: {exc}") from exc
-        base = p.resolve().parent
+    raw, base = read_tables(path)
     try:
         f = _File.model_validate(raw)
     except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(x) for x in e['loc'])}: {e['msg']}" for e in exc.errors()
-        )
-        raise ConfigError(f"gateway config {path}: {problems}") from None
+        raise ConfigError(f"gateway config {path}: {problems(exc)}") from None
     a = f.agent
     system = a.system if a.system is not None else DEFAULT_SYSTEM
     if a.system_file:
@@ -343,7 +347,6 @@ def load_config(path: str | Path | None, *, env: Mapping[str, str]) -> GatewayCo
         pool=PoolSettings(size=int(pool_size), wait=f.store.wait_seconds),
         grace=grace,
         approval_timeout=f.approvals.timeout_seconds,
-        platforms=resolve_platforms(f.platforms, env=env, base=base),
         memory_dir=_path(base, f.memory.directory) if f.memory else None,
         review=(
             ReviewConfig(memory_every=f.memory.review_every, model=f.memory.review_model)

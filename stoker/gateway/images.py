@@ -2,9 +2,9 @@
 image a client sends over HTTP passes before anything is stored or sent.
 
 A chat platform's attachments are checked as they are downloaded
-(`platforms.attachments`); a client's arrive as base64 in the request body, so they are
-checked here, with errors that name the image and say what to fix: base64 that does not
-decode, bytes that are no JPEG, PNG, GIF or WebP, a `media_type` other than what the
+(`stoker.platforms.attachments`); a client's arrive as base64 in the request body, so
+they are checked here, with errors that name the image and say what to fix: base64 that
+does not decode, bytes that are no JPEG, PNG, GIF or WebP, a `media_type` other than what the
 bytes are, more than providers take. The base64 is kept exactly as sent: the session
 stores and resends the image as it came, never re-encoded.
 """

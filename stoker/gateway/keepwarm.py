@@ -27,6 +27,7 @@ from collections.abc import Sequence
 
 from stoker.agent.keepwarm import KeepWarm, SpendLimits
 from stoker.agent.session import Session
+from stoker.cache.keys import shared_digest
 from stoker.cache.time_policy import LONGEST_TTL
 from stoker.clock import Clock, FrozenClock
 from stoker.errors import SessionNotFound
@@ -93,8 +94,10 @@ class GatewayKeepWarm:
             # approval): do not queue behind its lock, its next call refreshes the entry.
             return None
         lease = f"keep-warm:{sid}"
+        if plan.scope == "shared":  # one replica at a time keeps an agent's shared entry
+            lease = f"keep-warm:fleet:{shared_digest(session.prefix)}"
         if not await store.take_lease(lease, self.holder, seconds=LEASE_SECONDS):
-            return None  # another replica is sending this session's keep-warm
+            return None  # another replica is sending this keep-warm
         try:
             return await self._fire_leased(session, gaps)
         finally:
@@ -146,11 +149,16 @@ class GatewayKeepWarm:
 
     def start(self) -> None:
         """Run the timers in the background; `stop` ends them. A `FrozenClock` moves only
-        when its holder moves it, so with one the holder drives `scheduler.idle` instead."""
-        if self._task is None and not isinstance(self.clock, FrozenClock):
+        when its holder moves it: there the timers fire as `pass_time` crosses them (or
+        the holder drives `scheduler.idle`)."""
+        if isinstance(self.clock, FrozenClock):
+            self.clock.listen(self.scheduler)
+        elif self._task is None:
             self._task = asyncio.create_task(self.scheduler.run(), name="stoker-keep-warm")
 
     async def stop(self) -> None:
+        if isinstance(self.clock, FrozenClock):
+            self.clock.unlisten(self.scheduler)
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):

@@ -42,19 +42,8 @@ from stoker.agent.output import OutputSpec
 from stoker.errors import ConfigError
 from stoker.gateway.errors import InvalidParam
 from stoker.gateway.http import app_state, read_body, user_of
-from stoker.gateway.openai_errors import (
-    ModelNotFound,
-    from_stream_error,
-    openai_errors,
-    request_id,
-)
-from stoker.gateway.openai_history import (
-    SESSION_HEADER,
-    Conversation,
-    Said,
-    continued_in,
-    exchange,
-)
+from stoker.gateway.openai_errors import ModelNotFound, from_stream_error, openai_errors, request_id
+from stoker.gateway.openai_history import SESSION_HEADER, Conversation, Said, continued_in, exchange
 from stoker.gateway.openai_limits import Cutter, Limits, smallest, stop_sequences, token_limit
 from stoker.gateway.sse import HEADERS as SSE_HEADERS
 from stoker.gateway.sse import Event, encode

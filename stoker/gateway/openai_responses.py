@@ -40,13 +40,7 @@ from stoker.gateway.openai_compat import (
     text_of,
 )
 from stoker.gateway.openai_errors import from_stream_error, openai_errors, request_id
-from stoker.gateway.openai_history import (
-    SESSION_HEADER,
-    Conversation,
-    Said,
-    continued_in,
-    exchange,
-)
+from stoker.gateway.openai_history import SESSION_HEADER, Conversation, Said, continued_in, exchange
 from stoker.gateway.openai_limits import Cut, Cutter, Limits, token_limit
 from stoker.gateway.sse import HEADERS as SSE_HEADERS
 from stoker.gateway.sse import Event, encode

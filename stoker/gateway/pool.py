@@ -21,7 +21,8 @@ from stoker.agent.agent import Agent
 from stoker.agent.fallback import Route
 from stoker.agent.review import ReviewConfig
 from stoker.agent.telemetry import NO_TELEMETRY, Telemetry
-from stoker.cache.keys import user_scope
+from stoker.cache.fleet import FleetWatch, process_fleet
+from stoker.cache.keys import KeyShards, process_key_shards, user_scope
 from stoker.cache.models import same_model
 from stoker.clock import Clock, SystemClock
 from stoker.config import DEFAULT_LIMITS
@@ -89,8 +90,14 @@ class AgentPool:
         telemetry: Telemetry = NO_TELEMETRY,
         review: ReviewConfig | None = None,
         memory: UserMemory | None = None,
+        key_shards: KeyShards | None = None,
+        fleet: FleetWatch | None = None,
     ) -> None:
         self.store = store
+        # What this gateway sees of each agent's sessions (with the other replicas' notes,
+        # `fleet_sync`); None: the process's own, as a library agent has.
+        self.key_shards = key_shards if key_shards is not None else process_key_shards()
+        self.fleet = fleet if fleet is not None else process_fleet()
         self.memory = memory  # each user's memory files and `memory` tool (None: off)
         self.telemetry = telemetry
         self.review = review  # background memory/skill reviews after turns (None: off)
@@ -156,6 +163,8 @@ class AgentPool:
             telemetry=self.telemetry,
             fallbacks=[self._fallback(settings, spec) for spec in settings.fallbacks],
             review=self.review,
+            key_shards=self.key_shards,
+            fleet=self.fleet,
         )
 
     def _fallback(self, settings: SessionSettings, spec: str) -> Route:

@@ -52,13 +52,20 @@ def default_provider_factory(route: ProviderRoute, *, retry: RetryPolicy | None 
         anthropic_base_url=route.base_url,
         openai_api_key=route.api_key,
         openai_base_url=route.base_url,
+        openrouter_api_key=route.api_key,
+        openrouter_base_url=route.base_url,
+        deepseek_api_key=route.api_key,
+        deepseek_base_url=route.base_url,
+        bedrock_base_url=route.base_url,
+        google_api_key=route.api_key,
+        google_base_url=route.base_url,
     )
     kind = route.provider
     if kind == "openai" and route.api_mode == "chat":
         kind = "openai-chat"
     spec = (
         f"openai-compatible:{route.base_url or ''}#{route.model}"
-        if kind == "openai-compatible"
+        if kind.startswith("openai-compatible")  # +vllm / +llamacpp name the server
         else f"{kind}:{route.model}"
     )
     return select_provider(spec, config=config, retry=retry).provider

@@ -3,6 +3,8 @@
 `serve` blocks (the `stoker serve` command); `serve_in_thread` runs the app on a free
 loopback port in a background thread and yields its base URL, for the benchmark and the
 browser test. Both start uvicorn through `stoker.http_server`, as every Stoker server does.
+What else runs in the process (the chat platforms) comes as companions from whoever
+composes it (`stoker serve`): the gateway does not know them.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from __future__ import annotations
 import math
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 
 import uvicorn
@@ -19,8 +21,8 @@ from starlette.applications import Starlette
 from stoker.agent.telemetry_setup import telemetry_from
 from stoker.errors import ConfigError
 from stoker.gateway.app import create_app
+from stoker.gateway.companion import Companion
 from stoker.gateway.config import GatewayConfig
-from stoker.gateway.platforms.registry import build_bridges
 from stoker.gateway.providers import ProviderFactory, factory_for
 from stoker.gateway.service import Gateway
 from stoker.http_server import run, server_config
@@ -67,22 +69,36 @@ def build_gateway(
     )
 
 
-def build_app(config: GatewayConfig, gateway: Gateway, *, close_store: bool = True) -> Starlette:
+# What runs beside a gateway, made for it once it is built (`stoker serve`: the bridges).
+Companions = Callable[[Gateway], Sequence[Companion]]
+
+
+def build_app(
+    config: GatewayConfig,
+    gateway: Gateway,
+    *,
+    close_store: bool = True,
+    companions: Sequence[Companion] = (),
+) -> Starlette:
     return create_app(
         gateway,
         tokens=config.tokens,
         max_body_bytes=config.limits.max_body_bytes,
         close_store=close_store,
         grace=config.grace,
-        platforms=build_bridges(config.platforms, gateway),
+        companions=companions,
     )
 
 
-def serve(config: GatewayConfig, *, log_level: str = "info") -> None:
+def serve(
+    config: GatewayConfig, *, log_level: str = "info", companions: Companions | None = None
+) -> None:
     """Run the gateway until SIGTERM or SIGINT: it stops accepting connections, gives the
     requests running then `config.grace` seconds, cancels what is left (writes are
-    shielded, session locks released), then gives back its leases and exits."""
-    app = build_app(config, build_gateway(config))
+    shielded, session locks released), then gives back its leases and exits.
+    `companions` makes what runs beside it (started and stopped with the app)."""
+    gateway = build_gateway(config)
+    app = build_app(config, gateway, companions=companions(gateway) if companions else ())
     run(
         app,
         host=config.host,

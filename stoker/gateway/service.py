@@ -26,6 +26,8 @@ from stoker.agent.output import OutputSpec
 from stoker.agent.review import ReviewConfig
 from stoker.agent.seams import Callbacks
 from stoker.agent.telemetry import NO_TELEMETRY, Telemetry
+from stoker.cache.fleet import FleetWatch
+from stoker.cache.keys import KeyShards
 from stoker.cache.models import ModelInfo
 from stoker.clock import Clock, SystemClock
 from stoker.config import DEFAULT_LIMITS
@@ -36,19 +38,18 @@ from stoker.gateway.commands import Command
 from stoker.gateway.commands import parse as parse_command
 from stoker.gateway.commands import run as run_command
 from stoker.gateway.errors import BadRequest, NotFound, PayloadTooLarge, Unavailable
+from stoker.gateway.fleet_sync import FleetSync
 from stoker.gateway.keepwarm import GatewayKeepWarm
 from stoker.gateway.memory import UserMemory
 from stoker.gateway.pool import KEEP, AgentPool
-from stoker.gateway.providers import (
-    ProviderFactory,
-    default_provider_factory,
-)
+from stoker.gateway.providers import ProviderFactory, default_provider_factory
 from stoker.gateway.session_settings import SessionSettings
 from stoker.gateway.sink import Head, read_head
 from stoker.gateway.views import Reply, event_view
 from stoker.providers.base import Provider
 from stoker.session_views import SessionView, answered, show_session
-from stoker.store.base import STARTED, SqlEventStore
+from stoker.store.base import SqlEventStore
+from stoker.store.gateway_log import STARTED
 from stoker.store.schema import LATEST
 from stoker.tools import ApprovalDecision, ToolRegistry
 from stoker.wire.blocks import ImageBlock, TextBlock
@@ -105,6 +106,16 @@ class Gateway:
             telemetry=telemetry,
             review=review,
             memory=UserMemory(memory_dir, clock=clock) if memory_dir is not None else None,
+            key_shards=KeyShards(),
+            fleet=FleetWatch(),
+        )
+        # The fleet of each agent is the deployment's, not this replica's share of it.
+        self.fleet_sync = FleetSync(
+            store,
+            shards=self.pool.key_shards,
+            fleet=self.pool.fleet,
+            holder=self.replica,
+            clock=clock,
         )
         self.keep_warm = GatewayKeepWarm(self.pool, clock, keep_warm_limits, holder=self.replica)
         self._keep_warm_on = keep_warm
@@ -387,6 +398,7 @@ class Gateway:
             log.warning("starting without the store: %s", exc)
         if self._keep_warm_on:
             self.keep_warm.start()
+        self.fleet_sync.start()
 
     def spawn(self, coro: Coroutine[Any, Any, T]) -> asyncio.Task[T]:
         """Run `coro` to the end even if whoever started it goes away (a closed stream)."""
@@ -415,6 +427,7 @@ class Gateway:
         released), this replica's leases are given back, providers are closed."""
         self.draining = True
         await self.keep_warm.stop()
+        await self.fleet_sync.stop()
         if self._tasks:
             _, running = await asyncio.wait(set(self._tasks), timeout=grace)
             for task in running:

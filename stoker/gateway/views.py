@@ -111,7 +111,17 @@ def summary_view(s: SessionSummary) -> dict[str, Any]:
 # apart from a declared break (a change someone made on purpose), and both apart from
 # calls that could not read anything (the first, a prefix under the model's minimum).
 _MISSES = frozenset(
-    ("diverged", "expired", "lookback", "concurrent", "evicted", "cold", "overflow", "unexplained")
+    (
+        "diverged",
+        "expired",
+        "lookback",
+        "concurrent",
+        "evicted",
+        "cold",
+        "overflow",
+        "rerouted",
+        "unexplained",
+    )
 )
 _KINDS = {"hit": "hit", "declared": "declared", "first": "first", "kept_warm": "keep_warm"}
 

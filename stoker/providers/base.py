@@ -33,13 +33,16 @@ class CallContext:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Completion:
     """A provider's answer. `facts` are (cause, detail) cache facts a provider can state
-    about this call (the simulator knows exactly why it missed; real providers do not)."""
+    about this call (the simulator knows exactly why it missed; real providers do not).
+    `cost_usd` is what the provider itself says the call cost (OpenRouter's `usage.cost`),
+    which the record takes over Stoker's own price arithmetic."""
 
     message: AssistantMessage
     usage: Usage
     started_at: float
     retries: int = 0
     facts: tuple[tuple[str, str], ...] = ()
+    cost_usd: float | None = None
 
 
 class Provider(Protocol):

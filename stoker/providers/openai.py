@@ -25,6 +25,7 @@ from stoker.providers._sdk import Answer, ClosesClient, LoopBoundClient, Target,
 from stoker.providers.base import CallContext, Completion
 from stoker.providers.retry import RetryPolicy, call_with_retries
 from stoker.wire.dialects import (
+    dialect_module,
     openai_chat,
     openai_chat_stream,
     openai_responses,
@@ -118,6 +119,7 @@ class OpenAIProvider(ClosesClient):
         clock: Clock | None = None,
         key_env: str = KEY_ENV,
         prices: PriceBook | None = None,
+        dialect: str | None = None,
     ) -> None:
         if not api_key:
             raise ConfigError(f"the {name} provider needs an API key: set {key_env}")
@@ -137,6 +139,8 @@ class OpenAIProvider(ClosesClient):
         self.retry = retry or RetryPolicy()
         self.clock: Clock = clock or SystemClock()
         self.key_env = key_env
+        # A compatible API's own Chat dialect (OpenRouter's, DeepSeek's, a local server's).
+        self.dialect = dialect
         self._client = LoopBoundClient(self._new_client)
 
     def __repr__(self) -> str:
@@ -180,7 +184,9 @@ class OpenAIProvider(ClosesClient):
     async def complete(self, request: Request, context: CallContext) -> Completion:
         stream = request.stream or context.streams
         request = self._prepared(request, stream)
-        module = openai_chat if self.api == "chat" else openai_responses
+        module: Any = openai_chat if self.api == "chat" else openai_responses
+        if self.dialect is not None:
+            module = dialect_module(self.dialect)
         accumulator = (
             openai_chat_stream.Accumulator
             if self.api == "chat"
@@ -221,7 +227,12 @@ class OpenAIProvider(ClosesClient):
             started_at=started,
             retries=retries,
             facts=self._facts(answer.body),
+            cost_usd=self._cost(answer.body),
         )
+
+    def _cost(self, body: dict[str, Any]) -> float | None:
+        """What the provider says the call cost; OpenAI says nothing (a subclass may)."""
+        return None
 
     def _facts(self, body: dict[str, Any]) -> tuple[tuple[str, str], ...]:
         if any(_path(body, f) is not None for f in self.quirks.read_fields):

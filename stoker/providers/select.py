@@ -7,6 +7,17 @@
     openai-compatible:URL#MODEL               a vLLM / SGLang / llama.cpp / Ollama / OpenRouter
                                               server's Chat Completions at URL (openai_api_key
                                               if set, else the placeholder "EMPTY" those accept)
+    openai-compatible+vllm:URL#MODEL          the same on vLLM or llama.cpp, whose cache rules
+    openai-compatible+llamacpp:URL#MODEL      then apply (or `--cache vllm|llamacpp`, the
+                                              config's local_cache): a zero price, cost in
+                                              prefill time
+    bedrock:MODEL_ID                          Claude on Bedrock (Converse, the AWS SDK);
+                                              aws_access_key_id + aws_secret_access_key (or
+                                              aws_profile), aws_region, bedrock_base_url
+    openrouter:MODEL                          OpenRouter; openrouter_api_key, _base_url
+    deepseek:MODEL                            DeepSeek; deepseek_api_key, deepseek_base_url
+    google:MODEL                              Gemini (the Gemini API over google-genai, the
+                                              `google` extra); google_api_key, _base_url
 
 Keys and base URLs come from a `stoker.config.Config`, which the CLI resolves from the
 environment (ANTHROPIC_API_KEY, ...); never from the string: a key in a provider string
@@ -16,6 +27,7 @@ would end up in shell history, process lists and logs. This module reads no envi
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from stoker.cache.prices import PriceBook
 from stoker.clock import Clock
@@ -25,7 +37,17 @@ from stoker.providers.base import Provider
 from stoker.providers.retry import RetryPolicy
 from stoker.providers.sim.provider import SimProvider
 
-KINDS = ("sim", "anthropic", "openai", "openai-chat", "openai-compatible")
+KINDS = (
+    "sim",
+    "anthropic",
+    "openai",
+    "openai-chat",
+    "openai-compatible",
+    "bedrock",
+    "openrouter",
+    "deepseek",
+    "google",
+)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -54,6 +76,7 @@ def select_provider(
     `config`; without one, only providers that need no key can be chosen. The providers
     price models by `config`'s prices file over the catalogue."""
     kind, _, rest = spec.strip().partition(":")
+    kind, _, engine = kind.partition("+")
     model = rest.strip() or None
     prices = PriceBook.load(config.prices_file) if config is not None else None
     if kind in ("", "sim"):
@@ -84,6 +107,20 @@ def select_provider(
             prices=prices,
         )
         return ProviderChoice(provider=provider, model=model)
+    if kind == "google":
+        from stoker.providers.google import GoogleProvider
+
+        provider = GoogleProvider(
+            api_key=_key(config.google_api_key if config else None, "google_api_key", kind),
+            base_url=config.google_base_url if config else None,
+            clock=clock,
+            retry=retry,
+            prices=prices,
+        )
+        return ProviderChoice(provider=provider, model=model)
+    more = _more(kind, rest, spec, engine, config, clock=clock, retry=retry, prices=prices)
+    if more is not None:
+        return more
     from stoker.providers.openai import OpenAIProvider
 
     if kind in ("openai", "openai-chat"):
@@ -115,3 +152,68 @@ def select_provider(
         )
         return ProviderChoice(provider=provider, model=name.strip())
     raise ConfigError(f"unknown provider {kind!r} in {spec!r}; expected one of: {', '.join(KINDS)}")
+
+
+def _more(
+    kind: str,
+    rest: str,
+    spec: str,
+    engine: str,
+    config: Config | None,
+    *,
+    clock: Clock | None,
+    retry: RetryPolicy | None,
+    prices: PriceBook | None,
+) -> ProviderChoice | None:
+    """Bedrock, OpenRouter, DeepSeek and the local servers (None for another kind)."""
+    settings = config if config is not None else Config.from_env({})
+    model = rest.strip() or None
+    common: dict[str, Any] = {"clock": clock, "retry": retry, "prices": prices}
+    provider: Provider
+    if kind == "bedrock":
+        from stoker.providers.bedrock import BedrockProvider
+
+        if config is None or not (config.aws_access_key_id or config.aws_profile):
+            raise ConfigError(
+                "--provider bedrock:... needs AWS credentials: set AWS_ACCESS_KEY_ID and "
+                "AWS_SECRET_ACCESS_KEY (or AWS_PROFILE)"
+            )
+        provider = BedrockProvider(
+            region=settings.aws_region or "us-east-1",
+            access_key_id=settings.aws_access_key_id,
+            secret_access_key=settings.aws_secret_access_key,
+            session_token=settings.aws_session_token,
+            profile=settings.aws_profile,
+            base_url=settings.bedrock_base_url,
+            **common,
+        )
+        return ProviderChoice(provider=provider, model=model)
+    if kind in ("openrouter", "deepseek"):
+        from stoker.providers.compat import DeepSeekProvider, OpenRouterProvider
+
+        key = _key(getattr(settings, f"{kind}_api_key"), f"{kind}_api_key", kind)
+        url = getattr(settings, f"{kind}_base_url")
+        cls = OpenRouterProvider if kind == "openrouter" else DeepSeekProvider
+        provider = cls(api_key=key, base_url=url, **common)
+        return ProviderChoice(provider=provider, model=model)
+    engine = engine or (settings.local_cache or "" if kind == "openai-compatible" else "")
+    if kind != "openai-compatible" or not engine:
+        return None
+    from stoker.providers.compat import ENGINES, LocalProvider
+
+    url, _, name = rest.rpartition("#")
+    url = url.strip() or settings.openai_base_url or ""
+    if not url or not name.strip():
+        raise ConfigError(
+            f"cannot read {spec!r}: write openai-compatible+{engine}:URL#MODEL, "
+            "e.g. openai-compatible+vllm:http://127.0.0.1:8000/v1#qwen3-8b"
+        )
+    if engine not in ENGINES:
+        raise ConfigError(f"unknown server {engine!r} in {spec!r}; expected {', '.join(ENGINES)}")
+    provider = LocalProvider(
+        base_url=url.strip(),
+        engine=engine,
+        api_key=settings.openai_api_key or "EMPTY",
+        **common,
+    )
+    return ProviderChoice(provider=provider, model=name.strip())

@@ -6,12 +6,12 @@ the call is recorded with a `CacheRecord` and the explainer's verdict, grouped i
 lineages by the hash chain of its messages (`lineage`, `recorder`). With `--optimize`
 the proxy also rewrites requests where the model cannot tell (`optimize`) and sends
 keep-warm pings where the time policy says they pay (`keepwarm`). `report` turns the
-records into per-lineage figures.
+records into the report `stoker report` prints, per tree of lineages.
 """
 
 from __future__ import annotations
 
 from stoker.proxy.app import ProxyConfig, create_app
-from stoker.proxy.report import LineageReport, proxy_report
+from stoker.proxy.report import LineageFigures, proxy_report
 
-__all__ = ["LineageReport", "ProxyConfig", "create_app", "proxy_report"]
+__all__ = ["LineageFigures", "ProxyConfig", "create_app", "proxy_report"]

@@ -27,7 +27,7 @@ import threading
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import aiohttp
@@ -42,8 +42,9 @@ from stoker.cache.time_policy import WarmPlan
 from stoker.clock import Clock, SystemClock
 from stoker.errors import StokerError
 from stoker.providers.sim._http import error_response
-from stoker.proxy.keepwarm import ProxyKeepWarm, ping_body
+from stoker.proxy.keepwarm import ProxyKeepWarm, warm_body
 from stoker.proxy.lineage import LineageState
+from stoker.proxy.markers import read
 from stoker.proxy.optimize import encode, rewrite
 from stoker.proxy.recorder import Call, ExchangeSink, Recorder, info_of
 from stoker.proxy.routes import (
@@ -248,7 +249,7 @@ class Proxy:
     # -- keep-warm ------------------------------------------------------------------------------
 
     async def _ping(self, lineage: LineageState, plan: WarmPlan) -> None:
-        body = ping_body(lineage)
+        body = warm_body(lineage, plan)
         if body is None:
             return
         self._begin()
@@ -260,8 +261,8 @@ class Proxy:
             started_at=self.clock.now(),
             sent=body,
             body=encode(body),
-            purpose="ping",
-            request=self.recorder.parse(lineage.dialect, body),
+            purpose=plan.action,
+            request=replace(self.recorder.parse(lineage.dialect, body), breakpoints=read(body)),
             admission=self.recorder.index.admit_ping(lineage),
         )
         began = time.perf_counter()

@@ -1,12 +1,23 @@
-"""Optimize mode's keep-warm: a ping before a lineage's cache entry expires, when it pays.
+"""Optimize mode's keep-warm: a ping or a seal before a lineage's cache entry expires,
+when it pays.
 
-The decision is Stoker's own (`stoker.cache.time_policy.decide`): the cost of a ping
-against the rewrite it saves times the chance the client is back while the entry lives,
-from the gaps seen in the lineage, capped at one rewrite per gap. A ping is the
-lineage's last forwarded body as an Anthropic pre-warm (`max_tokens: 0`): it reads the
-whole prefix the last call wrote, which refreshes it, and generates nothing. It cannot
-seal (write a 1-hour entry past the last write), since the proxy does not author the
-assistant turn the client will send next.
+The decision is Stoker's own (`stoker.cache.time_policy.decide`), with the inputs Stoker's
+sessions give it: the cost of each request against the rewrite it saves times the chance
+the client is back while the entry lives, from the gaps seen in the lineage, capped at
+one rewrite per gap. Both are the lineage's last forwarded body as an Anthropic pre-warm
+(`max_tokens: 0`), generating nothing:
+
+- a *ping* sends it as it was: it reads the whole prefix the last call wrote, which
+  refreshes the entry for another 5 minutes;
+- a *seal* appends the answer the upstream gave to that body (what the client resends
+  next, as frameworks replay an assistant turn as they received it) and a placeholder
+  user message, with 1-hour breakpoints on tools+system and on the answer's last block:
+  it reads the prefix and writes the answer once at the 1-hour rate, and the settled
+  prefix then lives an hour with nothing more sent. The tail it writes is the answer's
+  output tokens, as the provider counted them.
+
+A client that re-serialises the answer (another key order) misses the sealed tail; the
+1-hour marker on tools+system keeps that part in any case.
 
 Time comes from a `Clock`: with the system clock `run()` sleeps until the next ping is
 due; with a `FrozenClock`, `idle(seconds)` moves through each due time in order, so a
@@ -17,22 +28,31 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 from stoker.cache.planner import CachePolicy
 from stoker.cache.time_policy import Idle, WarmPlan, decide
 from stoker.clock import Clock, FrozenClock
 from stoker.errors import ConfigError
 from stoker.proxy.lineage import LineageState
+from stoker.proxy.markers import place, strip
 from stoker.proxy.recorder import info_of
+from stoker.wire.request import Breakpoint
 
 log = logging.getLogger(__name__)
 
 Ping = Callable[[LineageState, WarmPlan], Awaitable[None]]
 
 
-def ping_body(lineage: LineageState) -> dict[str, object] | None:
+PLACEHOLDER = {"role": "user", "content": "(keep-warm request: no answer is needed)"}
+"""The user message after a seal's breakpoint: sent, never cached (as Stoker's own)."""
+PLACEHOLDER_TOKENS = 16
+
+
+def ping_body(lineage: LineageState) -> dict[str, Any] | None:
     """The pre-warm a lineage's ping sends, or None where the API refuses one (a stream
     is turned off; extended thinking and a forced tool choice cannot pre-warm)."""
     payload = lineage.last_payload
@@ -47,6 +67,44 @@ def ping_body(lineage: LineageState) -> dict[str, object] | None:
     return body
 
 
+def _sealable(answer: list[Any] | None) -> int | None:
+    """The index of the answer's last block a breakpoint may sit on (not thinking, not an
+    empty text), or None."""
+    for i in range(len(answer or ()) - 1, -1, -1):
+        block = answer[i]  # type: ignore[index]
+        kind = block.get("type") if isinstance(block, dict) else None
+        if kind in ("thinking", "redacted_thinking") or kind is None:
+            continue
+        if kind == "text" and not block.get("text"):
+            continue
+        return i
+    return None
+
+
+def seal_body(lineage: LineageState) -> dict[str, Any] | None:
+    """The pre-warm a lineage's seal sends: its ping with the answer and a placeholder
+    appended, 1-hour markers on tools+system and the answer (None: nothing to seal)."""
+    body = ping_body(lineage)
+    answer = lineage.last_answer
+    at = _sealable(answer)
+    if body is None or answer is None or at is None:
+        return None
+    sealed: dict[str, Any] = json.loads(json.dumps(body))  # its own copy: markers go in place
+    turn = {"role": "assistant", "content": json.loads(json.dumps(answer))}
+    sealed["messages"] = [*sealed["messages"], turn, dict(PLACEHOLDER)]
+    strip(sealed)
+    last = len(sealed["messages"]) - 2
+    place(
+        sealed, (Breakpoint(message=None, ttl="1h"), Breakpoint(message=last, block=at, ttl="1h"))
+    )
+    return sealed
+
+
+def warm_body(lineage: LineageState, plan: WarmPlan) -> dict[str, Any] | None:
+    """What `plan` sends for `lineage`."""
+    return seal_body(lineage) if plan.action == "seal" else ping_body(lineage)
+
+
 def warm_plan(lineage: LineageState, policy: CachePolicy) -> WarmPlan | None:
     """What to do before the lineage's entry expires (None: nothing is cached to keep)."""
     if (
@@ -58,13 +116,15 @@ def warm_plan(lineage: LineageState, policy: CachePolicy) -> WarmPlan | None:
     ):
         return None
     info = info_of(lineage.previous.prefix.params.model, lineage.dialect)
+    sealable = _sealable(lineage.last_answer) is not None
     idle = Idle(
         refreshed_at=lineage.refreshed_at,
         live_for=lineage.live_for,
         idle_since=lineage.previous_started_at,
         cached=lineage.previous_cached,
-        tail=0,
-        overhead=0,
+        tail=lineage.answer_tokens if sealable else 0,
+        long_lived=lineage.live_for >= 3600.0,
+        overhead=PLACEHOLDER_TOKENS,
         spent=lineage.warm_spent,
     )
     return decide(idle, info, policy.keep_warm, gaps=lineage.gaps)

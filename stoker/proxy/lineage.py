@@ -11,9 +11,13 @@ length it was sent; a new call finds the longest of its own chain prefixes in th
 - nothing: a new conversation.
 
 No time window, no guess: two conversations interleaved with the same system prompt
-part at their first differing message. The chain leaves the system prompt and tools
-out on purpose, so a conversation whose system prompt carries a timestamp stays one
-lineage and its records name the moving byte instead of splitting it into many.
+part at their first differing message. A lineage never crosses a wire (Messages, Chat
+Completions, Responses) or a model family (Claude, GPT, ...): a call to another provider's
+model with the same history is another conversation, since no cache is shared between
+them and a "model changed" miss there is nothing a client could fix. The chain leaves
+the system prompt and tools out on purpose, so a conversation whose system prompt
+carries a timestamp stays one lineage and its records name the moving byte instead of
+splitting it into many.
 """
 
 from __future__ import annotations
@@ -23,7 +27,9 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
+from stoker.cache.models import fallback_info, model_info
 from stoker.cache.planner import BlockRef
+from stoker.errors import ConfigError
 from stoker.wire.fingerprint import EMPTY_CHAIN, chain_step
 from stoker.wire.messages import Message, UserMessage
 from stoker.wire.request import Request
@@ -59,6 +65,8 @@ class LineageState:
     cache_key: str | None = None  # optimize (OpenAI): the lineage's prompt_cache_key
     cache_slot: str | None = None  # and the slot (scope/shard) it was made for
     last_payload: dict[str, Any] | None = None  # optimize: the latest body sent upstream
+    last_answer: list[Any] | None = None  # optimize (Anthropic): the content answered to it
+    answer_tokens: int = 0  # its output tokens as reported: what a seal writes
     path: str = ""
     auth: list[tuple[str, str]] = field(default_factory=list, repr=False)
     refreshed_at: float | None = None  # start of the latest call that read or wrote
@@ -113,6 +121,15 @@ def chain_hashes(messages: tuple[Message, ...]) -> list[str]:
     return out
 
 
+def family_of(model: str, dialect: str) -> str:
+    """Whose cache `model` uses: the model table's family, or the wire's provider for a
+    model it does not know."""
+    try:
+        return model_info(model).provider
+    except ConfigError:
+        return fallback_info(model, "anthropic" if dialect == "anthropic" else "openai").provider
+
+
 def _title(messages: tuple[Message, ...]) -> str:
     for message in messages:
         text = message.prompt if isinstance(message, UserMessage) else ""
@@ -127,7 +144,8 @@ class LineageIndex:
     def __init__(self, *, capacity: int = MAX_LINEAGES) -> None:
         self._capacity = capacity
         self._lineages: OrderedDict[str, LineageState] = OrderedDict()
-        self._points: dict[tuple[str, str], tuple[str, int]] = {}  # (tenant, chain) -> at
+        # (tenant, wire, model family, chain) -> (lineage, messages): where a history was
+        self._points: dict[tuple[str, str, str, str], tuple[str, int]] = {}
 
     def get(self, lineage_id: str) -> LineageState | None:
         return self._lineages.get(lineage_id)
@@ -147,10 +165,11 @@ class LineageIndex:
         """Place a call in its lineage (made if new) and move the lineage's head to it;
         where `placement` says, when another index placed it first."""
         hashes = chain_hashes(request.messages)
+        space = (tenant, dialect, family_of(request.prefix.params.model, dialect))
         found: tuple[LineageState, int] | None = None
         if placement is None:
             for k in range(len(hashes), 0, -1):
-                point = self._points.get((tenant, hashes[k - 1]))
+                point = self._points.get((*space, hashes[k - 1]))
                 if point is not None and point[0] in self._lineages:
                     found = (self._lineages[point[0]], k)
                     break
@@ -197,7 +216,7 @@ class LineageIndex:
         lineage.seq += 1
         lineage.count = len(hashes)
         if hashes:
-            self._points[(tenant, hashes[-1])] = (lineage.id, len(hashes))
+            self._points[(*space, hashes[-1])] = (lineage.id, len(hashes))
         return admission
 
     def admit_ping(self, lineage: LineageState) -> Admission:

@@ -1,11 +1,17 @@
 """Turns a finished proxied call into an `Exchange`: its lineage, usage, record and why.
 
-The usage is what the upstream reported. The facts behind a miss (an entry expired, a
-write outside the lookback, a prefix under the minimum) come from a shadow of the
-provider's cache (`stoker.proxy.shadow`), fed every body the proxy forwarded. The
-explanation is the one Stoker's own sessions get (`stoker.cache.record.build_record`):
+The usage is what the upstream reported, and it has the last word. The facts behind a
+miss (an entry expired, a write outside the lookback, a prefix under the minimum) come
+from a shadow of the provider's cache (`stoker.proxy.shadow`), fed every body the proxy
+forwarded; a fact about the cache's state stands only where the reported read fell
+short of what the lineage had cached (the shadow is a model, the usage a measurement).
+The explanation is the one Stoker's own sessions get (`stoker.cache.record.build_record`):
 the first slot that moved against the lineage's previous call, with its key path and
-class.
+class. What a call could have read (`sent_before`) and what no earlier call had sent
+(`ideal`) are in the provider's counts too: from the input it reported for the longest
+earlier call of the tenant that this one extends (its messages a prefix of this one's;
+on the same wire and model family, and for the ideal with the same model, tools and
+system too, since a changed prefix makes everything after it new to the cache).
 
 Lineage state lives in memory (`LineageIndex`); the store keeps what was recorded.
 `stoker proxy` runs the recorder in a process of its own (`recorder_process`).
@@ -15,6 +21,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections import OrderedDict
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
@@ -22,12 +29,19 @@ from stoker.cache.models import ModelInfo, fallback_info, model_info
 from stoker.cache.record import build_record
 from stoker.errors import ConfigError, StokerError
 from stoker.proxy.capture import response_body
-from stoker.proxy.lineage import Admission, LineageIndex, LineageState, Placement, chain_hashes
+from stoker.proxy.lineage import (
+    Admission,
+    LineageIndex,
+    LineageState,
+    Placement,
+    chain_hashes,
+    family_of,
+)
 from stoker.proxy.shadow import ShadowCache
 from stoker.wire.dialects import dialect_module
 from stoker.wire.dialects._chain import ChainMemo
 from stoker.wire.exchange import Exchange
-from stoker.wire.fingerprint import EMPTY_CHAIN
+from stoker.wire.fingerprint import EMPTY_CHAIN, key_of
 from stoker.wire.record import CacheRecord, Explanation
 from stoker.wire.request import Request
 from stoker.wire.usage import Usage
@@ -36,6 +50,11 @@ log = logging.getLogger(__name__)
 
 _PROVIDER = {"anthropic": "anthropic", "openai_chat": "openai", "openai_responses": "openai"}
 MAX_GAPS = 50
+MAX_ENDS = 100_000  # earlier calls' ends remembered (with their reported input), LRU
+# What the shadow may say about the cache's state; each stands only where the provider's
+# usage shows a shortfall. (No breakpoint, or a prefix under the minimum, is the request's
+# own shape, known for sure.)
+_STATE_FACTS = frozenset({"expired", "lookback", "concurrent", "evicted", "cold", "overflow"})
 
 
 class ExchangeSink(Protocol):
@@ -96,6 +115,10 @@ class Recorder:
         self.index = LineageIndex()
         self.memo = ChainMemo()
         self._unread = 0
+        # (tenant, wire, prefix key or model family, chain of the messages) -> the input the
+        # provider reported for a call that sent exactly that: what a later call extending
+        # it shares (with the same prefix), or could have read (had nothing moved)
+        self._ends: OrderedDict[tuple[str, str, str, str], int] = OrderedDict()
 
     def parse(self, dialect: str, body: dict[str, Any]) -> Request:
         """The request a body describes (a `WireError` when it is not one of the API's)."""
@@ -167,21 +190,58 @@ class Recorder:
         except StokerError as exc:
             return replace(base, error=f"the response could not be read: {exc}")
         if not self.measure:
-            self._advance(lineage, call, usage)
+            self._advance(lineage, call, usage, body)
             return base
         turn = call.purpose == "turn"
         observed = self.shadow.observe(
             call.tenant, call.dialect, call.sent, at=call.started_at, turn=turn
         )
-        record = self._record(call, admission, usage, observed.facts)
-        self._advance(lineage, call, usage)
+        sent_before = self._sent_before(call, same_prefix=False) if turn else 0
+        info = info_of(call.request.prefix.params.model, call.dialect)
+        facts = _consistent(observed.facts, usage, admission, info, sent_before)
+        record = self._record(call, admission, usage, facts)
+        self._advance(lineage, call, usage, body)
+        ideal = 0
+        if turn:
+            shared = self._sent_before(call, same_prefix=True)
+            self._ended(call, usage)
+            if not shared and observed.total:  # a prefix shared with no whole earlier call
+                shared = round(observed.shared * usage.input_total / observed.total)
+            ideal = max(0, usage.input_total - shared)
         return replace(
             base,
             response=body,
             record=record,
             cannot_fix=self._cannot_fix(call, record),
-            ideal=observed.ideal,
+            ideal=ideal,
+            sent_before=sent_before,
         )
+
+    def _space(self, call: Call, *, same_prefix: bool) -> tuple[str, str, str]:
+        assert call.request is not None
+        prefix = call.request.prefix
+        within = key_of(prefix) if same_prefix else family_of(prefix.params.model, call.dialect)
+        return (call.tenant, call.dialect, within)
+
+    def _sent_before(self, call: Call, *, same_prefix: bool) -> int:
+        """The reported input of the longest earlier call this one extends (0: none)."""
+        assert call.request is not None
+        space = self._space(call, same_prefix=same_prefix)
+        for chain in reversed(chain_hashes(call.request.messages)):
+            total = self._ends.get((*space, chain))
+            if total is not None:
+                self._ends.move_to_end((*space, chain))
+                return total
+        return 0
+
+    def _ended(self, call: Call, usage: Usage) -> None:
+        assert call.request is not None
+        hashes = chain_hashes(call.request.messages)
+        if hashes:
+            for same in (True, False):
+                self._ends[(*self._space(call, same_prefix=same), hashes[-1])] = usage.input_total
+            while len(self._ends) > MAX_ENDS:
+                self._ends.popitem(last=False)
 
     def _unread_exchange(self, call: Call, error: str) -> Exchange:
         """A call that is not a request of its API, recorded in its tenant's unread list."""
@@ -225,10 +285,16 @@ class Recorder:
             record = replace(record, purpose=call.purpose, explanation=explanation)
         return record
 
-    def _advance(self, lineage: LineageState, call: Call, usage: Usage) -> None:
+    def _advance(
+        self, lineage: LineageState, call: Call, usage: Usage, body: dict[str, Any]
+    ) -> None:
         """The lineage after a successful call: what it sent, wrote, and when."""
         assert call.request is not None
         lineage.refreshed_at = call.started_at
+        if call.purpose == "seal" and usage.written_1h:  # the settled prefix, for an hour
+            lineage.live_for = 3600.0
+            lineage.previous_cached = usage.read + usage.written
+            lineage.answer_tokens = 0
         if call.purpose != "turn":
             return
         if lineage.previous_started_at is not None:
@@ -246,6 +312,9 @@ class Recorder:
             lineage.rolling = call.rolling
             lineage.last_payload = call.sent
             lineage.auth = call.auth
+            content = body.get("content")
+            lineage.last_answer = content if isinstance(content, list) and content else None
+            lineage.answer_tokens = usage.output
 
     def _cannot_fix(self, call: Call, record: CacheRecord) -> tuple[str, ...]:
         """What optimize mode saw and left alone: a moved slot only the client can fix."""
@@ -256,6 +325,29 @@ class Recorder:
         if e.offset is not None:
             where += f" at byte {e.offset}"
         return (f"{where} [{e.classification}]: {e.detail}",)
+
+
+def _consistent(
+    facts: tuple[tuple[str, str], ...],
+    usage: Usage,
+    admission: Admission,
+    info: ModelInfo,
+    sent_before: int,
+) -> tuple[tuple[str, str], ...]:
+    """The shadow's facts, less those about the cache's state when the provider reports
+    the call read all the lineage had cached: on OpenAI's regime L everything sent is
+    cached implicitly and reads are whole boundaries, so a read within a boundary (and a
+    few framing tokens) of what an earlier call sent is a full one."""
+    lineage = admission.lineage
+    if info.regime == "L":
+        cached, slack = sent_before, info.interval + 16
+    elif admission.new or lineage.previous_cached is None:
+        return facts
+    else:
+        cached, slack = lineage.previous_cached, 0
+    if usage.read + slack < cached:
+        return facts
+    return tuple((cause, detail) for cause, detail in facts if cause not in _STATE_FACTS)
 
 
 def _base(call: Call) -> Exchange:

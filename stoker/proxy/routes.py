@@ -13,7 +13,15 @@ from collections.abc import Iterable
 from stoker.errors import ConfigError
 from stoker.wire.dialects import Dialect
 
-UPSTREAMS = {"anthropic": "https://api.anthropic.com", "openai": "https://api.openai.com"}
+UPSTREAMS = {
+    "anthropic": "https://api.anthropic.com",
+    "openai": "https://api.openai.com",
+    # Chat Completions APIs: their calls are recorded as Chat (docs/provider-caching.md).
+    # Bedrock is no name here (its host names a region) and its requests are signed:
+    # a proxy may forward them, never rewrite them.
+    "openrouter": "https://openrouter.ai",
+    "deepseek": "https://api.deepseek.com",
+}
 
 # The API paths whose calls are recorded, and the dialect of each. Any other path (model
 # lists, token counting) is forwarded as it is and not recorded: it has no cache effect.
@@ -21,6 +29,8 @@ DIALECT_OF_PATH: dict[str, Dialect] = {
     "/v1/messages": "anthropic",
     "/v1/chat/completions": "openai_chat",
     "/v1/responses": "openai_responses",
+    "/api/v1/chat/completions": "openai_chat",  # OpenRouter's path
+    "/chat/completions": "openai_chat",  # DeepSeek's (and other servers') unversioned path
 }
 
 _HOP_BY_HOP = frozenset(
@@ -44,7 +54,8 @@ def upstream_url(spec: str) -> str:
     if spec in UPSTREAMS:
         return UPSTREAMS[spec]
     if not spec.startswith(("http://", "https://")):
-        raise ConfigError(f"--upstream {spec!r}: expected anthropic, openai or an http(s) URL")
+        names = ", ".join(UPSTREAMS)
+        raise ConfigError(f"--upstream {spec!r}: expected {names} or an http(s) URL")
     return spec.rstrip("/")
 
 

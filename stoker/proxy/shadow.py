@@ -1,10 +1,11 @@
 """The provider's cache as the proxied calls left it: the costly half of recording a call.
 
 Why a call missed (an entry expired, a write outside the lookback, a prefix under the
-minimum) and how many of its prefix tokens no earlier call of its tenant had sent (the
-"ideal" writes) both come from replaying every forwarded body, in order, through the
-pure accountant the simulator bills with (`stoker.cache.accounting`). That replay is
-most of a recording's CPU time; `stoker proxy` records in a process of its own
+minimum) and how much of its prefix an earlier call of its tenant had sent both come
+from replaying every forwarded body, in order, through the pure accountant the
+simulator bills with (`stoker.cache.accounting`). Both are in the accountant's token
+estimate: the recorder weighs them against the counts the provider reported, which win.
+That replay is most of a recording's CPU time; `stoker proxy` records in a process of its own
 (`stoker.proxy.recorder_process`) so that none of it runs on the loop that forwards.
 """
 
@@ -30,12 +31,13 @@ class Observation:
     """What one forwarded body did to the shadow cache.
 
     `facts`: the accountant's reasons for what the call could not read, as (cause,
-    sentence) pairs for the explainer. `ideal`: prefix tokens no earlier call of the
-    tenant sent (Anthropic; 0 elsewhere, and for calls that are not turns).
+    sentence) pairs for the explainer. `shared` of `total`: estimated prefix tokens an
+    earlier call of the tenant sent, of all the call's (Anthropic turns; 0 elsewhere).
     """
 
     facts: tuple[tuple[str, str], ...] = ()
-    ideal: int = 0
+    shared: int = 0
+    total: int = 0
 
 
 @dataclass(slots=True)
@@ -59,19 +61,23 @@ class ShadowCache:
                 outcome = self.openai.account(payload, api=_API[dialect], at=at, org=tenant)
         except (StokerError, KeyError, TypeError, AttributeError, ValueError, OverflowError):
             return Observation()  # the upstream answered it; the shadow cannot read it
-        ideal = self._ideal(tenant, payload) if turn and dialect == "anthropic" else 0
-        return Observation(facts=facts_of(outcome), ideal=ideal)
+        shared, total = self._shared(tenant, payload) if turn and dialect == "anthropic" else (0, 0)
+        return Observation(facts=facts_of(outcome), shared=shared, total=total)
 
-    def _ideal(self, tenant: str, payload: dict[str, Any]) -> int:
+    def _shared(self, tenant: str, payload: dict[str, Any]) -> tuple[int, int]:
+        """Tokens through the last block an earlier call had sent (keys chain, so every
+        block before it was sent too), and all the payload's tokens."""
         seen = self.seen.setdefault(tenant, set())
         try:
             memo = self.memos.setdefault(tenant, ChainMemo())
             blocks = prefix_blocks(payload, workspace=tenant, memo=memo)
         except (StokerError, KeyError, TypeError, AttributeError, ValueError, OverflowError):
-            return 0
-        new = 0
+            return 0, 0
+        shared = total = 0
         for key, tokens in blocks:
-            if key not in seen:
+            total += tokens
+            if key in seen:
+                shared = total
+            else:
                 seen.add(key)
-                new += tokens
-        return new
+        return shared, total

@@ -13,10 +13,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from stoker.cache.explain import explain
-from stoker.cache.models import ModelInfo, fallback_info, model_info, with_prices
+from stoker.cache.models import Family, ModelInfo, fallback_info, model_info, with_prices
 from stoker.cache.prices import PriceBook
 from stoker.cache.pricing import CostTotal, cost_usd, sum_costs, uncached_cost_usd
 from stoker.errors import ConfigError, UnknownPrice
+from stoker.report.counterfactual import read_with_fix
 from stoker.report.lineage import (
     SessionNode,
     StoredCall,
@@ -39,10 +40,14 @@ FIXES = {
     "expired": "a 1-hour TTL on the prefix breakpoint, or a keep-warm ping before expiry",
     "lookback": "an intermediate breakpoint within 20 blocks of the previous write",
     "below_minimum": "a prefix above the model's minimum cacheable length",
+    "no_breakpoint": "`stoker proxy --optimize` (it places them), or cache_control on the last "
+    "tool or system block and on the newest message block",
     "concurrent": "wait for the first response to start before sending the next request",
     "evicted": "nothing on this side: the provider dropped the entry early",
     "cold": "pre-warm the prefix before the first real request",
     "overflow": "fewer requests per minute on one cache key",
+    "rerouted": "a session key (OpenRouter's session_id) so the conversation sticks to one "
+    "upstream",
     "unexplained": "nothing known: file an issue with the session's export",
 }
 
@@ -57,6 +62,7 @@ class Call:
     record: CacheRecord
     cost_usd: float | None
     no_cache_usd: float | None
+    storage_usd: float = 0.0  # of `cost_usd`: an explicit cache's storage (Gemini's)
 
     @property
     def usage(self) -> Usage:
@@ -102,10 +108,12 @@ class Miss:
     saving_usd: float | None
     read_with_fix: int
     replayed: bool
+    lost_tokens: int = 0  # what it fell short of reading, of what was there before it
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "call": self.call,
+            "lost_tokens": self.lost_tokens,
             "verdict": self.verdict,
             "explanation": self.explanation,
             "fix": self.fix,
@@ -114,6 +122,37 @@ class Miss:
             "read_with_fix": self.read_with_fix,
             "replayed": self.replayed,
         }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WhatIf:
+    """What another choice would have saved over what was paid: Stoker's planner or time
+    policy on traffic that did without them, or `stoker proxy --optimize` in front of it.
+    `saving_usd` is None when no call it changes has a price."""
+
+    name: str
+    saving_usd: float | None
+    detail: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "saving_usd": self.saving_usd, "detail": self.detail}
+
+    def __str__(self) -> str:
+        saved = "an unknown amount" if self.saving_usd is None else f"${self.saving_usd:,.5f}"
+        return f"{self.name} would have saved {saved}: {self.detail}"
+
+
+def what_ifs(found: Sequence[WhatIf]) -> tuple[WhatIf, ...]:
+    """Several lineages' what-ifs added up by name (details joined once each)."""
+    by_name: dict[str, list[WhatIf]] = {}
+    for w in found:
+        by_name.setdefault(w.name, []).append(w)
+    out = []
+    for name, ws in by_name.items():
+        known = [w.saving_usd for w in ws if w.saving_usd is not None]
+        detail = ws[0].detail if len(ws) == 1 else f"over {len(ws)} conversations"
+        out.append(WhatIf(name=name, saving_usd=sum(known) if known else None, detail=detail))
+    return tuple(out)
 
 
 def _money(total: CostTotal) -> dict[str, Any]:
@@ -142,6 +181,11 @@ class Totals:
         return sum_costs(c.no_cache_usd for c in self.calls)
 
     @property
+    def storage_usd(self) -> float:
+        """What explicit caches cost in storage (Gemini's), counted in `cost` too."""
+        return sum(c.storage_usd for c in self.calls)
+
+    @property
     def savings_usd(self) -> float:
         """What the cache saved over sending the same tokens uncached (priced calls only)."""
         return sum(
@@ -158,6 +202,7 @@ def totals_dict(t: Totals) -> dict[str, Any]:
         "cost": _money(t.cost),
         "no_cache_cost": _money(t.no_cache_cost),
         "savings_usd": t.savings_usd,
+        **({"storage_usd": t.storage_usd} if t.storage_usd else {}),
     }
 
 
@@ -175,12 +220,19 @@ class SessionReport(Totals):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class LineageReport(Totals):
+    """A tree of sessions (or of proxied conversations, or of traced ones). `notes`: lines
+    a source adds under it (the proxy's writes against the ideal, what it rewrote);
+    `extra`: the same as data, in the JSON under the source's own key."""
+
     root_id: str
     title: str
     sessions: tuple[SessionNode, ...]
     calls: tuple[Call, ...]
     misses: tuple[Miss, ...]
     replay_checked: bool  # the as-sent replay reproduced every recorded call
+    notes: tuple[str, ...] = ()
+    what_if: tuple[WhatIf, ...] = ()
+    extra: dict[str, Any] = field(default_factory=dict)
 
     def by_session(self) -> tuple[SessionReport, ...]:
         """Each session of the tree with its own calls, parents first."""
@@ -198,34 +250,71 @@ class LineageReport(Totals):
             "replay_checked": self.replay_checked,
             "calls": [c.to_dict() for c in self.calls],
             "misses": [m.to_dict() for m in self.misses],
+            "notes": list(self.notes),
+            "what_if": [w.to_dict() for w in self.what_if],
+            **self.extra,
         }
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Report(Totals):
+    """`title` heads the page; `source` says what was read (a database, a trace file);
+    `notes` what the figures assume; `what_if` the lineages' what-ifs added up."""
+
     lineages: tuple[LineageReport, ...]
     unpriced: tuple[UnknownPrice, ...] = field(default=())  # one per model nobody prices
+    title: str = "Stoker cache report"
+    source: str = ""
+    notes: tuple[str, ...] = ()
 
     @property
     def calls(self) -> tuple[Call, ...]:
         return tuple(c for lineage in self.lineages for c in lineage.calls)
 
+    @property
+    def what_if(self) -> tuple[WhatIf, ...]:
+        return what_ifs([w for lineage in self.lineages for w in lineage.what_if])
+
     def to_dict(self) -> dict[str, Any]:
         return {
             **totals_dict(self),
+            "title": self.title,
+            "source": self.source,
+            "notes": list(self.notes),
+            "what_if": [w.to_dict() for w in self.what_if],
             "unpriced": [str(u) for u in self.unpriced],
             "lineages": [lineage.to_dict() for lineage in self.lineages],
         }
 
 
-def _info(record: CacheRecord, prices: PriceBook) -> ModelInfo:
+def info_of_model(model: str, provider: str, prices: PriceBook) -> ModelInfo:
+    """`model`'s facts priced by `prices` over the catalogue; a model the table does not
+    know gets its provider's usual cache rules (`provider`: anthropic, or anything else
+    for OpenAI's, as a wire name like openai_chat)."""
     try:
-        info = model_info(record.model)
+        info = model_info(model)
     except ConfigError:
-        info = fallback_info(
-            record.model, "anthropic" if record.provider == "anthropic" else "openai"
-        )
-    return with_prices(info, prices, record.model)
+        info = fallback_info(model, family_of_provider(provider))
+    return with_prices(info, prices, model)
+
+
+def family_of_provider(provider: str) -> Family:
+    """The model family whose usual rules a provider's unknown model follows: a local
+    server's (`openai-compatible+vllm`, ...) costs nothing; OpenAI's for the rest."""
+    if provider.startswith("openai-compatible+"):
+        return "local"
+    known: dict[str, Family] = {
+        "anthropic": "anthropic",
+        "bedrock": "bedrock",
+        "bedrock_converse": "bedrock",
+        "openrouter": "openrouter",
+        "deepseek": "deepseek",
+    }
+    return known.get(provider, "openai")
+
+
+def info_for(record: CacheRecord, prices: PriceBook) -> ModelInfo:
+    return info_of_model(record.model, record.provider, prices)
 
 
 def _usd(usage: Usage, info: ModelInfo) -> float:
@@ -234,20 +323,32 @@ def _usd(usage: Usage, info: ModelInfo) -> float:
 
 def _read_with_fix(call: Call, previous: Call | None) -> Usage:
     """This call's usage had it read everything the session's previous call left cached."""
-    u = call.usage
     if previous is None:
-        return u
-    cached = previous.usage.read + previous.usage.written
-    missed = max(0, min(cached, u.input_total) - u.read)
-    from_written = min(missed, u.written)
-    from_5m = min(from_written, u.written_5m)
-    return Usage(
-        uncached=u.uncached - (missed - from_written),
-        written_5m=u.written_5m - from_5m,
-        written_1h=u.written_1h - (from_written - from_5m),
-        read=u.read + missed,
-        output=u.output,
+        return call.usage
+    return read_with_fix(call.usage, previous.usage.read + previous.usage.written)
+
+
+def priced_call(
+    number: int, session_id: str, role: str, record: CacheRecord, info: ModelInfo
+) -> Call:
+    """A call priced as the report prices: the record's own cost, or `info`'s now."""
+    storage = record.storage_token_hours * (info.storage or 0.0) / 1_000_000
+    lifecycle = record.purpose.startswith("cache_")  # an explicit cache's create/extend/delete
+    return Call(
+        number=number,
+        session_id=session_id,
+        role=role,
+        record=record,
+        cost_usd=record.cost_usd if record.cost_usd is not None else cost_usd(record.usage, info),
+        # with no cache there is no cache object to make, extend or delete
+        no_cache_usd=0.0 if lifecycle else uncached_cost_usd(record.usage, info),
+        storage_usd=storage,
     )
+
+
+def usd(usage: Usage, info: ModelInfo) -> float:
+    """What `usage` cost on `info`'s model, 0 where nobody prices it."""
+    return cost_usd(usage, info) or 0.0
 
 
 def _where(e: Explanation, call: StoredCall, previous: StoredCall | None) -> str:
@@ -309,6 +410,7 @@ def _misses(
                 saving_usd=saving if priced else None,
                 read_with_fix=read,
                 replayed=fixed is not None,
+                lost_tokens=max(0, read - call.usage.read),
             )
         )
     return tuple(misses), as_sent is not None
@@ -317,17 +419,10 @@ def _misses(
 def lineage_report(lineage: StoredLineage, prices: PriceBook) -> tuple[LineageReport, set[str]]:
     """The report of one tree, and the models in it that nobody prices."""
     roles = {s.id: s.role for s in lineage.sessions}
-    infos = [_info(c.record, prices) for c in lineage.calls]
+    infos = [info_for(c.record, prices) for c in lineage.calls]
     calls = tuple(
-        Call(
-            number=n,
-            session_id=c.record.session_id,
-            role=roles.get(c.record.session_id, c.record.role),
-            record=c.record,
-            cost_usd=c.record.cost_usd
-            if c.record.cost_usd is not None
-            else cost_usd(c.record.usage, info),
-            no_cache_usd=uncached_cost_usd(c.record.usage, info),
+        priced_call(
+            n, c.record.session_id, roles.get(c.record.session_id, c.record.role), c.record, info
         )
         for n, (c, info) in enumerate(zip(lineage.calls, infos, strict=True), 1)
     )

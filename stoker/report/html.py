@@ -12,7 +12,7 @@ import datetime as dt
 from collections import Counter
 from html import escape
 
-from stoker.report.build import LineageReport, Report
+from stoker.report.build import LineageReport, Report, WhatIf
 from stoker.report.series import BUCKETS, COST_COLOR, MISS_COLOR, NO_CACHE_COLOR, series
 
 STYLE = """
@@ -119,6 +119,26 @@ def _sessions(lineage: LineageReport) -> str:
     )
 
 
+def _notes(notes: tuple[str, ...]) -> str:
+    if not notes:
+        return ""
+    return "<ul class=notes>" + "".join(f"<li>{escape(n)}</li>" for n in notes) + "</ul>"
+
+
+def _what_ifs(found: tuple[WhatIf, ...], cls: str) -> str:
+    rows = "".join(
+        f"<tr><td>{escape(w.name)}</td><td class=n data-usd='{w.saving_usd}'>"
+        f"{_usd(w.saving_usd)}</td><td>{escape(w.detail)}</td></tr>"
+        for w in found
+    )
+    if not rows:
+        return ""
+    return (
+        f"<table class={cls}><tr><th>with</th><th>would have saved</th><th>how</th></tr>"
+        f"{rows}</table>"
+    )
+
+
 def _lineage(lineage: LineageReport, index: int) -> str:
     u = lineage.usage
     roles = ", ".join(
@@ -139,7 +159,8 @@ def _lineage(lineage: LineageReport, index: int) -> str:
         f"${lineage.savings_usd:,.5f}</span>. {checked}</p>"
         f"{_figure(lineage, div_id=f'chart-{index}', with_library=index == 0)}"
         f"<h3>Sessions</h3>{_sessions(lineage)}"
-        f"<h3>Misses</h3>{_misses(lineage)}</section>"
+        f"{_notes(lineage.notes)}"
+        f"<h3>Misses</h3>{_misses(lineage)}{_what_ifs(lineage.what_if, 'what-if')}</section>"
     )
 
 
@@ -152,9 +173,10 @@ def render_html(report: Report) -> str:
     generated = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
     return (
         "<!doctype html><html lang=en><head><meta charset=utf-8>"
-        "<title>Stoker cache report</title>"
+        f"<title>{escape(report.title)}</title>"
         f"<style>{STYLE}</style></head><body>"
-        f"<h1>Stoker cache report</h1><p>generated {generated}</p>"
+        f"<h1>{escape(report.title)}</h1><p>{escape(report.source)}"
+        f"{' · ' if report.source else ''}generated {generated}</p>"
         "<div class=figures>"
         f"<div class=figure>saved by the cache<b id=savings data-usd='{report.savings_usd}'>"
         f"${report.savings_usd:,.5f}</b></div>"
@@ -166,7 +188,12 @@ def render_html(report: Report) -> str:
         f"{u.hit_ratio:.1%}</b></div>"
         f"<div class=figure>calls<b id=calls>{len(report.calls)}</b></div>"
         "</div>"
-        f"{unpriced}"
+        f"{unpriced}{_notes(report.notes)}"
+        + (
+            f"<h2>What Stoker would have saved</h2>{_what_ifs(report.what_if, 'what-ifs')}"
+            if report.what_if
+            else ""
+        )
         + "".join(_lineage(lineage, i) for i, lineage in enumerate(report.lineages))
         + "</body></html>"
     )

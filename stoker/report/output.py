@@ -37,6 +37,15 @@ def _write(path: Path, what: str, write: Callable[[Path], object]) -> None:
         raise ConfigError(f"cannot write the {what} to {path}: {exc.strerror or exc}") from exc
 
 
+def write_files(report: Report, *, html: Path | None = None, png: Path | None = None) -> Written:
+    """Write `report`'s HTML page and PNG chart where paths are given."""
+    if html is not None:
+        _write(html, "HTML report", lambda p: p.write_text(render_html(report), encoding="utf-8"))
+    if png is not None:
+        _write(png, "PNG chart", lambda p: write_png(report, p))
+    return Written(report=report, html=html, png=png)
+
+
 async def write_report(
     config: Config,
     session_id: str | None,
@@ -53,8 +62,4 @@ async def write_report(
         report = await build_report(store, session_id, prices=prices)
     finally:
         await store.close()
-    if html is not None:
-        _write(html, "HTML report", lambda p: p.write_text(render_html(report), encoding="utf-8"))
-    if png is not None:
-        _write(png, "PNG chart", lambda p: write_png(report, p))
-    return Written(report=report, html=html, png=png)
+    return write_files(report, html=html, png=png)

@@ -18,6 +18,7 @@ from typing import Any, Protocol, Self
 
 from stoker.errors import SessionNotFound, StoreError
 from stoker.store.event_ops import ops_for, title
+from stoker.store.fleet_log import FleetLog
 from stoker.store.gateway_log import STARTED, GatewayLog
 from stoker.store.platform_log import PlatformLog
 from stoker.store.proxy_log import ProxyLog
@@ -63,9 +64,10 @@ class SessionStore(Protocol):
     async def close(self) -> None: ...
 
 
-class SqlEventStore(ProxyLog, PlatformLog, GatewayLog):
+class SqlEventStore(ProxyLog, PlatformLog, GatewayLog, FleetLog):
     """Event-to-SQL logic shared by the SQLite and PostgreSQL backends (and the recording
-    proxy's tables, `ProxyLog`; the chat platforms', `PlatformLog`).
+    proxy's tables, `ProxyLog`; the chat platforms', `PlatformLog`; the replicas' fleet
+    notes, `FleetLog`).
 
     Backends implement `_write(ops)` (one transaction), `_read(sql, params)`, `_init()`
     and `close()`.

@@ -126,6 +126,7 @@ def _exchange(row: tuple[Any, ...], parent: str | None, title: str) -> Exchange:
         rewrites=tuple(parsed.get("rewrites", ())),
         cannot_fix=tuple(parsed.get("cannot_fix", ())),
         ideal=int(ideal),
+        sent_before=int(parsed.get("sent_before", 0)),
         error=error,
     )
 

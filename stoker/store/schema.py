@@ -186,6 +186,27 @@ MIGRATIONS: tuple[Migration, ...] = (
             "CREATE INDEX platform_chats_session ON platform_chats (session_id)",
         ),
     ),
+    Migration(
+        version=10,
+        name="fleet notes: the replicas see one fleet of sessions per agent",
+        statements=(
+            """CREATE TABLE fleet_notes (
+                holder TEXT NOT NULL,
+                seq INTEGER NOT NULL,
+                written_at DOUBLE PRECISION NOT NULL,
+                kind TEXT NOT NULL,
+                digest TEXT NOT NULL,
+                at DOUBLE PRECISION NOT NULL,
+                scope TEXT NOT NULL,
+                shard INTEGER NOT NULL,
+                session TEXT NOT NULL,
+                live_for DOUBLE PRECISION NOT NULL,
+                units DOUBLE PRECISION NOT NULL,
+                PRIMARY KEY (holder, seq)
+            )""",
+            "CREATE INDEX fleet_notes_written ON fleet_notes (written_at)",
+        ),
+    ),
 )
 
 LATEST = MIGRATIONS[-1].version

@@ -24,9 +24,10 @@ class Exchange:
 
     `rewrites` lists what optimize mode changed in the request; `cannot_fix` what it saw
     and could not change without changing what the model reads (slot and cost); `ideal`
-    the prefix tokens this call was the first of its tenant to send (what an ideal run
-    writes once); `error` why the call has no record (a body the dialect cannot read, an
-    upstream failure).
+    the input tokens this call was the first of its tenant to send (what an ideal run
+    writes once) and `sent_before` the input of the longest earlier call it extends (what
+    it could have read), both in the provider's own count; `error` why the call has no
+    record (a body the dialect cannot read, an upstream failure).
     """
 
     lineage_id: str
@@ -50,11 +51,13 @@ class Exchange:
     rewrites: tuple[str, ...] = ()
     cannot_fix: tuple[str, ...] = ()
     ideal: int = 0
+    sent_before: int = 0
     error: str | None = None
 
     def notes_json(self) -> str:
+        notes = {"rewrites": list(self.rewrites), "cannot_fix": list(self.cannot_fix)}
         return json.dumps(
-            {"rewrites": list(self.rewrites), "cannot_fix": list(self.cannot_fix)},
+            {**notes, "sent_before": self.sent_before},
             ensure_ascii=False,
             separators=(",", ":"),
         )

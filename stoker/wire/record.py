@@ -21,10 +21,12 @@ Verdict = Literal[
     "expired",  # nothing moved, but the entry's TTL ran out
     "lookback",  # nothing moved, but the previous write was out of the 20-position window
     "below_minimum",  # the prefix is shorter than the model's minimum cacheable length
+    "no_breakpoint",  # the request asked for no caching (no cache_control marker anywhere)
     "concurrent",  # the entry was written by a request whose response had not started yet
     "evicted",  # nothing moved; the provider dropped the entry early
     "cold",  # nothing moved, but the provider holds no entry for this prefix at all
     "overflow",  # nothing moved; too many requests per minute on one route: another machine
+    "rerouted",  # nothing moved; a router (OpenRouter) sent it to an upstream without the cache
     "kept_warm",  # a keep-warm request (ping or seal) the time policy sent
     "unexplained",  # read less than expected and no reason was found
 ]
@@ -90,8 +92,13 @@ class CacheRecord:
     retries: int = 0
     declared_break: str | None = None
     explanation: Explanation = field(default_factory=lambda: Explanation(verdict="first"))
-    purpose: str = "turn"  # "turn", or a keep-warm request: "ping" or "seal"
+    purpose: str = "turn"  # "turn"; a keep-warm: "ping", "seal"; a cache_create/_extend/_delete
     fallback_of: str | None = None  # the primary model, when a fallback route served this
+    # Explicit cache objects (Gemini's cachedContents): the storage a lifecycle call
+    # ("cache_create", "cache_extend", "cache_delete") bought or gave back, in token-hours
+    # (its cost is in `cost_usd`), and the tokens a call read from a cache it named.
+    storage_token_hours: float = 0.0
+    cache_read: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -112,6 +119,12 @@ class CacheRecord:
             "explanation": self.explanation.to_dict(),
             "purpose": self.purpose,
             **({"fallback_of": self.fallback_of} if self.fallback_of is not None else {}),
+            **(
+                {"storage_token_hours": self.storage_token_hours}
+                if self.storage_token_hours
+                else {}
+            ),
+            **({"cache_read": self.cache_read} if self.cache_read else {}),
         }
 
     @classmethod
@@ -133,4 +146,6 @@ class CacheRecord:
             explanation=Explanation.from_dict(data["explanation"]),
             purpose=data.get("purpose", "turn"),
             fallback_of=data.get("fallback_of"),
+            storage_token_hours=float(data.get("storage_token_hours", 0.0)),
+            cache_read=int(data.get("cache_read", 0)),
         )

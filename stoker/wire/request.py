@@ -24,8 +24,19 @@ class Breakpoint:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class CacheObject:
+    """An explicit cache object a request reads its start from (Gemini's `cachedContents`):
+    it holds the prefix (tools, system, tool choice) and the first `messages` messages of
+    the history, so a request naming it sends only the messages after those."""
+
+    name: str
+    messages: int = 0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Request:
-    """Everything a provider call sends. `cache_key` is OpenAI's `prompt_cache_key`.
+    """Everything a provider call sends. `cache_key` is OpenAI's `prompt_cache_key`;
+    `cache_object` an explicit cache the request starts from (see `CacheObject`).
 
     `render_memo` is a lineage's scratch space for incremental rendering (see
     `stoker.wire.dialects._memo`); it never changes what is rendered.
@@ -38,4 +49,5 @@ class Request:
     cache_key: str | None = None
     cache_retention: str | None = None
     stream: bool = False
+    cache_object: CacheObject | None = None
     render_memo: dict[str, Any] | None = field(default=None, compare=False, repr=False)

@@ -13,7 +13,14 @@ from typing import Literal
 from stoker.wire.usage import Usage
 
 MissCause = Literal[
-    "expired", "concurrent", "lookback", "below_minimum", "no_breakpoints", "evicted", "overflow"
+    "expired",
+    "concurrent",
+    "lookback",
+    "below_minimum",
+    "no_breakpoints",
+    "evicted",
+    "overflow",
+    "rerouted",
 ]
 
 
@@ -26,7 +33,8 @@ class MissFact:
     `expired_for`/`idle` (expired), `available_in` (concurrent: written by a request whose
     response had not started), `positions_back` (lookback: 0 is the breakpoint itself),
     `minimum` (below_minimum, with `tokens` the prefix that was too short), `requests`
-    (overflow: the route's requests in the trailing minute).
+    (overflow: the route's requests in the trailing minute), `where` (rerouted: the
+    router's upstream that served it).
     """
 
     cause: MissCause
@@ -39,6 +47,7 @@ class MissFact:
     positions_back: int | None = None
     minimum: int | None = None
     requests: int | None = None
+    where: str | None = None  # rerouted: the upstream the request went to
 
     def describe(self) -> str:
         """One sentence saying what happened and what would have avoided it."""
@@ -71,6 +80,12 @@ class MissFact:
                 f"the request overflowed to another machine, which does not hold the prefix: "
                 f"{self.requests or 0} requests for this prefix and prompt_cache_key in the "
                 "last minute, above about 15; spread the traffic over more cache keys"
+            )
+        if self.cause == "rerouted":
+            return (
+                f"the router sent this request to {self.where or 'another provider'}, whose "
+                f"cache does not hold {prefix}: the conversation's earlier requests went "
+                "elsewhere. Send a session key (OpenRouter's session_id) so it sticks to one"
             )
         if self.cause == "no_breakpoints":
             return "the request has no cache breakpoint, so nothing was read or written"

@@ -13,6 +13,7 @@ calls are found again in bounded memos, by content (any payload, HTTP included) 
 from __future__ import annotations
 
 import itertools
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -23,13 +24,15 @@ from stoker.cache.accounting import (
     OpenAIAccountant,
     OpenAISettings,
 )
+from stoker.cache.accounting.google import GoogleAccountant
 from stoker.cache.models import ModelInfo, model_info
 from stoker.cache.tokens import tokenizer_for
 from stoker.errors import ConfigError, InvalidRequest
-from stoker.providers.sim import api_anthropic, api_chat, api_responses
+from stoker.providers.sim import api_anthropic, api_chat, api_gemini, api_responses, families
 from stoker.providers.sim.answer import REASONING, Answer, Reply, shape
 from stoker.providers.sim.api_openai import sim_id
 from stoker.providers.sim.asks import Ask
+from stoker.providers.sim.families import Families
 from stoker.providers.sim.fulfil import fulfil
 from stoker.providers.sim.model import RuleModel, SimModel
 from stoker.providers.sim.responses_store import ResponseStore, Stored, input_items
@@ -185,6 +188,8 @@ class SimEngine:
         default_factory=lambda: AnthropicAccountant(AnthropicSettings())
     )
     openai: OpenAIAccountant = field(default_factory=lambda: OpenAIAccountant(OpenAISettings()))
+    families: Families = field(default_factory=Families)  # Bedrock, OpenRouter, DeepSeek, local
+    google: GoogleAccountant = field(default_factory=GoogleAccountant)  # Gemini, caches too
     parsed: ChainMemo = field(default_factory=ChainMemo)
     responses: ResponseStore = field(default_factory=ResponseStore)
     _ids: itertools.count[int] = field(default_factory=itertools.count)
@@ -193,6 +198,8 @@ class SimEngine:
     def info(self, dialect: str, payload: dict[str, Any]) -> ModelInfo:
         """The facts of the model the payload names: a 404 for one the simulator does not
         serve, or one of another provider on this API."""
+        if dialect in families.DIALECTS:
+            return self.families.info(dialect, payload)
         if payload.get("model") is None:
             message = (
                 "model: Field required"
@@ -207,7 +214,7 @@ class SimEngine:
             raise InvalidRequest(
                 str(exc), provider="sim", status=404, param="model", code="model_not_found"
             ) from exc
-        wanted = "anthropic" if dialect == "anthropic" else "openai"
+        wanted = {"anthropic": "anthropic", "gemini": "google"}.get(dialect, "openai")
         if info.provider != wanted:
             raise InvalidRequest(
                 f"model {model!r} is an {info.provider} model; this is the {dialect} API",
@@ -218,9 +225,14 @@ class SimEngine:
             )
         return info
 
-    def expanded(self, dialect: str, payload: dict[str, Any], workspace: str) -> dict[str, Any]:
+    def expanded(
+        self, dialect: str, payload: dict[str, Any], workspace: str, *, at: float = 0.0
+    ) -> dict[str, Any]:
         """The payload with the context the provider adds: a Responses request's stored
-        chain (`previous_response_id`) and referenced items, as one input."""
+        chain (`previous_response_id`) and referenced items, as one input; a Gemini
+        request's explicit cache (`cachedContent`) in front of its contents."""
+        if dialect == "gemini":
+            return self.google.expand(payload, at=at, workspace=workspace)
         if dialect != "openai_responses":
             return payload
         if payload.get("previous_response_id") is None and not any(
@@ -253,6 +265,9 @@ class SimEngine:
                 dialect_module(dialect).parse_request({"max_tokens": 0, **sent})
                 counter = AnthropicAccountant(self.anthropic.settings)
                 outcome = counter.account(sent, at=0.0, workspace="count")
+            elif dialect == "gemini":
+                dialect_module(dialect).parse_request(sent)
+                return sum(tokens for _, tokens in self.google.units(sent, workspace=workspace))
             else:
                 dialect_module(dialect).parse_request(sent)
                 counted = OpenAIAccountant(self.openai.settings)
@@ -272,25 +287,44 @@ class SimEngine:
         at: float,
         workspace: str = "default",
         trusted: bool = False,
+        headers: Mapping[str, str] | None = None,
     ) -> SimResult:
         """Check the request as the API would, account its cache effect at time `at`,
         answer it within what it asks, render the response.
 
         `trusted`: the caller never mutates the payload's dicts (true of what the dialects
-        render), so parts seen in earlier calls may be recognized by identity.
+        render), so parts seen in earlier calls may be recognized by identity. `headers`:
+        the HTTP request's, where an API reads one (OpenRouter's `x-session-id`).
         """
         module = dialect_module(dialect)
-        api = _APIS[dialect]
+        more = dialect in families.DIALECTS  # Bedrock, OpenRouter, DeepSeek, local servers
+        extra: dict[str, Any] = {}
         try:
             info = self.info(dialect, payload)
-            ask = api.ask(payload, info)
-            sent = self.expanded(dialect, payload, workspace)
+            ask = (
+                self.families.ask(dialect, payload, info)
+                if more
+                else _APIS[dialect].ask(payload, info)
+            )
+            sent = self.expanded(dialect, payload, workspace, at=at)
             request = module.parse_request(sent, memo=self.parsed, trusted=trusted)
             check_tool_pairing(request, checked=self._paired.get(workspace, ()))
             check_images(request, info, checked=self._paired.get(workspace, ()))
             prewarm = is_prewarm(dialect, payload, info)
-            if dialect == "anthropic":
+            if more:
+                outcome, extra = self.families.account(
+                    dialect,
+                    sent,
+                    info,
+                    at=at,
+                    workspace=workspace,
+                    trusted=trusted,
+                    headers=headers,
+                )
+            elif dialect == "anthropic":
                 outcome = self.anthropic.account(sent, at=at, workspace=workspace, trusted=trusted)
+            elif dialect == "gemini":
+                outcome = self.google.account(payload, at=at, workspace=workspace)
             else:
                 outcome = self.openai.account(
                     sent,
@@ -331,7 +365,10 @@ class SimEngine:
             created=int(at),
             tokens=tokens,
         )
-        body = api.response(reply, payload)
+        if more:
+            body = self.families.response(dialect, reply, payload, extra)
+        else:
+            body = _APIS[dialect].response(reply, payload)
         if dialect == "openai_responses" and payload.get("store", True) is not False:
             self.responses.put(workspace, Stored(body=body, context=tuple(input_items(sent))))
         return SimResult(body=body, message=message, outcome=outcome, usage=usage)
@@ -340,7 +377,9 @@ class SimEngine:
 def _id(dialect: str, n: int) -> str:
     if dialect == "anthropic":
         return sim_id("msg_01", n, 22)
-    if dialect == "openai_chat":
+    if dialect == "gemini":
+        return sim_id("", n, 22)
+    if dialect.endswith("_chat"):  # Chat Completions and the APIs compatible with it
         return sim_id("chatcmpl-", n, 29)
     return sim_id("resp_", n, 48)
 
@@ -361,4 +400,5 @@ _APIS: dict[str, Any] = {
     "anthropic": api_anthropic,
     "openai_chat": api_chat,
     "openai_responses": api_responses,
+    "gemini": api_gemini,
 }

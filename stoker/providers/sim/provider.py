@@ -8,6 +8,7 @@ the same bytes a real provider would receive. It keeps the payloads it received
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,9 +17,11 @@ from stoker.cache.models import ModelInfo, model_info, with_prices
 from stoker.cache.prices import PriceBook
 from stoker.clock import Clock, SystemClock
 from stoker.providers.base import CallContext, Completion
+from stoker.providers.caches import CacheCall, owned
 from stoker.providers.sim.engine import SimEngine
+from stoker.providers.sim.families import dialect_of
 from stoker.wire.blocks import TextBlock, ThinkingBlock
-from stoker.wire.dialects import dialect_module
+from stoker.wire.dialects import dialect_module, gemini_caches
 from stoker.wire.dialects._memo import detached
 from stoker.wire.dialects.sse import pieces
 from stoker.wire.messages import AssistantMessage
@@ -64,13 +67,23 @@ class SimProvider:
     requests: list[dict[str, Any]] = field(default_factory=list)
     outcomes: list[CacheOutcome] = field(default_factory=list)
     prices: PriceBook | None = None  # the user's overrides over the catalogue
+    made: set[str] = field(default_factory=set)  # explicit caches this provider created
+    # Which server a self-hosted model runs on ("vllm" or "llamacpp"), and a dialect that
+    # wins over the model's family (an OpenAI model through OpenRouter: "openrouter_chat").
+    local: str = "vllm"
+    dialect: str | None = None
 
     @property
     def name(self) -> str:
         return "sim"
 
     def model_info(self, model: str) -> ModelInfo:
-        """The simulator serves only models it has facts for; others fail clearly."""
+        """The simulator serves only models it has facts for; others fail clearly (a
+        self-hosted server serves any model: it gets the local family's facts)."""
+        if self.dialect in ("vllm_chat", "llamacpp_chat"):
+            return with_prices(
+                self.engine.families.info(self.dialect, {"model": model}), self.prices, model
+            )
         return with_prices(model_info(model), self.prices, model)
 
     async def aclose(self) -> None:
@@ -83,7 +96,15 @@ class SimProvider:
         await self.aclose()
 
     def dialect_for(self, model: str) -> str:
-        return "anthropic" if model_info(model).provider == "anthropic" else self.openai_api
+        if self.dialect is not None:
+            return self.dialect
+        info = model_info(model)
+        family = info.provider
+        if family == "google":
+            return "gemini"
+        if family == "anthropic":
+            return "anthropic"
+        return dialect_of(info, self.local) or self.openai_api
 
     async def complete(self, request: Request, context: CallContext) -> Completion:
         dialect = self.dialect_for(request.prefix.params.model)
@@ -105,3 +126,45 @@ class SimProvider:
         return Completion(
             message=message, usage=usage, started_at=started, facts=facts_of(result.outcome)
         )
+
+    # -- explicit cache objects (Gemini's cachedContents; `stoker.providers.caches`) ------
+
+    async def create_cache(self, request: Request, *, ttl: float, label: str) -> CacheCall:
+        payload = gemini_caches.render_create(request, ttl=ttl, display_name=label)
+        started = self.clock.now()
+        made = self.engine.google.create_cache(payload, at=started, workspace=self.workspace)
+        info = gemini_caches.parse_cache(gemini_caches.render_cache(made))
+        self.made.add(info.name)
+        return CacheCall(
+            name=info.name, tokens=info.tokens, expires_at=info.expires_at, started_at=started
+        )
+
+    async def extend_cache(self, name: str, *, ttl: float) -> CacheCall:
+        started = self.clock.now()
+        body = gemini_caches.render_update(ttl)
+        made = self.engine.google.update_cache(name, body, at=started, workspace=self.workspace)
+        info = gemini_caches.parse_cache(gemini_caches.render_cache(made, updated_at=started))
+        return CacheCall(
+            name=info.name, tokens=info.tokens, expires_at=info.expires_at, started_at=started
+        )
+
+    async def delete_cache(self, name: str) -> CacheCall:
+        started = self.clock.now()
+        google = self.engine.google
+        info = google.get_cache(name, at=started, workspace=self.workspace)
+        google.delete_cache(name, at=started, workspace=self.workspace)
+        return CacheCall(
+            name=name, tokens=info.tokens, expires_at=info.expires_at, started_at=started
+        )
+
+    async def sweep_caches(self, scope: str, *, keep: Collection[str] = ()) -> list[str]:
+        now = self.clock.now()
+        google = self.engine.google
+        gone = [
+            c.name
+            for c in google.list_caches(at=now, workspace=self.workspace)
+            if owned(c.display_name, scope) and c.name not in keep and c.name not in self.made
+        ]
+        for name in gone:
+            google.delete_cache(name, at=now, workspace=self.workspace)
+        return gone

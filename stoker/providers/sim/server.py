@@ -20,6 +20,11 @@ sends makes it answer a 5xx other than the failures it is told to inject.
     GET  /v1/models[/{id}]          the models served, in Anthropic's shape when the request
                                     carries `anthropic-version` (as Anthropic's SDK sends),
                                     else OpenAI's
+    POST /model/{id}/converse[-stream]  Bedrock, and OpenRouter, DeepSeek, vLLM and
+                                    llama.cpp under /openrouter, /deepseek, /vllm and
+                                    /llamacpp (`stoker.providers.sim.server_more`)
+    POST /v1beta/models/{m}:generateContent   the Gemini API (`server_gemini.py`: streaming,
+                                    countTokens, models, explicit cachedContents)
     GET  /stats                     cache totals per key (workspace) and model; with a key,
                                     `you` names the caller's own workspace
     POST /sim/fail                  fail the next requests: {"status": 529, "count": 3,
@@ -43,7 +48,7 @@ from starlette.routing import Route
 
 from stoker.clock import Clock, SystemClock
 from stoker.errors import ConfigError, StokerError
-from stoker.providers.sim import catalogue
+from stoker.providers.sim import catalogue, server_more
 from stoker.providers.sim._background import ServedSim, serve_in_background
 from stoker.providers.sim._http import (
     Failure,
@@ -56,6 +61,8 @@ from stoker.providers.sim._http import (
     workspace_of,
 )
 from stoker.providers.sim.engine import SimEngine
+from stoker.providers.sim.families import chat_like
+from stoker.providers.sim.server_gemini import GeminiRoutes
 from stoker.wire.dialects import anthropic_stream, openai_chat_stream
 from stoker.wire.dialects import openai_responses_stream as responses_stream
 
@@ -129,7 +136,13 @@ class SimServer:
                 )
             payload = await self._payload(request, shape)
             self.received.append((workspace, payload))
-            result = self.engine.handle(dialect, payload, at=self.clock.now(), workspace=workspace)
+            result = self.engine.handle(
+                dialect,
+                payload,
+                at=self.clock.now(),
+                workspace=workspace,
+                headers=request.headers,
+            )
         except _Rejected as rejected:
             return rejected.response
         except StokerError as exc:
@@ -232,6 +245,8 @@ class SimServer:
     async def reset(self, request: Request) -> Response:
         self.engine.anthropic.reset()
         self.engine.openai.reset()
+        self.engine.google.reset()
+        self.engine.families.reset()
         self.engine.responses.clear()
         self.ledger.pending.clear()
         self.ledger.totals.clear()
@@ -268,14 +283,14 @@ _STREAMS: dict[str, Any] = {
 
 
 def _events(dialect: str, payload: dict[str, Any], body: dict[str, Any]) -> list[dict[str, Any]]:
-    if dialect == "openai_chat":
+    if chat_like(dialect):
         usage = bool((payload.get("stream_options") or {}).get("include_usage"))
         return list(openai_chat_stream.chunks(body, include_usage=usage))
     return list(_STREAMS[dialect].events(body))
 
 
 def _frames(dialect: str, payload: dict[str, Any], body: dict[str, Any]) -> Iterator[bytes]:
-    if dialect == "openai_chat":
+    if chat_like(dialect):
         usage = bool((payload.get("stream_options") or {}).get("include_usage"))
         return openai_chat_stream.frames(body, include_usage=usage)
     return _STREAMS[dialect].frames(body)  # type: ignore[no-any-return]
@@ -285,7 +300,7 @@ def _broken(
     dialect: str, payload: dict[str, Any], body: dict[str, Any], failure: Failure
 ) -> Iterator[bytes]:
     """The stream of `body` cut before its first text (or just after it) by an error event."""
-    module = _STREAMS[dialect]
+    module = _STREAMS.get(dialect, openai_chat_stream)
     events = _events(dialect, payload, body)
     reader = module.Accumulator()
     first_text = next((i for i, e in enumerate(events) if reader.feed(e)), len(events) - 1)
@@ -337,6 +352,8 @@ def create_app(
             Route("/stats", sim.stats, methods=["GET"]),
             Route("/sim/fail", sim.fail, methods=["POST"]),
             Route("/sim/reset", sim.reset, methods=["POST"]),
+            *server_more.routes(sim),  # Bedrock, OpenRouter, DeepSeek, vLLM, llama.cpp
+            *GeminiRoutes(sim).routes(),  # the Gemini API (server_gemini.py)
         ]
     )
     app.state.sim = sim

@@ -21,6 +21,7 @@ vouches the body is never mutated: the simulator parses only what a call adds.
 
 from __future__ import annotations
 
+import importlib
 from types import ModuleType
 from typing import Literal
 
@@ -28,6 +29,17 @@ from stoker.errors import ConfigError
 
 Dialect = Literal["anthropic", "openai_chat", "openai_responses"]
 DIALECTS: tuple[Dialect, ...] = ("anthropic", "openai_chat", "openai_responses")
+
+# Bedrock's Converse API and the Chat Completions variants of OpenRouter, DeepSeek and
+# the self-hosted servers: dialect name -> module.
+MORE_DIALECTS: dict[str, str] = {
+    "bedrock_converse": "bedrock",
+    "openrouter_chat": "openrouter",
+    "deepseek_chat": "deepseek",
+    "vllm_chat": "vllm_chat",
+    "llamacpp_chat": "llamacpp_chat",
+    "gemini": "gemini",  # Gemini API generateContent (google-genai)
+}
 
 
 def dialect_module(name: str) -> ModuleType:
@@ -44,4 +56,8 @@ def dialect_module(name: str) -> ModuleType:
         from stoker.wire.dialects import openai_responses
 
         return openai_responses
-    raise ConfigError(f"unknown dialect {name!r}; expected one of {', '.join(DIALECTS)}")
+    if name in MORE_DIALECTS:
+        return importlib.import_module(f"stoker.wire.dialects.{MORE_DIALECTS[name]}")
+    raise ConfigError(
+        f"unknown dialect {name!r}; expected one of {', '.join([*DIALECTS, *MORE_DIALECTS])}"
+    )

@@ -291,13 +291,25 @@ def render_user(
 
 
 def _mark(
-    items: list[dict[str, Any]], at: int, key: str, part: int, marker: Any, kind: str
+    items: list[dict[str, Any]],
+    at: int,
+    key: str,
+    part: int,
+    marker: Any,
+    kind: str,
+    name: str = "prompt_cache_breakpoint",
 ) -> None:
     item = items[at]
     content = item[key]
     parts = [{"type": kind, "text": content}] if isinstance(content, str) else list(content)
-    parts[part] = {**parts[part], "prompt_cache_breakpoint": marker}
+    parts[part] = {**parts[part], name: marker}
     items[at] = {**item, key: parts}
+
+
+def openai_marker(ttl: str) -> dict[str, str]:
+    """OpenAI's `prompt_cache_breakpoint` for one of Stoker's TTLs."""
+    long = _TTL[ttl]
+    return {"mode": "explicit"} if long is None else {"mode": "explicit", "ttl": long}
 
 
 def apply_breakpoints(
@@ -307,8 +319,11 @@ def apply_breakpoints(
     system_at: int | None,
     rendered: Callable[[Message], Rendered],
     text_type: str,
+    name: str = "prompt_cache_breakpoint",
+    marker_of: Callable[[str], Any] = openai_marker,
 ) -> None:
-    """Put `prompt_cache_breakpoint` markers into `items` (a fresh list), copying items.
+    """Put `prompt_cache_breakpoint` markers into `items` (a fresh list), copying items
+    (`name` and `marker_of` another marker on the same parts: OpenRouter's `cache_control`).
 
     `Breakpoint(message=None)` marks the system/developer item (skipped when there is
     none: tools cannot carry a marker). A breakpoint on a block that cannot carry one
@@ -317,11 +332,10 @@ def apply_breakpoints(
     """
     messages = request.messages
     for bp in request.breakpoints:
-        ttl = _TTL[bp.ttl]
-        marker = {"mode": "explicit"} if ttl is None else {"mode": "explicit", "ttl": ttl}
+        marker = marker_of(bp.ttl)
         if bp.message is None:
             if system_at is not None:
-                _mark(items, system_at, "content", 0, marker, text_type)
+                _mark(items, system_at, "content", 0, marker, text_type, name)
             continue
         if not -len(messages) <= bp.message < len(messages):
             raise WireError(f"breakpoint on message {bp.message}; there are {len(messages)}")
@@ -332,7 +346,7 @@ def apply_breakpoints(
             raise WireError(f"breakpoint on block {bp.block} of message {index}; out of range")
         for anchor in reversed(anchors[: bp.block % len(anchors) + 1]):
             if anchor is not None:
-                _mark(items, start + anchor[0], anchor[1], anchor[2], marker, text_type)
+                _mark(items, start + anchor[0], anchor[1], anchor[2], marker, text_type, name)
                 break
 
 

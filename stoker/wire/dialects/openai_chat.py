@@ -17,6 +17,7 @@ memoized on the message. Choices made here, and why:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from stoker.errors import WireError
@@ -45,6 +46,7 @@ from stoker.wire.dialects._openai_common import (
     file_fields,
     memoized,
     memoized_tools,
+    openai_marker,
     parse_parts,
     parse_tool_choice,
     plain,
@@ -119,9 +121,16 @@ def _named(name: str) -> dict[str, Any]:
     return {"type": "function", "function": {"name": name}}
 
 
-def render_request(request: Request, *, shared: bool = False) -> dict[str, Any]:
+def render_request(
+    request: Request,
+    *,
+    shared: bool = False,
+    marker: tuple[str, Callable[[str], Any]] = ("prompt_cache_breakpoint", openai_marker),
+) -> dict[str, Any]:
     """The body of `client.chat.completions.create(**body)` for `request`; its containers
-    are the caller's own unless `shared` (see `stoker.wire.dialects`)."""
+    are the caller's own unless `shared` (see `stoker.wire.dialects`). `marker` is the
+    field a breakpoint puts on a content part and its value per TTL (a compatible API's
+    own, e.g. OpenRouter's `cache_control`)."""
     prefix = request.prefix
     params: CacheParams = prefix.params
     system = [{"role": "system", "content": prefix.system}] if prefix.system else []
@@ -132,6 +141,8 @@ def render_request(request: Request, *, shared: bool = False) -> dict[str, Any]:
         system_at=0 if system else None,
         rendered=_rendered,
         text_type="text",
+        name=marker[0],
+        marker_of=marker[1],
     )
     body: dict[str, Any] = {"model": params.model}
     tools = memoized_tools(prefix, NAME, _tool)

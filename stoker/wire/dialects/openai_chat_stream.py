@@ -28,14 +28,16 @@ def chunks(body: dict[str, Any], *, include_usage: bool = True) -> Iterator[dict
         "created": body.get("created", 0),
         "model": body.get("model", ""),
     }
-    for key in ("service_tier", "system_fingerprint"):
+    for key in ("service_tier", "system_fingerprint", "provider"):  # provider: OpenRouter's
         if key in body:
             base[key] = body[key]
     tail = {"usage": None} if include_usage else {}
     for choice in body.get("choices") or [{}]:
         yield from _choice_chunks(base, tail, choice)
     if include_usage:
-        yield {**base, "choices": [], "usage": body.get("usage")}
+        # llama.cpp's server sends its `timings` (cache_n, prompt_n) on the last chunk.
+        timings = {"timings": body["timings"]} if "timings" in body else {}
+        yield {**base, "choices": [], "usage": body.get("usage"), **timings}
 
 
 def _choice_chunks(

@@ -1,0 +1,343 @@
+"""A session's explicit cache objects (Gemini's `cachedContents`) as values: whether the
+next request may start from the one it holds, what the time policy plans for it
+(`stoker.cache.storage`), the lifecycle call that carries a plan out, and its record.
+
+A cache holds the session's prefix and its history as sent when it was made; a request
+names it while it lives (a margin before its expiry) and the history still starts with
+what it holds, and then sends only the messages after those. Each create, extend and
+delete is one record (purpose "cache_create", "cache_extend", "cache_delete") with the
+storage it bought or gave back (`CacheRecord.storage_token_hours`) and its cost, so
+reports show storage spend beside reads and writes. Only the session that made a cache
+extends or deletes it (its forks may read it); its agent deletes what its sessions still
+hold when it closes (`Holders`), and `Agent.sweep_caches` what a process left behind.
+"""
+
+from __future__ import annotations
+
+import logging
+import weakref
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Protocol
+
+from stoker.agent.seams import SessionAgent
+from stoker.agent.state import CacheState
+from stoker.agent.telemetry import CallFacts
+from stoker.cache.models import ModelInfo
+from stoker.cache.pricing import cost_usd
+from stoker.cache.storage import Stored, decide_storage, storage_rate
+from stoker.cache.time_policy import Idle, WarmPlan
+from stoker.providers.caches import CacheCall, cache_objects, label
+from stoker.wire.fingerprint import EMPTY_CHAIN, fingerprints, key_of
+from stoker.wire.messages import AssistantMessage, Message, UserMessage
+from stoker.wire.prefix import Prefix
+from stoker.wire.record import CacheRecord, Explanation
+from stoker.wire.request import CacheObject, Request
+from stoker.wire.usage import Usage
+
+log = logging.getLogger(__name__)
+
+LIFECYCLE = frozenset({"cache_create", "cache_extend", "cache_delete"})
+SAFETY = 30.0
+"""Seconds before its expiry a cache is no longer named: a request must reach the API
+while the cache is still there."""
+
+
+def _chain_at(state: CacheState, messages: int) -> str:
+    return state.chain[messages - 1] if 0 < messages <= len(state.chain) else EMPTY_CHAIN
+
+
+def covers(held: Stored, state: CacheState, prefix: Prefix, count: int) -> bool:
+    """Whether a history of `count` messages (this prefix) still starts with what the
+    cache holds: nothing was compacted, rebased or branched away under it."""
+    return (
+        held.prefix_key == key_of(prefix)
+        and held.messages <= count
+        and _chain_at(state, held.messages) == held.chain
+    )
+
+
+def reference(
+    state: CacheState, prefix: Prefix, messages: Sequence[Message], now: float
+) -> CacheObject | None:
+    """The cache the next request starts from, if the session holds a live one that the
+    request's history starts with."""
+    held = state.explicit
+    if held is None or held.expires_at - now <= SAFETY:
+        return None
+    if not covers(held, state, prefix, len(messages)):
+        return None
+    return CacheObject(name=held.name, messages=held.messages)
+
+
+def calls_per_turn(history: Sequence[Message]) -> float:
+    """Provider calls per user turn so far (assistant messages per user prompt)."""
+    prompts = sum(1 for m in history if isinstance(m, UserMessage) and m.text)
+    answers = sum(1 for m in history if isinstance(m, AssistantMessage))
+    return answers / prompts if prompts else 1.0
+
+
+def _delete(now: float, why: str) -> WarmPlan:
+    return WarmPlan(
+        action="cache_delete",
+        at=now,
+        ttl="1h",
+        covers_until=now,
+        cost=0.0,
+        saves=0.0,
+        chance=0.0,
+        reason=why,
+    )
+
+
+def stale(
+    session_id: str,
+    prefix: Prefix,
+    history: Sequence[Message],
+    state: CacheState,
+    agent: SessionAgent,
+) -> WarmPlan | None:
+    """A plan to delete the cache the session holds when its history no longer starts
+    with what the cache holds (a rebase, a compaction); None otherwise."""
+    held = state.explicit
+    now = agent.clock.now()
+    if held is None or held.owner != session_id or held.expires_at <= now:
+        return None
+    if covers(held, state, prefix, len(history)):
+        return None
+    return _delete(now, "the history no longer starts with what it holds")
+
+
+def plan(
+    *,
+    session_id: str,
+    prefix: Prefix,
+    history: Sequence[Message],
+    info: ModelInfo,
+    state: CacheState,
+    agent: SessionAgent,
+    idle: Idle,
+    gaps: Sequence[float],
+) -> tuple[float, WarmPlan | None]:
+    """The time policy's storage decision for this gap, and its net value; (0, None) where
+    the model or provider has no explicit caches. A held cache the history no longer
+    starts with is deleted now; a new cache replaces a held one only once that is gone."""
+    if storage_rate(info) is None or cache_objects(agent.provider) is None:
+        return 0.0, None
+    gone = stale(session_id, prefix, history, state, agent)
+    if gone is not None:
+        return 0.0, gone
+    now = agent.clock.now()
+    held = state.explicit
+    if held is not None and (held.owner != session_id or held.expires_at <= now):
+        held = None  # a parent's (not this session's to keep), or gone by itself
+    net, found = decide_storage(
+        idle,
+        info,
+        agent.cache_policy.keep_warm,
+        now=now,
+        held=held,
+        calls_per_turn=calls_per_turn(history),
+        gaps=gaps,
+    )
+    if found is not None and found.action == "cache_create" and held is not None:
+        # a larger cache replaces this one: delete it first, then plan again
+        reason = "replaced by one that holds the history since: " + found.reason
+        return net, replace(found, action="cache_delete", at=now, covers_until=now, reason=reason)
+    return net, found
+
+
+def _record(
+    *,
+    session_id: str,
+    role: str,
+    agent: SessionAgent,
+    info: ModelInfo,
+    request: Request,
+    chain: str,
+    call: CacheCall,
+    action: str,
+    usage: Usage,
+    token_hours: float,
+    reason: str,
+    seq: int,
+) -> CacheRecord:
+    cost = cost_usd(usage, info)
+    if cost is not None and info.storage is not None:
+        cost += token_hours * info.storage / 1_000_000
+    return CacheRecord(
+        session_id=session_id,
+        seq=seq,
+        role=role,
+        provider=agent.provider.name,
+        model=request.prefix.params.model,
+        started_at=call.started_at,
+        fingerprints=fingerprints(request, history=chain, new_from=len(request.messages)),
+        breakpoints=(),
+        usage=usage,
+        cost_usd=cost,
+        retries=call.retries,
+        explanation=Explanation(verdict="kept_warm", detail=f"{action}: {reason}"),
+        purpose=action,
+        storage_token_hours=token_hours,
+    )
+
+
+async def carry_out(
+    plan_: WarmPlan,
+    *,
+    session_id: str,
+    role: str,
+    prefix: Prefix,
+    history: Sequence[Message],
+    info: ModelInfo,
+    state: CacheState,
+    agent: SessionAgent,
+    seq: int,
+    facts: Callable[[str, Request], CallFacts],
+) -> CacheRecord | None:
+    """Make the lifecycle call `plan_` names; its record (`state` told what the session
+    now holds), or None when it failed (logged; the gap is marked, as a failed keep-warm)."""
+    caches = cache_objects(agent.provider)
+    if caches is None:
+        return None
+    now = agent.clock.now()
+    held = state.explicit
+    if held is not None and held.owner != session_id:
+        held = None  # a parent's: read, never extended or deleted here
+    creating = plan_.action == "cache_create"
+    covered = held.messages if held is not None and not creating else len(history)
+    request = Request(prefix=prefix, messages=tuple(history[:covered]), max_tokens=1)
+    chain = _chain_at(state, covered)
+    with agent.telemetry.call(facts(plan_.action, request)) as span:
+        try:
+            if creating:
+                ttl = plan_.covers_until - now
+                call = await caches.create_cache(
+                    request, ttl=ttl, label=label(agent.name, session_id)
+                )
+                usage = Usage(written_1h=call.tokens)
+                hours = call.tokens * (call.expires_at - call.started_at) / 3600.0
+                state.explicit = Stored(
+                    name=call.name,
+                    tokens=call.tokens,
+                    messages=covered,
+                    prefix_key=key_of(prefix),
+                    chain=chain,
+                    created_at=call.started_at,
+                    expires_at=call.expires_at,
+                    owner=session_id,
+                )
+            elif held is not None and plan_.action == "cache_extend":
+                call = await caches.extend_cache(held.name, ttl=plan_.covers_until - now)
+                usage = Usage()
+                hours = held.tokens * (call.expires_at - held.expires_at) / 3600.0
+                state.explicit = replace(held, expires_at=call.expires_at)
+            elif held is not None:
+                call = await caches.delete_cache(held.name)
+                usage = Usage()
+                hours = -held.tokens * max(0.0, held.expires_at - call.started_at) / 3600.0
+                state.explicit = None
+            else:
+                return None
+        except Exception as exc:  # a lifecycle call must never hurt the session
+            log.warning("%s of session %s failed: %r", plan_.action, session_id, exc)
+            span.failed(exc)
+            state.warm_failed_at = now
+            return None
+        record = _record(
+            session_id=session_id,
+            role=role,
+            agent=agent,
+            info=info,
+            request=request,
+            chain=chain,
+            call=call,
+            action=plan_.action,
+            usage=usage,
+            token_hours=hours,
+            reason=plan_.reason,
+            seq=seq,
+        )
+        span.recorded(record)
+    rate = storage_rate(info) or 0.0
+    state.warm_spent += usage.written * info.write_1h + max(hours, 0.0) * rate
+    state.warm_spent_usd += record.cost_usd or 0.0
+    return record
+
+
+async def release(
+    *,
+    session_id: str,
+    role: str,
+    prefix: Prefix,
+    history: Sequence[Message],
+    info: ModelInfo,
+    state: CacheState,
+    agent: SessionAgent,
+    seq: int,
+) -> CacheRecord | None:
+    """Delete the cache the session made, if it still lives (its agent closes); the
+    record, or None."""
+    held = state.explicit
+    now = agent.clock.now()
+    if held is None or held.owner != session_id or held.expires_at <= now:
+        return None
+
+    def facts(purpose: str, request: Request) -> CallFacts:
+        model = prefix.params.model
+        return CallFacts(
+            session_id=session_id,
+            role=role,
+            provider=agent.provider.name,
+            model=model,
+            purpose=purpose,
+            max_tokens=request.max_tokens,
+        )
+
+    return await carry_out(
+        _delete(now, "its agent closed"),
+        session_id=session_id,
+        role=role,
+        prefix=prefix,
+        history=history,
+        info=info,
+        state=state,
+        agent=agent,
+        seq=seq,
+        facts=facts,
+    )
+
+
+class Releases(Protocol):
+    """A session that can delete the cache it holds (`Session.release_caches`)."""
+
+    @property
+    def id(self) -> str: ...
+
+    async def release_caches(self) -> CacheRecord | None: ...
+
+
+@dataclass(slots=True)
+class Holders:
+    """An agent's sessions, held weakly, whose explicit caches its `aclose` deletes."""
+
+    _sessions: weakref.WeakValueDictionary[str, Releases] = field(
+        default_factory=weakref.WeakValueDictionary
+    )
+
+    def track(self, session: Releases) -> None:
+        self._sessions[session.id] = session
+
+    async def release_all(self) -> list[CacheRecord]:
+        """Delete every cache a tracked session still holds; their records."""
+        records = []
+        for session in list(self._sessions.values()):
+            try:
+                record = await session.release_caches()
+            except Exception as exc:  # closing must go on for the others
+                log.warning("deleting the caches of session %s failed: %r", session.id, exc)
+                continue
+            if record is not None:
+                records.append(record)
+        return records

@@ -1,0 +1,160 @@
+"""OpenRouter, DeepSeek and self-hosted servers: Chat Completions APIs reached through the
+official `openai` SDK, each with its own dialect and its own cache rules.
+
+They are `OpenAIProvider`s pointed at another base URL; what differs is data: the dialect
+that renders the body (`stoker.wire.dialects.openrouter`, `deepseek`, `vllm_chat`,
+`llamacpp_chat`), the model family whose facts apply (`ModelInfo`: OpenRouter's Claude
+names keep Anthropic's markers; DeepSeek's and a local server's caches are automatic),
+and what each reports beside the usage: OpenRouter its cost, llama.cpp its timings.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any, Literal
+
+from stoker.cache.models import ModelInfo, fallback_info, with_prices
+from stoker.cache.prices import PriceBook
+from stoker.clock import Clock
+from stoker.errors import ConfigError
+from stoker.providers.openai import QUIRKS, OpenAIProvider, ServerQuirks
+from stoker.providers.retry import RetryPolicy
+from stoker.wire.dialects import llamacpp_chat, openrouter
+
+OPENROUTER_URL = "https://openrouter.ai/api/v1"
+DEEPSEEK_URL = "https://api.deepseek.com"
+Engine = Literal["vllm", "llamacpp"]
+ENGINES: tuple[Engine, ...] = ("vllm", "llamacpp")
+_DEEPSEEK = ServerQuirks(
+    name="deepseek",
+    sends_cache_key=False,
+    unreported="DeepSeek reported no prompt_cache_hit_tokens, so reads show as 0",
+)
+
+
+class OpenRouterProvider(OpenAIProvider):
+    """Models through OpenRouter: Claude with its markers passed through, GPT and Gemini
+    cached by their own rules, every session on its sticky upstream (`session_id`)."""
+
+    def __init__(
+        self,
+        *,
+        api_key: str,
+        base_url: str | None = None,
+        retry: RetryPolicy | None = None,
+        clock: Clock | None = None,
+        key_env: str = "OPENROUTER_API_KEY",
+        prices: PriceBook | None = None,
+    ) -> None:
+        super().__init__(
+            api_key=api_key,
+            api="chat",
+            base_url=base_url or OPENROUTER_URL,
+            name="openrouter",
+            quirks=QUIRKS["openrouter"],
+            retry=retry,
+            clock=clock,
+            key_env=key_env,
+            prices=prices,
+            dialect="openrouter_chat",
+        )
+
+    def __repr__(self) -> str:
+        return f"OpenRouterProvider(base_url={self.base_url!r})"
+
+    def model_info(self, model: str) -> ModelInfo:
+        """OpenRouter's Claude and Gemini names from the table, `openai/...` as OpenAI's
+        models; another name gets no cache rules (OpenRouter's usual facts)."""
+        info = fallback_info(model, "openrouter")
+        if info.provider not in ("openrouter", "openai"):
+            info = replace(fallback_info("", "openrouter"), name=model)
+        return with_prices(info, self.prices, model)
+
+    def _cost(self, body: dict[str, Any]) -> float | None:
+        return openrouter.reported_cost(body)
+
+
+class DeepSeekProvider(OpenAIProvider):
+    """DeepSeek's models, with their automatic disk cache."""
+
+    def __init__(
+        self,
+        *,
+        api_key: str,
+        base_url: str | None = None,
+        retry: RetryPolicy | None = None,
+        clock: Clock | None = None,
+        key_env: str = "DEEPSEEK_API_KEY",
+        prices: PriceBook | None = None,
+    ) -> None:
+        super().__init__(
+            api_key=api_key,
+            api="chat",
+            base_url=base_url or DEEPSEEK_URL,
+            name="deepseek",
+            quirks=_DEEPSEEK,
+            retry=retry,
+            clock=clock,
+            key_env=key_env,
+            prices=prices,
+            dialect="deepseek_chat",
+        )
+
+    def __repr__(self) -> str:
+        return f"DeepSeekProvider(base_url={self.base_url!r})"
+
+    def model_info(self, model: str) -> ModelInfo:
+        info = fallback_info(model, "deepseek")
+        if info.provider != "deepseek":
+            info = replace(fallback_info("", "deepseek"), name=model)
+        return with_prices(info, self.prices, model)
+
+
+class LocalProvider(OpenAIProvider):
+    """A self-hosted model on vLLM or llama.cpp: its cost is prefill time, not money.
+    Every call reports the tokens it read from the server's KV cache and, where the
+    server measures it (llama.cpp's `timings`), the prefill time that saved."""
+
+    def __init__(
+        self,
+        *,
+        base_url: str,
+        engine: Engine,
+        api_key: str = "EMPTY",
+        retry: RetryPolicy | None = None,
+        clock: Clock | None = None,
+        prices: PriceBook | None = None,
+    ) -> None:
+        if engine not in ENGINES:
+            raise ConfigError(f"--cache must be one of {', '.join(ENGINES)}, not {engine!r}")
+        super().__init__(
+            api_key=api_key,
+            api="chat",
+            base_url=base_url,
+            name=f"openai-compatible+{engine}",  # the spec's kind: its rules are the local family's
+            quirks=QUIRKS["vllm" if engine == "vllm" else "llama.cpp"],
+            retry=retry,
+            clock=clock,
+            prices=prices,
+            dialect="vllm_chat" if engine == "vllm" else "llamacpp_chat",
+        )
+        self.engine = engine
+
+    def __repr__(self) -> str:
+        return f"LocalProvider(engine={self.engine!r}, base_url={self.base_url!r})"
+
+    def model_info(self, model: str) -> ModelInfo:
+        """Whatever the server loaded: the local family's facts, a zero price."""
+        info = fallback_info(model, "local")
+        if info.provider != "local":
+            info = replace(fallback_info("", "local"), name=model)
+        return with_prices(info, self.prices, model)
+
+    def _facts(self, body: dict[str, Any]) -> tuple[tuple[str, str], ...]:
+        facts = super()._facts(body)
+        saved = llamacpp_chat.prefill_saved(body)
+        if saved is not None and saved[0]:
+            tokens, seconds = saved
+            note = f"prefill saved: {tokens:,} tokens from the KV cache, {seconds:.2f} s"
+            facts = (*facts, ("prefill", note))
+        return facts

@@ -1,0 +1,86 @@
+"""What the Bedrock, OpenRouter, DeepSeek and local-server tests share: the README's
+library example (an agent with a tool, a system prompt, two turns, a fork), run through
+a provider, and the check that a key reaches no log, record or error message."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from stoker import Agent, DispatchPolicy, tool
+from stoker.clock import FrozenClock
+from stoker.providers.sim.server import ServedSim, create_app, serve_in_background
+from stoker.store.sqlite import SQLiteStore
+from stoker.wire.record import CacheRecord
+
+# The README's stand-in for a real system prompt: above every minimum used here.
+SYSTEM = "You help a Python team review their pull requests carefully. " * 120
+
+
+@tool
+def word_count(text: str) -> str:
+    """Count the words in a text.
+
+    Args:
+        text: The text to count.
+    """
+    return str(len(text.split()))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Example:
+    """The calls of the example: each turn's records, and the fork's."""
+
+    turns: tuple[tuple[CacheRecord, ...], ...]
+    fork: tuple[CacheRecord, ...]
+
+    @property
+    def second_turn_read(self) -> int:
+        return self.turns[1][0].usage.read
+
+    @property
+    def fork_read(self) -> int:
+        return self.fork[0].usage.read
+
+
+async def readme_example(agent: Agent, *, store: SQLiteStore | None = None) -> Example:
+    """Two turns and a fork that may call nothing, in a new (or stored) session."""
+    session = await agent.open(store, "readme") if store is not None else agent.session()
+    first = await session.send("word count of 'one two three'")
+    second = await session.send("word count of 'four five'")
+    review = session.fork(policy=DispatchPolicy(allowed=frozenset()))
+    answer = await review.send("Anything worth remembering?")
+    return Example(turns=(first.records, second.records), fork=answer.records)
+
+
+@contextmanager
+def served_sim(**app: Any) -> Iterator[ServedSim]:
+    """`stoker sim serve` on a loopback port, on a frozen clock."""
+    with serve_in_background(create_app(clock=FrozenClock(), **app)) as served:
+        yield served
+
+
+def assert_secret_nowhere(
+    secret: str, caplog: pytest.LogCaptureFixture, *, db: Path | None = None, shown: str = ""
+) -> None:
+    """`secret` is in no log line, no stored byte, and not in `shown` (an error's text)."""
+    assert secret not in caplog.text
+    assert secret not in shown
+    if db is not None:
+        for path in db.parent.glob(db.name + "*"):  # the database and its WAL
+            assert secret.encode() not in path.read_bytes()
+
+
+def chained(exc: BaseException) -> str:
+    """An exception's text with every exception it was raised from or during."""
+    parts = []
+    seen: BaseException | None = exc
+    while seen is not None:
+        parts.append(f"{type(seen).__name__}: {seen!s} {seen!r}")
+        seen = seen.__cause__ or seen.__context__
+    return "\n".join(parts)

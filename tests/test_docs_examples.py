@@ -1,0 +1,43 @@
+"""Every code block of the docs site runs or parses (the rules: tests/doc_examples.py), and
+the site builds with `mkdocs build --strict` (`make docs`; `make test` runs it too)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.doc_examples import (
+    Block,
+    Services,
+    blocks,
+    check_block,
+    docs_pages,
+    have_tools,
+    needs_services,
+    services,
+)
+
+BLOCKS = [b for page in docs_pages() for b in blocks(page)]
+
+
+@pytest.fixture(scope="module")
+def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Services]:
+    missing = have_tools()
+    if missing:
+        pytest.skip(f"the docs' shell examples need {', '.join(missing)}")
+    with services(tmp_path_factory.mktemp("docs-services")) as found:
+        yield found
+
+
+def test_the_docs_have_examples_of_every_kind() -> None:
+    languages = {b.language for b in BLOCKS}
+    assert {"python", "sh", "toml"} <= languages
+    assert any(b.mark == "run" for b in BLOCKS), "no shell example is run"
+
+
+@pytest.mark.parametrize("block", BLOCKS, ids=[b.id for b in BLOCKS])
+def test_docs_example(block: Block, request: pytest.FixtureRequest, tmp_path: Path) -> None:
+    live = request.getfixturevalue("live") if needs_services(block) else None
+    check_block(block, live, tmp_path)

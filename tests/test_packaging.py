@@ -1,0 +1,187 @@
+"""What a newcomer installs works: the sdist and wheel that `python -m build` makes pass
+`twine check`, the wheel holds the package's data files, and installed into a fresh
+virtualenv (outside the checkout) it gives a working `stoker` and library, with and
+without the extras.
+
+Slow (a minute or two, most of it pip resolving the dependencies), so it builds once
+per session; it needs the package registry, which the machine and CI reach.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import tarfile
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import typer.testing
+
+from stoker.cli.app import app
+from tests.doc_examples import ROOT, free_port
+
+pytestmark = pytest.mark.packaging
+
+DATA_FILES = {  # what is not Python in the package, and must be in the wheel
+    "stoker/cache/data/models.toml",
+    "stoker/gateway/static/dashboard.html",
+    "stoker/gateway/static/dashboard.css",
+    "stoker/gateway/static/dashboard.js",
+}
+EXTRAS = sorted(
+    set(re.findall(r"^(\w+) = \[", (ROOT / "pyproject.toml").read_text(), flags=re.M)) - {"dev"}
+)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Built:
+    wheel: Path
+    sdist: Path
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Installed:
+    bin: Path
+    home: Path  # a folder outside the checkout, to run from
+    wheel: Path
+
+    def run(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("STOKER_", "PYTHON"))}
+        env |= {"STOKER_HOME": str(self.home / "stoker-home"), "COLUMNS": "400"}
+        done = subprocess.run(
+            args,
+            cwd=self.home,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+        assert done.returncode == 0, f"{args}:\n{done.stdout}\n{done.stderr}"
+        return done
+
+    def pip(self, *args: str) -> None:
+        """`pip install` into the virtualenv: this interpreter's pip (`--python`), so the
+        virtualenv needs none of its own, and no .pyc compiled ahead (that took half the
+        time on a loaded machine; imports compile what they use)."""
+        pip = [sys.executable, "-m", "pip", "--python", str(self.bin / "python"), "install"]
+        self.run(*pip, "--quiet", "--no-compile", *args, timeout=900)
+
+
+def _run(*args: str | Path, cwd: Path = ROOT) -> str:
+    done = subprocess.run(
+        [str(a) for a in args], cwd=cwd, capture_output=True, text=True, timeout=600, check=False
+    )
+    assert done.returncode == 0, f"{args}:\n{done.stdout}\n{done.stderr}"
+    return done.stdout
+
+
+@pytest.fixture(scope="session")
+def built(tmp_path_factory: pytest.TempPathFactory) -> Built:
+    out = tmp_path_factory.mktemp("dist")
+    _run(sys.executable, "-m", "build", "--outdir", out, ROOT)
+    (wheel,) = out.glob("stoker-*.whl")
+    (sdist,) = out.glob("stoker-*.tar.gz")
+    return Built(wheel=wheel, sdist=sdist)
+
+
+def test_the_version_and_help_flags_answer() -> None:
+    runner = typer.testing.CliRunner()
+    for flags in (["--version"], ["-V"]):
+        done = runner.invoke(app, flags)
+        assert done.exit_code == 0, done.output
+        assert re.fullmatch(r"stoker \d+\.\d+\.\d+\S*\n", done.output), done.output
+    for flags in (["-h"], ["--help"], ["sessions", "-h"], ["sim", "serve", "-h"]):
+        done = runner.invoke(app, flags)
+        assert done.exit_code == 0, (flags, done.output)
+        assert "Usage" in done.output
+
+
+def test_the_wheel_and_sdist_hold_the_package_and_pass_twine(built: Built) -> None:
+    names = set(zipfile.ZipFile(built.wheel).namelist())
+    assert names >= DATA_FILES
+    sources = {str(p.relative_to(ROOT)) for p in (ROOT / "stoker").rglob("*.py")}
+    assert sources <= names, sorted(sources - names)[:10]
+    assert not [n for n in names if n.startswith(("tests/", "docs/"))]
+    with tarfile.open(built.sdist) as sdist:
+        held = {n.split("/", 1)[1] for n in sdist.getnames() if "/" in n}
+    assert {"README.md", "pyproject.toml", "mkdocs.yml", *DATA_FILES} <= held
+    out = _run(sys.executable, "-m", "twine", "check", "--strict", built.wheel, built.sdist)
+    assert out.count("PASSED") == 2, out
+
+
+def test_the_wheel_works_in_a_fresh_virtualenv_with_and_without_extras(
+    built: Built, tmp_path: Path
+) -> None:
+    """One test, so that a parallel run installs once: pip takes most of its time."""
+    _run(sys.executable, "-m", "venv", "--without-pip", tmp_path / "venv")
+    home = tmp_path / "work"  # outside the checkout: the installed package is imported
+    home.mkdir()
+    fresh = Installed(bin=tmp_path / "venv" / "bin", home=home, wheel=built.wheel)
+    python, stoker = str(fresh.bin / "python"), str(fresh.bin / "stoker")
+    fresh.pip(str(built.wheel))  # no extras; pip resolves the dependencies
+
+    where = fresh.run(python, "-c", "import stoker; print(stoker.__file__)").stdout
+    assert where.startswith(str(tmp_path / "venv")), where
+    assert fresh.run(stoker, "--version").stdout.startswith("stoker 0.")
+    assert "the same tokens without a cache" in fresh.run(stoker, "demo").stdout
+    assert "Usage" in fresh.run(stoker, "sim", "serve", "--help").stdout
+    _sim_serve_answers(fresh)
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    example = re.findall(r"```python\n(.*?)```", readme, flags=re.S)[0]
+    (home / "example.py").write_text(example, encoding="utf-8")
+    lines = fresh.run(python, "example.py").stdout.splitlines()
+    assert lines[0].startswith("Done. Tool results: 3")
+    assert int(lines[-1]) > 1000  # the fork read the parent's prefix
+
+    fresh.pip(f"{built.wheel}[{','.join(EXTRAS)}]")
+    saved = fresh.run(stoker, "demo", "--save").stdout
+    (session,) = re.findall(r"stored as session (\S+);", saved)
+    fresh.run(stoker, "report", session, "--html", "report.html")
+    assert (home / "report.html").stat().st_size > 100_000  # plotly's library inline
+    modules = ["psycopg", "psycopg_pool", "mcp", "hypothesis", "plotly", "matplotlib"]
+    modules += ["opentelemetry.sdk", "telegram", "slack_sdk", "discord", "google.genai"]
+    modules += ["aiobotocore"]
+    fresh.run(python, "-c", f"import {', '.join(modules)}")
+
+
+SDK_CALL = """
+import sys
+
+import anthropic
+
+client = anthropic.Anthropic(base_url=sys.argv[1], api_key="any", max_retries=20)
+cached = {"type": "ephemeral"}
+system = [{"type": "text", "text": "You review code. " * 400, "cache_control": cached}]
+for _ in range(2):
+    reply = client.messages.create(
+        model="claude-sonnet-4-6",
+        max_tokens=100,
+        system=system,
+        messages=[{"role": "user", "content": "Hello"}],
+    )
+print(reply.usage.cache_read_input_tokens)
+"""
+
+
+def _sim_serve_answers(fresh: Installed) -> None:
+    """`stoker sim serve` answers the official SDK as Anthropic's API, cache included."""
+    port = free_port()
+    server = subprocess.Popen(
+        [str(fresh.bin / "stoker"), "sim", "serve", "--port", str(port)],
+        cwd=fresh.home,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        (fresh.home / "sdk_call.py").write_text(SDK_CALL, encoding="utf-8")
+        read = fresh.run(str(fresh.bin / "python"), "sdk_call.py", f"http://127.0.0.1:{port}")
+        assert int(read.stdout) > 1000, read.stdout
+    finally:
+        server.terminate()
+        server.wait(timeout=15)

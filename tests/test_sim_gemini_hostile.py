@@ -1,0 +1,183 @@
+"""No body makes the simulator's Gemini API answer a 5xx: a rich, valid request (tools, a
+tool loop with a thought signature, an inline image, structured output, a named cache)
+broken the ways a client breaks it, on generateContent, its stream, countTokens and
+cachedContents. Every answer is a 2xx or a 4xx in Google's error shape."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from starlette.testclient import TestClient
+
+from stoker.clock import FrozenClock
+from stoker.providers.sim.server import create_app
+from tests.hostile_http import (
+    deep_values,
+    encode,
+    escaped_surrogates,
+    huge_numbers,
+    json_values,
+    paths,
+    removed,
+    replaced,
+)
+
+PNG = (  # a 1x1 PNG
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="
+)
+SCHEMA = {
+    "type": "object",
+    "properties": {"path": {"type": "string"}},
+    "required": ["path"],
+}
+TOOLS = [{"functionDeclarations": [{"name": "read_file", "parametersJsonSchema": SCHEMA}]}]
+CONTENTS = [
+    {
+        "role": "user",
+        "parts": [
+            {"text": "read_file app.py " * 700},
+            {"inlineData": {"mimeType": "image/png", "data": PNG}},
+        ],
+    },
+    {
+        "role": "model",
+        "parts": [
+            {
+                "functionCall": {"id": "c1", "name": "read_file", "args": {"path": "a"}},
+                "thoughtSignature": "c2ln",
+            }
+        ],
+    },
+    {
+        "role": "user",
+        "parts": [
+            {"functionResponse": {"id": "c1", "name": "read_file", "response": {"output": "1"}}}
+        ],
+    },
+]
+GENERATE = {
+    "systemInstruction": {"parts": [{"text": "You read files."}]},
+    "tools": TOOLS,
+    "toolConfig": {"functionCallingConfig": {"mode": "AUTO"}},
+    "generationConfig": {
+        "maxOutputTokens": 64,
+        "stopSequences": ["END"],
+        "temperature": 1.0,
+        "thinkingConfig": {"thinkingBudget": 128, "includeThoughts": True},
+        "responseMimeType": "application/json",
+        "responseJsonSchema": SCHEMA,
+    },
+    "contents": CONTENTS,
+}
+CACHE = {
+    "model": "models/gemini-2.5-flash",
+    "displayName": "stoker/agent/s",
+    "systemInstruction": {"parts": [{"text": "You read files."}]},
+    "tools": TOOLS,
+    "contents": CONTENTS[:1],
+    "ttl": "600s",
+}
+MODEL = "/v1beta/models/gemini-2.5-flash"
+WIRES = {
+    f"{MODEL}:generateContent": GENERATE,
+    f"{MODEL}:streamGenerateContent?alt=sse": GENERATE,
+    f"{MODEL}:countTokens": {"contents": CONTENTS},
+    "/v1beta/cachedContents": CACHE,
+}
+odd = json_values | huge_numbers | deep_values | escaped_surrogates
+
+
+@pytest.fixture(scope="module")
+def client() -> Iterator[TestClient]:
+    with TestClient(create_app(clock=FrozenClock()), raise_server_exceptions=True) as c:
+        yield c
+
+
+@st.composite
+def broken(draw: st.DrawFn, good: dict[str, Any]) -> bytes:
+    """`good` broken in one to three places, or not JSON at all."""
+    if draw(st.integers(0, 9)) == 0:
+        return draw(st.binary(max_size=100))
+    body: Any = good
+    for _ in range(draw(st.integers(1, 3))):
+        where = draw(st.sampled_from(list(paths(body))))
+        if draw(st.booleans()) and where:
+            body = removed(body, where)
+        else:
+            body = replaced(body, where, draw(odd))
+    return encode(body)
+
+
+def _check(client: TestClient, path: str, content: bytes, key: str) -> None:
+    headers = {"x-goog-api-key": key, "content-type": "application/json"}
+    with client.stream("POST", path, content=content, headers=headers) as answer:
+        body = answer.read()
+    assert answer.status_code < 500, body[:500]
+    if answer.status_code >= 400:
+        error = json.loads(body)["error"]
+        assert error["code"] == answer.status_code
+        assert isinstance(error["message"], str)
+        assert error["message"]
+        assert isinstance(error["status"], str)
+
+
+@pytest.mark.parametrize("path", list(WIRES))
+def test_no_body_makes_the_gemini_api_fail(client: TestClient, path: str) -> None:
+    key = f"AIza-{uuid.uuid4().hex}"
+
+    @settings(
+        max_examples=120,
+        deadline=None,
+        derandomize=True,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    )
+    @given(content=broken(WIRES[path]))
+    def one(content: bytes) -> None:
+        _check(client, path, content, key)
+
+    one()
+
+
+def test_the_valid_bodies_are_answered_and_a_named_cache_too(client: TestClient) -> None:
+    headers = {"x-goog-api-key": "AIza-valid"}
+    for path, good in WIRES.items():
+        answer = client.post(path, json=good, headers=headers)
+        assert answer.status_code == 200, (path, answer.text[:300])
+    made = client.post("/v1beta/cachedContents", json=CACHE, headers=headers).json()
+    named = {
+        "cachedContent": made["name"],
+        "contents": CONTENTS[1:],
+        "generationConfig": {"maxOutputTokens": 16},
+    }
+    answer = client.post(f"{MODEL}:generateContent", json=named, headers=headers)
+    assert answer.status_code == 200, answer.text[:300]
+    assert (
+        answer.json()["usageMetadata"]["cachedContentTokenCount"]
+        == made["usageMetadata"]["totalTokenCount"]
+    )
+    listed = client.get("/v1beta/cachedContents", headers=headers).json()
+    assert made["name"] in [c["name"] for c in listed["cachedContents"]]
+    patched = client.patch(f"/v1beta/{made['name']}", json={"ttl": "60s"}, headers=headers)
+    assert patched.status_code == 200
+    assert client.delete(f"/v1beta/{made['name']}", headers=headers).json() == {}
+    gone = client.get(f"/v1beta/{made['name']}", headers=headers)
+    assert gone.status_code == 404
+    assert gone.json()["error"]["status"] == "NOT_FOUND"
+
+
+def test_keys_are_asked_for_as_google_asks() -> None:
+    with TestClient(create_app(api_keys=["good"])) as strict:
+        assert strict.post(f"{MODEL}:generateContent", json=GENERATE).status_code == 403
+        refused = strict.post(
+            f"{MODEL}:generateContent", json=GENERATE, headers={"x-goog-api-key": "bad"}
+        )
+        assert refused.status_code == 400
+        assert refused.json()["error"]["details"][0]["reason"] == "API_KEY_INVALID"
+        by_query = strict.post(f"{MODEL}:generateContent?key=good", json=GENERATE)
+        assert by_query.status_code == 200
