@@ -16,11 +16,19 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from typer.testing import CliRunner
 
-from stoker.bench.fleet_replicas import NewDatabase, OpenStore, fleet_replica_run, shared_tokens
+from stoker.bench.fleet_replicas import (
+    NewDatabase,
+    OpenStore,
+    fleet_replica_run,
+    shared_tokens,
+    sqlite_databases,
+)
 from stoker.cache.fleet import FleetWatch
 from stoker.cache.fleet_notes import FleetNote, Outbox
 from stoker.cache.keys import KeyShards
+from stoker.cli.app import app
 from stoker.clock import FrozenClock
 from stoker.errors import StoreError
 from stoker.gateway.fleet_sync import FleetSync
@@ -199,3 +207,36 @@ def test_an_outbox_keeps_the_newest_notes_within_its_bound() -> None:
     box.add(FleetNote(kind="arrival", digest="d", at=9.0))
     box.restore(drained)
     assert [n.at for n in box.drain()] == [3.0, 4.0, 9.0]
+
+
+async def test_each_sqlite_run_gets_a_fresh_database(tmp_path: Path) -> None:
+    new_database = sqlite_databases(tmp_path)
+    first, second = await new_database(), await new_database()
+    a, b = await first(), await second()
+    try:
+        row = (("arrival", "d", 1.0, "", 0, "", 0.0, 0.0),)
+        await a.add_fleet_notes("a", 0, row, written_at=1.0)
+        assert len(await a.fleet_notes_since(0.0, besides="b")) == 1
+        assert await b.fleet_notes_since(0.0, besides="a") == []
+    finally:
+        await a.close()
+        await b.close()
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["--replicas", "1,2"], "one count from 2 to 16"),
+        (["--replicas", "1"], "one count from 2 to 16"),
+    ],
+)
+def test_the_fleet_bench_refuses_a_replica_count_it_cannot_run(args: list[str], says: str) -> None:
+    ran = CliRunner().invoke(app, ["bench", "gateway", "--workload", "fleet", *args])
+    assert ran.exit_code != 0
+    assert says in ran.output
+
+
+def test_the_gateway_bench_names_its_workloads() -> None:
+    ran = CliRunner().invoke(app, ["bench", "gateway", "--workload", "fleets"])
+    assert ran.exit_code != 0
+    assert "messages or fleet" in ran.output

@@ -19,11 +19,14 @@ machine, and the keep-warm calls on the shared tools+system entry.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import random
 import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from rich.table import Table
 
@@ -40,6 +43,7 @@ from stoker.providers.base import Provider
 from stoker.providers.sim.engine import SimEngine
 from stoker.providers.sim.provider import SimProvider
 from stoker.store.base import SqlEventStore
+from stoker.store.open import open_store as store_at
 from stoker.tools import ToolRegistry, Toolset
 from stoker.wire.record import CacheRecord
 
@@ -85,6 +89,43 @@ class FleetReplicaFigures:
             "shared_keep_warm_calls": self.shared_keep_warm,
             "keys": self.keys,
         }
+
+
+def sqlite_databases(folder: Path) -> NewDatabase:
+    """A new SQLite file in `folder` for each run."""
+    numbers = itertools.count()
+
+    async def new_database() -> OpenStore:
+        path = folder / f"fleet-{next(numbers)}.db"
+
+        async def open_store() -> SqlEventStore:
+            return store_at(path)
+
+        return open_store
+
+    return new_database
+
+
+def postgres_databases(dsn: str) -> NewDatabase:
+    """A new database on the PostgreSQL server the URL `dsn` names, for each run (dropped
+    first if a run before left it); they are created from the URL's own database."""
+    numbers = itertools.count()
+
+    async def new_database() -> OpenStore:
+        import psycopg  # the postgres extra; imported where it is needed
+
+        name = f"stoker_fleet_bench_{next(numbers)}"
+        async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
+            await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+            await conn.execute(f'CREATE DATABASE "{name}"')
+        url = urlsplit(dsn)._replace(path=f"/{name}").geturl()
+
+        async def open_store() -> SqlEventStore:
+            return store_at(url)
+
+        return open_store
+
+    return new_database
 
 
 def _registry() -> ToolRegistry:

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 import os
 from functools import partial
 
 import typer
 
 from stoker.cli.errors import fail
-from stoker.cli.options import Db
+from stoker.cli.options import AsJson, Db
 from stoker.cli.render import console
 from stoker.config import DEFAULT_LIMITS
 
@@ -139,12 +140,24 @@ def bench_gateway(
         "database restarted mid-run (needs PostgreSQL binaries and a checkout).",
     ),
     faults: bool = typer.Option(True, help="With --replicas: also run with the faults."),
+    workload: str = typer.Option(
+        "messages",
+        help="messages: sessions sending messages in order. fleet: one agent's fresh sessions "
+        "at 10 and 60 a minute spread over --replicas gateways on one database (simulated "
+        "time; SQLite, or the --postgres server).",
+    ),
+    as_json: AsJson = False,
 ) -> None:
     """Concurrent sessions against a local gateway on loopback (sim at 0 ms): lost
     messages, per-session order, throughput, and the gateway's added latency."""
     from stoker.bench.gateway import gateway_table, run_gateway_bench
     from stoker.gateway.local import local_gateway
 
+    if workload == "fleet":
+        _bench_fleet(replicas or "4", postgres=postgres, as_json=as_json)
+        return
+    if workload != "messages":
+        fail(f"--workload is messages or fleet, not {workload!r}")
     if replicas:
         _bench_replicas(replicas, sessions=sessions, messages=messages, faults=faults)
         return
@@ -159,6 +172,28 @@ def bench_gateway(
     console.print(gateway_table(result))
     if result.lost or result.failed or result.out_of_order:
         raise typer.Exit(1)
+
+
+def _bench_fleet(count: str, *, postgres: str | None, as_json: bool) -> None:
+    import tempfile
+    from pathlib import Path
+
+    from stoker.bench.fleet_replicas import (
+        fleet_replica_table,
+        postgres_databases,
+        run_fleet_replica_bench,
+        sqlite_databases,
+    )
+
+    if not count.isdigit() or not 2 <= int(count) <= 16:
+        fail(f"--replicas with --workload fleet takes one count from 2 to 16, not {count!r}")
+    with tempfile.TemporaryDirectory(prefix="stoker-fleet-") as folder:
+        databases = postgres_databases(postgres) if postgres else sqlite_databases(Path(folder))
+        results = asyncio.run(run_fleet_replica_bench(databases, replicas=int(count)))
+    if as_json:
+        print(json.dumps([r.to_dict() for r in results], indent=2))
+    else:
+        console.print(fleet_replica_table(results))
 
 
 def _bench_replicas(counts: str, *, sessions: int, messages: int, faults: bool) -> None:
