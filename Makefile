@@ -20,9 +20,13 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
+# The suite runs on every core, one worker per logical CPU (pytest-xdist, each worker with
+# a PostgreSQL database of its own); `make test TEST_WORKERS=0` runs it in one process.
+TEST_WORKERS ?= logical
+
 test: lint
 	@$(MAKE) --no-print-directory docs
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(TEST_WORKERS)
 
 # The docs site (mkdocs.yml), built strictly: a broken link or reference fails it.
 docs: $(STAMP)

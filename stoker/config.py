@@ -3,7 +3,9 @@
 Library code never reads the environment (`tests/test_config.py` keeps it so): the CLI
 and `stoker serve` call `Config.from_env(os.environ, ...)` once, with their flags on top,
 and hand the value to what they build. A program that embeds Stoker does the same, or
-builds a `Config` from its own settings. This module is the only place that knows these
+builds a `Config` from its own settings, or gives none: a provider whose key the settings
+lack is left to its official SDK, which finds its own (`anthropic.AsyncAnthropic()` reads
+ANTHROPIC_API_KEY; `stoker.providers.select`). This module is the only place that knows these
 variables' names (the gateway's own STOKER_GATEWAY_* live with its file format, in
 `stoker.gateway.config`) and the only place that holds each default:
 

@@ -14,7 +14,7 @@ from stoker.providers.select import select_provider
 from stoker.store import open_store
 from stoker.tools import ToolRegistry
 from stoker.toolsets.workspace import WORKSPACE_SYSTEM, workspace_toolset
-from stoker.wire.messages import Message, UserMessage
+from stoker.wire.messages import AssistantMessage, Message, UserMessage
 
 
 def default_agent(*, config: Config, workdir: Path, writable: bool = False) -> Agent:
@@ -42,6 +42,15 @@ class OneTurn:
 
     number: int
     result: TurnResult[Any]
+    tools: tuple[str, ...] = ()  # the tools the turn called, in order
+
+
+def last_turn_tools(history: tuple[Message, ...]) -> tuple[str, ...]:
+    """The tools the newest turn of `history` called, in order, one name a call (a turn
+    starts at a user message that is not only tool results; compaction keeps it)."""
+    starts = [i for i, m in enumerate(history) if isinstance(m, UserMessage) and not m.tool_results]
+    turn = history[starts[-1] :] if starts else ()
+    return tuple(c.name for m in turn if isinstance(m, AssistantMessage) for c in m.tool_calls)
 
 
 def turns_in(history: tuple[Message, ...]) -> int:
@@ -61,8 +70,13 @@ async def run_once(
     async with default_agent(config=config, workdir=workdir) as agent:
         if session_id is None:
             session = agent.session()
-            return OneTurn(number=1, result=await session.send(prompt))
+            result = await session.send(prompt)
+            return OneTurn(number=1, result=result, tools=last_turn_tools(session.history))
         async with open_store(config.database) as store:
             session = await agent.open(store, session_id)
             result = await session.send(prompt)
-            return OneTurn(number=turns_in(session.history), result=result)
+            return OneTurn(
+                number=turns_in(session.history),
+                result=result,
+                tools=last_turn_tools(session.history),
+            )

@@ -40,4 +40,12 @@ def recorded_calls(request: pytest.FixtureRequest) -> Iterator[list[CacheRecord]
     assert_no_undeclared_breaks(records)
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under xdist, the tests marked slow start first (every worker sorts the same way):
+    the long jobs begin early and the short ones fill in around them, instead of one
+    worker finishing a long test alone while the other waits."""
+    if hasattr(config, "workerinput"):
+        items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
 pytest_plugins = ["tests.store_fixtures", "tests.faulty_upstream", "tests.sim_routes"]

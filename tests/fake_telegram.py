@@ -75,6 +75,9 @@ class FakeTelegram(RecordedCalls):
     broken: set[int] = field(default_factory=set)  # sendMessage calls (1-based) answered 500
     files: HeldFiles = field(default_factory=HeldFiles)
     stated: dict[str, int] = field(default_factory=dict)  # file_id -> the size getFile says
+    # Set when the fake stops serving: a long poll still held ends then, not at its timeout
+    # (the server waits for it, a second at the end of every test).
+    closing: threading.Event = field(default_factory=threading.Event)
     _next_update: int = 1000
     _next_message: int = 1
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -239,7 +242,7 @@ class FakeTelegram(RecordedCalls):
                 if offset is not None:  # confirms every update before it, as Telegram does
                     self.updates = [u for u in self.updates if u["update_id"] >= offset]
                 ready = sorted(self.updates, key=lambda u: u["update_id"])[:100]
-            if ready or time.monotonic() >= deadline:
+            if ready or time.monotonic() >= deadline or self.closing.is_set():
                 return ready
             await asyncio.sleep(0.02)
 

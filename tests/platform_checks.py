@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import traceback
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
@@ -20,6 +21,7 @@ from typing import Any, Protocol
 
 import httpx
 import pytest
+from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
 from stoker.errors import ConfigError
@@ -57,6 +59,11 @@ JSON = st.recursive(
     st.none() | st.booleans() | st.integers() | st.text(max_size=20),
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=10), inner),
     max_leaves=20,
+)
+# The hostile-body runs against a served route: bounded, and the rig's fake API (a
+# function-scoped fixture) is shared by a test's examples on purpose.
+HOSTILE_BODIES = settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 
 
@@ -211,6 +218,25 @@ async def user_texts(store: SqlEventStore, platform: str, chat: str) -> list[str
     return [m.text for m in stored.messages if isinstance(m, UserMessage) and m.text]
 
 
+async def assert_a_new_session(
+    gateway: Gateway, user: str, first: str | None, second: str | None
+) -> tuple[str, str]:
+    """`/new` moved the chat from session `first`, which holds its "hello", to a session
+    `second` of its own, which holds the "after new" sent next; the two."""
+    assert first is not None
+    assert second is not None
+    assert second != first
+    assert [t.user for t in (await gateway.view(user, first)).turns] == ["hello"]
+    assert [t.user for t in (await gateway.view(user, second)).turns] == ["after new"]
+    return first, second
+
+
+async def assert_nothing_stored(store: SqlEventStore, platform: str) -> None:
+    """Nothing that came in was kept: no session, no update waiting to be answered."""
+    assert await store.list_sessions() == []
+    assert await store.pending_updates(platform) == []
+
+
 async def assert_tenth_reads_the_ninth(
     gateway: Gateway, platform: str, chat: str, user: str
 ) -> int:
@@ -260,11 +286,20 @@ class Served:
 
 
 @contextmanager
-def served(tmp_path: Path, tables: str, env: Mapping[str, str]) -> Iterator[Served]:
-    """`stoker serve` on a config file of `tables` and a database in `tmp_path`, composed
-    as the command composes it (the gateway, on the simulator, and the configured
-    platforms' bridges as companions of its app), on a free port."""
+def served(
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+    platform: str,
+    env: Mapping[str, str],
+    **section: str | int | list[str] | list[int],
+) -> Iterator[Served]:
+    """`stoker serve` on a config file of `[platforms.PLATFORM]` with `section` and a
+    database in `tmp_path`, composed as the command composes it (the gateway, on the
+    simulator, and the configured platforms' bridges as companions of its app), on a free
+    port; every log line at DEBUG is captured, to look for secrets in."""
+    caplog.set_level(logging.DEBUG)
     database, config_file = tmp_path / "gateway.db", tmp_path / "gateway.toml"
+    tables = toml_section(platform, **section)
     config_file.write_text(f'database = "{database}"\n{tables}', encoding="utf-8")
     config = load_config(config_file, env=env)
     rig = make_rig(SQLiteStore(database))
@@ -283,6 +318,17 @@ async def assert_start_refused(
         await b.start()
     shown = "".join(traceback.format_exception(caught.value)) + caplog.text
     assert secret not in shown
+
+
+def assert_secrets_kept(
+    served: Served, tmp_path: Path, caplog: pytest.LogCaptureFixture, *secrets: str
+) -> None:
+    """No secret of a served gateway is in a log line, its database files (`served`'s, in
+    `tmp_path`) or its config's repr."""
+    for secret in secrets:
+        assert secret not in caplog.text
+        assert files_holding(tmp_path, "gateway.db", secret) == []
+        assert secret not in repr(served.config)
 
 
 def files_holding(folder: Path, prefix: str, secret: str) -> list[str]:
@@ -376,3 +422,15 @@ async def exchange(chat: Chat, text: str, *, replies: int = 1) -> list[str]:
     await chat.say(text)
     await chat.wait_for(lambda: len(chat.texts()) >= before + replies)
     return chat.texts()[before:]
+
+
+async def assert_help_and_usage(chat: Chat, store: SqlEventStore) -> str | None:
+    """A first message is answered, then `/help` and `/usage` in the same chat, which
+    counts that message's request; the chat's session."""
+    assert await exchange(chat, "hello") == ["Understood: hello"]
+    session = await store.chat_session(chat.platform, chat.stored)
+    (help_text,) = await exchange(chat, "/help")
+    assert help_text.splitlines()[0] == "/new: start a new session with the default settings"
+    (usage,) = await exchange(chat, "/usage")
+    assert usage.startswith("1 requests, $")
+    return session

@@ -4,7 +4,7 @@ a provider, and the check that a key reaches no log, record or error message."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,6 +14,10 @@ import pytest
 
 from stoker import Agent, DispatchPolicy, tool
 from stoker.clock import FrozenClock
+from stoker.config import Config
+from stoker.errors import AuthenticationError
+from stoker.providers.base import Provider
+from stoker.providers.select import select_provider
 from stoker.providers.sim.server import ServedSim, create_app, serve_in_background
 from stoker.store.sqlite import SQLiteStore
 from stoker.wire.record import CacheRecord
@@ -84,3 +88,47 @@ def chained(exc: BaseException) -> str:
         parts.append(f"{type(seen).__name__}: {seen!s} {seen!r}")
         seen = seen.__cause__ or seen.__context__
     return "\n".join(parts)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Loopback:
+    """What `through_loopback` saw: the provider the spec chose (pointed at `url`), and
+    everything shown to a user: its repr, its settings' repr, a refused call's errors."""
+
+    provider: Provider
+    url: str
+    shown: str
+
+
+async def through_loopback(
+    spec: str, config_for: Callable[[str], Config], *, refused_key: str, db: Path
+) -> Loopback:
+    """The README example through the provider `spec` names, against a loopback `stoker
+    sim serve` and stored in `db`; then a call that a simulator knowing only
+    `refused_key` refuses, whose error chain is added to what was shown."""
+    model = spec.partition(":")[2]
+    with served_sim() as served:
+        provider = select_provider(spec, config=config_for(served.url)).provider
+        async with (
+            SQLiteStore(db) as store,
+            Agent(model, provider=provider, system=SYSTEM) as agent,
+        ):
+            await readme_example(agent, store=store)
+        shown = repr(provider) + repr(config_for(served.url))
+    with served_sim(api_keys=[refused_key]) as refusing:
+        other = select_provider(spec, config=config_for(refusing.url)).provider
+        async with Agent(model, provider=other, system=SYSTEM) as agent:
+            with pytest.raises(AuthenticationError) as refused:
+                await agent.session().send("hello")
+        shown += chained(refused.value)
+    return Loopback(provider=provider, url=served.url, shown=shown)
+
+
+async def in_process_example(model: str, provider: Provider | None = None) -> None:
+    """The README example on the in-process simulator reads the cache on its second turn
+    and in its fork."""
+    spec = f"sim:{model}" if provider is None else model
+    async with Agent(spec, provider=provider, tools=[word_count], system=SYSTEM) as agent:
+        example = await readme_example(agent)
+    assert example.second_turn_read > 0
+    assert example.fork_read > 0

@@ -21,15 +21,10 @@ import psycopg
 
 from stoker.gateway.local import free_port
 from stoker.providers.sim.server import create_app, serve_in_background
+from tests.store_fixtures import with_database
 
 ROOT = Path(__file__).resolve().parent.parent
 SLOW = b"slow"  # a user message holding this word waits in the simulator
-
-
-def _with_database(dsn: str, name: str) -> str:
-    head, _, query = dsn.partition("?")
-    base = head.rsplit("/", 1)[0]
-    return f"{base}/{name}" + (f"?{query}" if query else "")
 
 
 @contextmanager
@@ -40,7 +35,7 @@ def fresh_database(dsn: str) -> Iterator[str]:
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{name}"')
     try:
-        yield _with_database(dsn, name)
+        yield with_database(dsn, name)
     finally:
         with psycopg.connect(dsn, autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

@@ -4,7 +4,7 @@ the user's side of a chat (`TelegramChat`, a `platform_checks.Chat`)."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import AbstractContextManager
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -23,8 +23,13 @@ OTHER = 43
 Api = fake_platform.Api[FakeTelegram]
 
 
-def serving() -> AbstractContextManager[Api]:
-    return fake_platform.serve(FakeTelegram(token=TOKEN))
+@contextmanager
+def serving() -> Iterator[Api]:
+    with fake_platform.serve(FakeTelegram(token=TOKEN)) as served:
+        try:
+            yield served
+        finally:
+            served.fake.closing.set()
 
 
 @pytest.fixture

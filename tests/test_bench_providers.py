@@ -29,6 +29,7 @@ async def test_the_hard_workload_is_within_five_percent_of_the_floor(name: str) 
     assert row["cost_vs_no_cache"] < 0.35
 
 
+@pytest.mark.slow  # every provider's workload, from the command
 def test_the_cli_prints_one_row_per_provider_in_json() -> None:
     result = CliRunner().invoke(app, ["bench", "cache", "--workload", "providers", "--json"])
     assert result.exit_code == 0, result.output

@@ -14,6 +14,7 @@ from stoker.store.sqlite import SQLiteStore
 from stoker.wire.exchange import Exchange
 
 
+@pytest.mark.slow  # the workload three ways, through proxy processes
 def test_optimize_brings_a_caching_off_workload_within_10_percent_of_stoker() -> None:
     figures = asyncio.run(run_proxy_bench(rounds=1))
     assert figures.calls == 32

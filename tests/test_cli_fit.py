@@ -204,8 +204,9 @@ def test_chat_answers_its_commands_itself_and_shows_tools_running(tmp_path: Path
     )
     assert out.exit_code == 0, out.output
     text = out.output
-    for name in ("/help", "/usage", "/model", "/exit"):
+    for name in ("/help", "/usage", "/model"):
         assert f"  {name} " in text
+    assert "  /exit, /quit leave" in text  # an alias on its command's line, not a second one
     assert "0 calls · read 0" in text  # /usage before any turn
     assert "model: claude-sonnet-4-6" in text
     assert "unknown model 'no-such-model'" in text

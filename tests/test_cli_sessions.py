@@ -116,7 +116,7 @@ def test_show_lists_keep_warm_apart_from_the_turns(tmp_path: Path) -> None:
     shown = runner.invoke(app, ["sessions", "show", "idle-session", "--db", tmp_path / "s.db"])
     assert shown.exit_code == 0, shown.output
     assert "keep-warm seal" in shown.output
-    assert "keep-warm: 1 requests" in shown.output
+    assert "keep-warm: 1 request," in shown.output
 
 
 def test_chat_asks_before_a_risky_tool_and_show_lists_each_decision(tmp_path: Path) -> None:

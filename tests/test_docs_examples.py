@@ -37,6 +37,7 @@ def test_the_docs_have_examples_of_every_kind() -> None:
     assert any(b.mark == "run" for b in BLOCKS), "no shell example is run"
 
 
+@pytest.mark.slow  # a process (or several `stoker` commands) per block
 @pytest.mark.parametrize("block", BLOCKS, ids=[b.id for b in BLOCKS])
 def test_docs_example(block: Block, request: pytest.FixtureRequest, tmp_path: Path) -> None:
     live = request.getfixturevalue("live") if needs_services(block) else None

@@ -100,8 +100,9 @@ async def test_bad_commands_are_clear_errors_and_a_double_slash_is_text(
         await gw.send("alice", sid, "/model no-such-model")
     with pytest.raises(StokerError, match="reasoning level"):
         await gw.send("alice", sid, "/reasoning 11!")
-    reply = await gw.send("alice", sid, "//etc/hosts is a file")
-    assert reply.text == "Understood: /etc/hosts is a file"
+    # (words about no tool: "a file" would have the demo model list the files)
+    reply = await gw.send("alice", sid, "//etc/hosts is missing")
+    assert reply.text == "Understood: /etc/hosts is missing"
 
 
 async def test_commands_have_their_own_endpoint(store: SqlEventStore) -> None:

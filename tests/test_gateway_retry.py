@@ -159,6 +159,7 @@ def _gateway(tmp: Path, db: Path, upstream: str, name: str) -> tuple[subprocess.
     raise AssertionError("the gateway did not start")
 
 
+@pytest.mark.slow  # a gateway process, killed and started again
 async def test_a_retry_after_the_gateway_was_killed_mid_turn_finishes_it_once(
     tmp_path: Path,
 ) -> None:

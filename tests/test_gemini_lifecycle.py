@@ -79,11 +79,13 @@ async def test_an_explicit_cache_carries_the_prefix_across_a_gap_and_is_deleted_
     session = agent.session()
     await session.send("read_file the plan, please")
     await session.send("and list_files too")
+    created = session.records[0]  # the tools and system, cached before the first call
+    assert created.purpose == "cache_create"
     warm = KeepWarm(clock)
     warm.watch(session)
     lifecycle = await warm.idle(600)
-    assert lifecycle[0].purpose == "cache_create"
-    created = lifecycle[0]
+    # it outlives the gap: nothing is created again, nothing billed twice
+    assert not any(r.purpose == "cache_create" for r in lifecycle)
     assert created.usage.written_1h > 1024  # its creation is billed as input
     assert created.storage_token_hours > 0
     info = model_info(MODEL)
@@ -117,12 +119,45 @@ async def test_a_cache_the_history_no_longer_starts_with_is_deleted_at_once() ->
     warm = KeepWarm(clock)
     warm.watch(session)
     await warm.idle(60)
-    assert session.records[-1].purpose == "cache_create"
+    assert session.records[0].purpose == "cache_create"
     await session.rebase(reason="a new system prompt", system=SYSTEM + " Be brief.")
     await session.send("go on")
     clock.advance(1)
     records = await warm.idle(1)
     assert [r.purpose for r in records][:1] == ["cache_delete"]
+    assert provider.engine.google.list_caches(at=clock.now(), workspace="default") == []
+
+
+async def test_a_resumed_conversation_carries_its_history_across_a_gap_in_a_new_cache(
+    tmp_path: Path,
+) -> None:
+    clock = FrozenClock()
+    agent, provider = _agent(clock, GUARANTEED)
+    async with SQLiteStore(tmp_path / "s.db") as store:
+        session = await agent.open(store, "g1")
+        await session.send("read_file the plan, please")
+        await agent.aclose()  # the process ends: its cache is deleted
+        again = SimProvider(engine=provider.engine, clock=clock)
+        later = Agent(
+            MODEL,
+            provider=again,
+            registry=make_registry(),
+            system=SYSTEM,
+            clock=clock,
+            cache_policy=GUARANTEED,
+            keep_warm=False,
+        )
+        resumed = await later.open(store, "g1", create=False)
+        await resumed.send("go on")
+        # its history was billed in the other process: no cache before this first call
+        assert [r.purpose for r in resumed.records] == ["turn"]
+        warm = KeepWarm(clock)
+        warm.watch(resumed)
+        (created,) = (r for r in await warm.idle(600) if r.purpose == "cache_create")
+        assert created.fingerprints.message_count == len(resumed.history)
+        back = await resumed.send("and then?")
+        assert back.records[0].cache_read == created.usage.written_1h
+        await later.aclose()
     assert provider.engine.google.list_caches(at=clock.now(), workspace="default") == []
 
 
@@ -232,9 +267,7 @@ async def test_lifecycle_calls_are_spans_with_their_storage() -> None:
     )
     session = agent.session()
     await session.send("read_file the plan, please")
-    warm = KeepWarm(clock)
-    warm.watch(session)
-    (created,) = (r for r in await warm.idle(60) if r.purpose == "cache_create")
+    (created,) = (r for r in session.records if r.purpose == "cache_create")
     await session.send("go on")
     spans = {
         s.attributes["stoker.call.purpose"]: s
@@ -291,3 +324,52 @@ async def test_the_library_default_keeps_gemini_warm_while_the_agent_is_open() -
         assert [r.purpose for r in session.records[2:]] == ["ping", "ping"]
         after = await session.send("and now?")
         assert after.records[0].explanation.verdict == "hit"
+
+
+async def test_the_first_call_reads_tools_and_system_from_a_cache_made_before_it() -> None:
+    clock = FrozenClock()
+    agent, provider = _agent(clock, GUARANTEED)
+    session = agent.session()
+    await session.send("read_file the plan, please")
+    created, *turn = session.records
+    assert created.purpose == "cache_create"
+    assert created.fingerprints.message_count == 0  # tools and system only: no history
+    (cache,) = provider.engine.google.list_caches(at=clock.now(), workspace="default")
+    assert created.usage.written_1h == cache.tokens >= model_info(MODEL).min_cacheable
+    assert len(turn) >= 2
+    assert all(r.purpose == "turn" for r in turn)
+    # every call of the turn, its first included, named the cache and read it whole
+    assert [p.get("cachedContent") for p in provider.requests] == [cache.name] * len(turn)
+    assert all(r.cache_read == cache.tokens for r in turn)
+    # nothing was billed twice: each token of the turn's last request was billed at the
+    # write price once (the tools and system by the creation, each message when sent)
+    billed = sum(r.usage.written + r.usage.uncached for r in session.records)
+    assert billed == turn[-1].usage.input_total
+    # a fork reads the parent's cache and makes none of its own
+    fork = session.fork(role="review")
+    await fork.send("anything to remember?")
+    assert [r.purpose for r in fork.records] == ["turn"]
+    assert provider.requests[-1]["cachedContent"] == cache.name
+    assert fork.records[0].cache_read == cache.tokens
+
+
+async def test_no_cache_is_made_before_the_first_call_when_the_implicit_cache_is_trusted() -> None:
+    clock = FrozenClock()
+    agent, provider = _agent(clock)  # implicit_trust 1.0: the implicit cache is counted on
+    session = agent.session()
+    await session.send("read_file the plan, please")
+    assert all(r.purpose == "turn" for r in session.records)
+    assert provider.engine.google.list_caches(at=clock.now(), workspace="default") == []
+    # nor when the tools and system are below the model's minimum for a cache
+    small = Agent(
+        MODEL,
+        provider=provider,
+        system="Be brief.",
+        clock=clock,
+        cache_policy=GUARANTEED,
+        keep_warm=False,
+    )
+    short = small.session()
+    await short.send("hello")
+    assert all(r.purpose == "turn" for r in short.records)
+    assert provider.engine.google.list_caches(at=clock.now(), workspace="default") == []

@@ -2,17 +2,23 @@
 
 Walks each module's module-level imports with `ast`. Imports under `if TYPE_CHECKING:`
 count as edges too: hiding a cycle from the interpreter does not hide it from a reader.
-Imports inside functions are the edges' own business (the CLI uses them to start fast).
+Imports inside functions are the edges' own business (the CLI uses them to start fast),
+except for cycles: an import inside a function still closes one.
+
+`docs/architecture.md` draws the layers as a table; it must equal `LAYERS`, and every
+module it names must exist, so the page cannot drift from the code.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import stoker
 
 ROOT = Path(stoker.__file__).parent
+ARCHITECTURE = ROOT.parent / "docs" / "architecture.md"
 
 # Lower number = lower layer. A module may import its own package or any lower layer.
 LAYERS = {
@@ -140,10 +146,8 @@ def test_the_platforms_use_only_the_gateways_public_names() -> None:
     assert bad == []
 
 
-def test_no_import_cycles() -> None:
-    """Not even through an import inside a function: hiding an edge from the interpreter
-    until the call does not hide it from a reader."""
-    graph = _graph(inner=True)
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Each cycle a depth-first walk of `graph` meets, as the path that closes it."""
     state: dict[str, int] = {}
     cycles: list[list[str]] = []
 
@@ -159,7 +163,48 @@ def test_no_import_cycles() -> None:
     for node in sorted(graph):
         if node not in state:
             dfs(node, [node])
-    assert cycles == []
+    return cycles
+
+
+def test_no_import_cycles() -> None:
+    """Not even through an import inside a function: hiding an edge from the interpreter
+    until the call does not hide it from a reader."""
+    assert _cycles(_graph(inner=True)) == []
+
+
+def test_a_cycle_through_a_type_only_import_is_found() -> None:
+    """Two modules, one importing the other at run time and the other importing it back
+    only for type checking: the walk sees both edges, and the cycle is reported."""
+    sources = {
+        "stoker.agent.otel": "from stoker.agent.telemetry import Telemetry\n",
+        "stoker.agent.telemetry": (
+            "from typing import TYPE_CHECKING\n"
+            "if TYPE_CHECKING:\n"
+            "    from stoker.agent.otel import OtelTelemetry\n"
+        ),
+    }
+    graph = {
+        name: {i for i in _imports(ast.parse(code), name, False) if i in sources}
+        for name, code in sources.items()
+    }
+    assert _cycles(graph) == [["stoker.agent.otel", "stoker.agent.telemetry", "stoker.agent.otel"]]
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": set()}) == []
+
+
+def _documented_layers() -> dict[str, int]:
+    """The rows `| N | `package` | what it owns |` of the architecture page's table."""
+    row = re.compile(r"^\|\s*(\d+)\s*\|\s*`([\w.]+)`\s*\|", re.M)
+    return {name: int(rank) for rank, name in row.findall(ARCHITECTURE.read_text("utf-8"))}
+
+
+def test_the_architecture_page_draws_these_layers() -> None:
+    assert _documented_layers() == LAYERS
+
+
+def test_the_architecture_page_names_only_modules_that_exist() -> None:
+    named = set(re.findall(r"`(stoker/[\w/]+(?:\.py|/))`", ARCHITECTURE.read_text("utf-8")))
+    assert named, "the page names no module"
+    assert sorted(n for n in named if not (ROOT.parent / n).exists()) == []
 
 
 def test_the_walker_sees_an_upward_edge() -> None:

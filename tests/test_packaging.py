@@ -24,7 +24,8 @@ import typer.testing
 from stoker.cli.app import app
 from tests.doc_examples import ROOT, free_port
 
-pytestmark = pytest.mark.packaging
+# Under xdist, one worker runs the module: the session-scoped build happens once.
+pytestmark = [pytest.mark.packaging, pytest.mark.slow, pytest.mark.xdist_group("packaging")]
 
 DATA_FILES = {  # what is not Python in the package, and must be in the wheel
     "stoker/cache/data/models.toml",

@@ -21,6 +21,7 @@ from stoker.providers.sim.provider import SimProvider
 from stoker.store.base import SqlEventStore
 from stoker.wire.blocks import MAX_IMAGE_BYTES, ImageBlock, TextBlock
 from stoker.wire.messages import UserMessage
+from tests import platform_checks as checks
 from tests.discord_rig import NO_EMBEDS, TOKEN, Api, DiscordChat, api, bridge, seen
 from tests.fake_discord import CHANNEL, DM, GUILD, USER
 from tests.images import png
@@ -97,12 +98,7 @@ async def test_commands_work_in_a_dm_and_with_a_mention(store: SqlEventStore, ap
     rig = chat_rig(store)
     server = Allowlist(users=frozenset({str(USER)}))
     async with running(bridge(rig.gateway, api.url, allowlist=server)):
-        assert await _exchange(api, "hello") == ["Understood: hello"]
-        first = await store.chat_session("discord", f"{DM}//{USER}")
-        (help_text,) = await _exchange(api, "/help")
-        assert help_text.splitlines()[0] == "/new: start a new session with the default settings"
-        (usage,) = await _exchange(api, "/usage")
-        assert usage.startswith("1 requests, $")
+        first = await checks.assert_help_and_usage(DiscordChat(api), store)
         (started,) = await _exchange(api, "/new")
         second = await store.chat_session("discord", f"{DM}//{USER}")
         assert started == f"started session {second}"
@@ -173,8 +169,7 @@ async def test_nobody_outside_the_allowlist_gets_anything(store: SqlEventStore, 
         await b.idle()
     called = {name for name, _ in api.fake.calls}
     assert called <= {"get_me", "get_application", "set_commands", "get_gateway_bot"}
-    assert await store.list_sessions() == []
-    assert await store.pending_updates("discord") == []
+    await checks.assert_nothing_stored(store, "discord")
     assert await store.latest_updates("discord") == []  # nothing stored, not even the id
 
 

@@ -12,7 +12,7 @@ import pytest
 from stoker.store.base import SqlEventStore
 from tests.discord_rig import TOKEN, Api, api, bridge
 from tests.fake_discord import USER
-from tests.platform_checks import assert_start_refused, files_holding, served, toml_section
+from tests.platform_checks import assert_secrets_kept, assert_start_refused, served
 from tests.test_gateway_support import make_rig
 
 __all__ = ["api"]
@@ -21,22 +21,22 @@ __all__ = ["api"]
 async def test_serve_config_starts_the_bot_and_the_token_is_never_logged_or_stored(
     tmp_path: Path, api: Api, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.DEBUG)
-    table = toml_section(
+    env = {"DISCORD_BOT_TOKEN": TOKEN}
+    with served(
+        tmp_path,
+        caplog,
         "discord",
+        env,
         token_env="DISCORD_BOT_TOKEN",
         api_url=f"{api.url}/api/v10",
         allowed_users=[str(USER)],
-    )
-    with served(tmp_path, table, {"DISCORD_BOT_TOKEN": TOKEN}) as gateway:
+    ) as gateway:
         await api.fake.wait_for(lambda: api.fake.connected)
         api.fake.user_message("hello from the served gateway")
         await api.fake.wait_for(lambda: len(api.fake.sent()) == 1)
     assert [m["content"] for m in api.fake.sent()] == ["Understood: hello from the served gateway"]
     assert "GET" in caplog.text  # discord.py logged its requests and the gateway's payloads
-    assert TOKEN not in caplog.text
-    assert files_holding(tmp_path, "gateway.db", TOKEN) == []
-    assert TOKEN not in repr(gateway.config)
+    assert_secrets_kept(gateway, tmp_path, caplog, TOKEN)
 
 
 async def test_a_rejected_token_fails_the_start_without_showing_it(

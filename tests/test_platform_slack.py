@@ -9,6 +9,7 @@ import json
 from stoker.platforms.access import Allowlist
 from stoker.platforms.slack.adapter import FORMATTING, WORKING
 from stoker.store.base import SqlEventStore
+from tests import platform_checks as checks
 from tests.fake_slack import BOT_ID, BOT_USER
 from tests.images import png
 from tests.platform_checks import ASKED, LONG, Crash, chat_rig, user_texts
@@ -139,12 +140,7 @@ async def test_commands_work_typed_and_as_slash_commands(store: SqlEventStore, a
         second = await store.chat_session("slack", f"{DM}//{USER}")
         assert api.fake.texts()[-1] == f"started session {second}"
         assert await _exchange(slack, "after new") == ["Understood: after new"]
-    assert first is not None
-    assert second is not None
-    assert second != first
-    user = f"slack:{USER}"
-    assert [t.user for t in (await rig.gateway.view(user, first)).turns] == ["hello"]
-    assert [t.user for t in (await rig.gateway.view(user, second)).turns] == ["after new"]
+    await checks.assert_a_new_session(rig.gateway, f"slack:{USER}", first, second)
 
 
 async def test_a_restart_mid_turn_loses_nothing_and_a_retry_is_answered_once(
@@ -194,8 +190,7 @@ async def test_nobody_outside_the_allowlist_gets_anything(store: SqlEventStore, 
         assert await slack.deliver(api.fake.event("look", user=stranger, files=shared)) == 200
         assert await slack.command("/stoker", "usage", user=stranger) == 200
     assert [name for name, _ in api.fake.calls] == ["auth.test"]
-    assert await store.list_sessions() == []
-    assert await store.pending_updates("slack") == []
+    await checks.assert_nothing_stored(store, "slack")
 
 
 async def test_an_unsigned_or_stale_request_is_refused_and_nothing_is_stored(
@@ -221,5 +216,4 @@ async def test_an_unsigned_or_stale_request_is_refused_and_nothing_is_stored(
         assert (r.status_code, r.json()) == (200, {"challenge": "3eZbrw1aBm2r"})
         assert (await slack.post("/platforms/slack/events", b"{nope")).status_code == 400
     assert [name for name, _ in api.fake.calls] == ["auth.test"]
-    assert await store.list_sessions() == []
-    assert await store.pending_updates("slack") == []
+    await checks.assert_nothing_stored(store, "slack")

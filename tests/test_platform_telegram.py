@@ -10,6 +10,7 @@ from stoker.platforms.base import ChatKey
 from stoker.platforms.telegram.adapter import FORMATTING
 from stoker.providers.sim.provider import SimProvider
 from stoker.store.base import SqlEventStore
+from tests import platform_checks as checks
 from tests.platform_checks import ASKED, LONG, Crash, chat_rig, exchange, running, user_texts
 from tests.telegram_rig import USER, Api, Clock, TelegramChat, api, bridge
 
@@ -62,12 +63,7 @@ async def test_commands_work_and_new_moves_the_chat_to_a_new_session(
 ) -> None:
     rig = chat_rig(store)
     async with running(bridge(rig.gateway, api.url)):
-        assert await _exchange(api, "hello") == ["Understood: hello"]
-        first = await store.chat_session("telegram", f"{USER}//{USER}")
-        (help_text,) = await _exchange(api, "/help")
-        assert help_text.splitlines()[0] == "/new: start a new session with the default settings"
-        (usage,) = await _exchange(api, "/usage")
-        assert usage.startswith("1 requests, $")
+        first = await checks.assert_help_and_usage(TelegramChat(api), store)
         (unknown,) = await _exchange(api, "/nope")
         assert unknown.startswith("unknown command /nope; commands: /new, /reset")
         (started,) = await _exchange(api, "/new@stoker_test_bot")
@@ -75,12 +71,8 @@ async def test_commands_work_and_new_moves_the_chat_to_a_new_session(
         assert started == f"started session {second}"
         api.fake.user_message("/new@another_bot")  # addressed to another bot: not ours
         assert await _exchange(api, "after new") == ["Understood: after new"]
-    assert first is not None
-    assert second is not None
-    assert second != first
     user = f"telegram:{USER}"
-    assert [t.user for t in (await rig.gateway.view(user, first)).turns] == ["hello"]
-    assert [t.user for t in (await rig.gateway.view(user, second)).turns] == ["after new"]
+    first, second = await checks.assert_a_new_session(rig.gateway, user, first, second)
     # the new session is on the same surface: its prefix has the same formatting rules
     old, new = await store.load(first), await store.load(second)
     assert FORMATTING in new.prefix.system
@@ -124,8 +116,7 @@ async def test_nobody_outside_the_allowlist_gets_anything(store: SqlEventStore, 
         "getMe",
         "deleteWebhook",
     ]
-    assert await store.list_sessions() == []
-    assert await store.pending_updates("telegram") == []
+    await checks.assert_nothing_stored(store, "telegram")
 
 
 async def test_a_chat_over_its_rate_limit_is_told_once_and_recovers(

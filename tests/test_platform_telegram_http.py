@@ -8,7 +8,7 @@ import logging
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from stoker.gateway.service import Gateway
@@ -16,13 +16,13 @@ from stoker.platforms.bridge import Bridge
 from stoker.platforms.telegram.adapter import SECRET_HEADER
 from stoker.store.base import SqlEventStore
 from tests.platform_checks import (
+    HOSTILE_BODIES,
     JSON,
     app_client,
+    assert_secrets_kept,
     assert_start_refused,
-    files_holding,
     routes_of,
     served,
-    toml_section,
 )
 from tests.telegram_rig import TOKEN, USER, Api, api, bridge
 from tests.test_gateway_support import make_rig
@@ -75,24 +75,23 @@ async def test_a_webhook_update_needs_the_secret_and_a_retry_is_answered_once(
 async def test_serve_config_starts_the_bot_and_the_token_is_never_logged_or_stored(
     tmp_path: Path, api: Api, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.DEBUG)
-    table = toml_section(
+    env = {"BOT_TOKEN": TOKEN}
+    with served(
+        tmp_path,
+        caplog,
         "telegram",
+        env,
         token_env="BOT_TOKEN",
         api_url=api.url,
         allowed_users=[USER],
         poll_timeout_seconds=1,
-    )
-    with served(tmp_path, table, {"BOT_TOKEN": TOKEN}) as gateway:
+    ) as gateway:
         api.fake.user_message("hello from the served gateway")
         await api.fake.wait_for(lambda: len(api.fake.sent()) == 1)
     assert api.fake.texts() == ["Understood: hello from the served gateway"]
     assert "HTTP Request: POST" in caplog.text  # the client logged its calls...
     assert "<redacted>" in caplog.text  # ...with the token masked
-    assert TOKEN not in caplog.text
-    assert TOKEN.split(":")[1] not in caplog.text
-    assert files_holding(tmp_path, "gateway.db", TOKEN.split(":")[1]) == []
-    assert TOKEN not in repr(gateway.config)
+    assert_secrets_kept(gateway, tmp_path, caplog, TOKEN, TOKEN.split(":")[1])
 
 
 UPDATES = st.fixed_dictionaries(
@@ -114,9 +113,7 @@ UPDATES = st.fixed_dictionaries(
 )
 
 
-@settings(
-    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
+@HOSTILE_BODIES
 @given(body=UPDATES | JSON)
 async def test_any_webhook_body_is_answered_without_a_server_error(
     tmp_path: Path, api: Api, body: object

@@ -18,10 +18,9 @@ from stoker.cache.models import model_info
 from stoker.cache.planner import CachePolicy, plan
 from stoker.cache.time_policy import lifetimes
 from stoker.config import Config
-from stoker.errors import AuthenticationError, InvalidRequest
+from stoker.errors import InvalidRequest
 from stoker.providers.bedrock import BedrockProvider
 from stoker.providers.select import select_provider
-from stoker.store.sqlite import SQLiteStore
 from stoker.wire.blocks import TextBlock, ToolResultBlock, ToolUseBlock
 from stoker.wire.dialects import bedrock, bedrock_stream
 from stoker.wire.messages import AssistantMessage, UserMessage
@@ -31,9 +30,10 @@ from stoker.wire.usage import Usage
 from tests.provider_rigs import (
     SYSTEM,
     assert_secret_nowhere,
-    chained,
+    in_process_example,
     readme_example,
     served_sim,
+    through_loopback,
     word_count,
 )
 
@@ -223,10 +223,7 @@ async def test_streamed_turns_come_over_the_binary_event_stream() -> None:
 
 
 async def test_readme_example_on_the_in_process_simulator() -> None:
-    async with Agent(f"sim:{SONNET}", tools=[word_count], system=SYSTEM) as agent:
-        example = await readme_example(agent)
-    assert example.second_turn_read > 0
-    assert example.fork_read > 0
+    await in_process_example(SONNET)
 
 
 async def test_the_sdk_talks_to_loopback_and_the_keys_reach_no_log_record_or_error(
@@ -234,25 +231,14 @@ async def test_the_sdk_talks_to_loopback_and_the_keys_reach_no_log_record_or_err
 ) -> None:
     caplog.set_level(logging.DEBUG)
     db = tmp_path / "s.db"
-    with served_sim() as served:
-        provider = select_provider(f"bedrock:{SONNET}", config=config(served.url)).provider
-        assert isinstance(provider, BedrockProvider)
-        assert provider.base_url == served.url
-        assert served.url.startswith("http://127.0.0.1:")
-        async with (
-            SQLiteStore(db) as store,
-            Agent(SONNET, provider=provider, system=SYSTEM) as agent,
-        ):
-            await readme_example(agent, store=store)
-        shown = repr(provider) + repr(config(served.url))
-    with served_sim(api_keys=["AKIASOMEONEELSE00001"]) as refusing:
-        provider = select_provider(f"bedrock:{SONNET}", config=config(refusing.url)).provider
-        async with Agent(SONNET, provider=provider, system=SYSTEM) as agent:
-            with pytest.raises(AuthenticationError) as refused:
-                await agent.session().send("hello")
-        shown += chained(refused.value)
+    seen = await through_loopback(
+        f"bedrock:{SONNET}", config, refused_key="AKIASOMEONEELSE00001", db=db
+    )
+    assert isinstance(seen.provider, BedrockProvider)
+    assert seen.provider.base_url == seen.url
+    assert seen.url.startswith("http://127.0.0.1:")
     for secret in (SECRET, TOKEN):
-        assert_secret_nowhere(secret, caplog, db=db, shown=shown)
+        assert_secret_nowhere(secret, caplog, db=db, shown=seen.shown)
     stoker_logs = "\n".join(r.getMessage() for r in caplog.records if r.name.startswith("stoker"))
     assert KEY_ID not in stoker_logs
-    assert KEY_ID not in shown
+    assert KEY_ID not in seen.shown

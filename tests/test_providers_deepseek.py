@@ -16,10 +16,7 @@ from stoker.cache.models import model_info
 from stoker.cache.planner import plan
 from stoker.cache.time_policy import lifetimes
 from stoker.config import Config
-from stoker.errors import AuthenticationError
 from stoker.providers.compat import DeepSeekProvider
-from stoker.providers.select import select_provider
-from stoker.store.sqlite import SQLiteStore
 from stoker.wire.blocks import TextBlock
 from stoker.wire.dialects import deepseek
 from stoker.wire.messages import UserMessage
@@ -27,9 +24,10 @@ from stoker.wire.usage import Usage
 from tests.provider_rigs import (
     SYSTEM,
     assert_secret_nowhere,
-    chained,
+    in_process_example,
     readme_example,
     served_sim,
+    through_loopback,
     word_count,
 )
 
@@ -132,10 +130,7 @@ async def test_readme_example_through_the_openai_sdk_against_the_served_simulato
 
 
 async def test_readme_example_on_the_in_process_simulator() -> None:
-    async with Agent("sim:deepseek-chat", tools=[word_count], system=SYSTEM) as agent:
-        example = await readme_example(agent)
-    assert example.second_turn_read > 0
-    assert example.fork_read > 0
+    await in_process_example("deepseek-chat")
 
 
 async def test_the_sdk_talks_to_loopback_and_the_key_reaches_no_log_record_or_error(
@@ -143,20 +138,10 @@ async def test_the_sdk_talks_to_loopback_and_the_key_reaches_no_log_record_or_er
 ) -> None:
     caplog.set_level(logging.DEBUG)
     db = tmp_path / "s.db"
-    with served_sim() as served:
-        provider = select_provider("deepseek:deepseek-chat", config=config(served.url)).provider
-        assert isinstance(provider, DeepSeekProvider)
-        assert provider.base_url == served.url + "/deepseek"
-        async with (
-            SQLiteStore(db) as store,
-            Agent("deepseek-chat", provider=provider, system=SYSTEM) as agent,
-        ):
-            await readme_example(agent, store=store)
-        shown = repr(provider) + repr(config(served.url))
-    with served_sim(api_keys=["sk-someone-else"]) as refusing:
-        provider = select_provider("deepseek:deepseek-chat", config=config(refusing.url)).provider
-        async with Agent("deepseek-chat", provider=provider, system=SYSTEM) as agent:
-            with pytest.raises(AuthenticationError) as refused:
-                await agent.session().send("hello")
-        shown += chained(refused.value)
-    assert_secret_nowhere(KEY, caplog, db=db, shown=shown)
+    seen = await through_loopback(
+        "deepseek:deepseek-chat", config, refused_key="sk-someone-else", db=db
+    )
+    assert isinstance(seen.provider, DeepSeekProvider)
+    assert seen.provider.base_url == seen.url + "/deepseek"
+    assert seen.url.startswith("http://127.0.0.1:")
+    assert_secret_nowhere(KEY, caplog, db=db, shown=seen.shown)

@@ -25,6 +25,7 @@ from stoker.wire.usage import Usage
 from tests.provider_rigs import (
     SYSTEM,
     assert_secret_nowhere,
+    in_process_example,
     readme_example,
     served_sim,
     word_count,
@@ -129,11 +130,7 @@ async def test_the_cache_flag_names_the_server_of_an_openai_compatible_spec(engi
 
 @pytest.mark.parametrize("engine", ["vllm", "llamacpp"])
 async def test_readme_example_on_the_in_process_simulator(engine: str) -> None:
-    provider = SimProvider(dialect=f"{engine}_chat")
-    async with Agent("qwen3-8b", provider=provider, tools=[word_count], system=SYSTEM) as agent:
-        example = await readme_example(agent)
-    assert example.second_turn_read > 0
-    assert example.fork_read > 0
+    await in_process_example("qwen3-8b", SimProvider(dialect=f"{engine}_chat"))
 
 
 async def test_the_sdk_talks_to_loopback_and_the_key_reaches_no_log_record_or_error(

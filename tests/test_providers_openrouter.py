@@ -16,11 +16,9 @@ import pytest
 from stoker import Agent
 from stoker.cache.accounting.openrouter import OpenRouterAccountant
 from stoker.config import Config
-from stoker.errors import AuthenticationError
 from stoker.providers.compat import OpenRouterProvider
 from stoker.providers.select import select_provider
 from stoker.providers.sim._http import Failure
-from stoker.store.sqlite import SQLiteStore
 from stoker.wire.blocks import TextBlock
 from stoker.wire.dialects import openrouter
 from stoker.wire.messages import UserMessage
@@ -29,9 +27,10 @@ from stoker.wire.request import Breakpoint, Request
 from tests.provider_rigs import (
     SYSTEM,
     assert_secret_nowhere,
-    chained,
+    in_process_example,
     readme_example,
     served_sim,
+    through_loopback,
     word_count,
 )
 
@@ -155,10 +154,7 @@ async def test_readme_example_through_the_openai_sdk_against_the_served_simulato
 
 
 async def test_readme_example_on_the_in_process_simulator() -> None:
-    async with Agent(f"sim:{CLAUDE}", tools=[word_count], system=SYSTEM) as agent:
-        example = await readme_example(agent)
-    assert example.second_turn_read > 0
-    assert example.fork_read > 0
+    await in_process_example(CLAUDE)
 
 
 async def test_the_sdk_talks_to_loopback_and_the_key_reaches_no_log_record_or_error(
@@ -166,23 +162,13 @@ async def test_the_sdk_talks_to_loopback_and_the_key_reaches_no_log_record_or_er
 ) -> None:
     caplog.set_level(logging.DEBUG)
     db = tmp_path / "s.db"
-    with served_sim() as served:
-        provider = select_provider(f"openrouter:{CLAUDE}", config=config(served.url)).provider
-        assert isinstance(provider, OpenRouterProvider)
-        assert provider.base_url == served.url + "/openrouter/api/v1"
-        async with (
-            SQLiteStore(db) as store,
-            Agent(CLAUDE, provider=provider, system=SYSTEM) as agent,
-        ):
-            await readme_example(agent, store=store)
-        shown = repr(provider) + repr(config(served.url))
-    with served_sim(api_keys=["sk-someone-else"]) as refusing:
-        provider = select_provider(f"openrouter:{CLAUDE}", config=config(refusing.url)).provider
-        async with Agent(CLAUDE, provider=provider, system=SYSTEM) as agent:
-            with pytest.raises(AuthenticationError) as refused:
-                await agent.session().send("hello")
-        shown += chained(refused.value)
-    assert_secret_nowhere(KEY, caplog, db=db, shown=shown)
+    seen = await through_loopback(
+        f"openrouter:{CLAUDE}", config, refused_key="sk-someone-else", db=db
+    )
+    assert isinstance(seen.provider, OpenRouterProvider)
+    assert seen.provider.base_url == seen.url + "/openrouter/api/v1"
+    assert seen.url.startswith("http://127.0.0.1:")
+    assert_secret_nowhere(KEY, caplog, db=db, shown=seen.shown)
 
 
 async def test_a_turn_falls_back_from_bedrock_to_openrouter_as_a_declared_break() -> None:

@@ -58,7 +58,6 @@ def test_bedrock_takes_region_and_endpoint_from_the_settings() -> None:
 @pytest.mark.parametrize(
     ("spec", "message"),
     [
-        ("bedrock:anthropic.claude-sonnet-4-5-20250929-v1:0", "set AWS_ACCESS_KEY_ID"),
         ("openrouter:anthropic/claude-sonnet-4.6", "set OPENROUTER_API_KEY"),
         ("deepseek:deepseek-chat", "set DEEPSEEK_API_KEY"),
         ("openai-compatible+sglang:http://127.0.0.1:1/v1#m", "unknown server 'sglang'"),

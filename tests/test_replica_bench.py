@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pytest
 from rich.console import Console
 
 from stoker.bench.replicas import replica_table, run_replica_bench
@@ -15,6 +16,7 @@ from tests.store_fixtures import require_server_binaries
 ROOT = Path(__file__).resolve().parent.parent
 
 
+@pytest.mark.slow  # replicas and a database of its own, restarted
 def test_the_replica_bench_loses_nothing_through_its_faults() -> None:
     require_server_binaries()
     env = {**os.environ, "PYTHONPATH": str(ROOT)}  # the replicas run this checkout's code

@@ -30,6 +30,10 @@ from stoker.gateway.replicas import Replica, ReplicaSettings, replicas
 from tests.replica_support import ROOT, SlowSim, fresh_database, private_server, slow_sim
 from tests.store_fixtures import postgres_dsn
 
+# Under xdist, one worker runs the module: its tests share one deployment of three
+# replicas, in order.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("replicas")]
+
 TOKEN = "replica-test-token-0001"
 USERS = {"alice": TOKEN}
 AUTH = {"Authorization": f"Bearer {TOKEN}"}

@@ -322,6 +322,7 @@ def stored_gap(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return db
 
 
+@pytest.mark.slow  # a thousand damaged copies reported
 @settings(max_examples=1000, deadline=None)
 @given(
     key=st.sampled_from(

@@ -8,11 +8,15 @@ import json
 import uuid
 from typing import Any
 
+import pytest
+
 from stoker.providers.sim.server import create_app, serve_in_background
 from stoker.store.base import SqlEventStore
 from tests.helpers import without_markers
 from tests.store_fixtures import location
 from tests.test_resume_process import ROOT, run_script
+
+pytestmark = pytest.mark.slow  # child processes, each importing the SDKs
 
 SCRIPT = ROOT / "tests/scripts/resume_children_across_processes.py"
 

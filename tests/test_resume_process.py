@@ -11,9 +11,13 @@ import sys
 import uuid
 from pathlib import Path
 
+import pytest
+
 from stoker.providers.sim.server import create_app, serve_in_background
 from stoker.store.base import SqlEventStore
 from tests.store_fixtures import location
+
+pytestmark = pytest.mark.slow  # child processes, each importing the SDKs
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "tests/scripts/resume_across_processes.py"

@@ -10,6 +10,10 @@ storage it bought or gave back (`CacheRecord.storage_token_hours`) and its cost,
 reports show storage spend beside reads and writes. Only the session that made a cache
 extends or deletes it (its forks may read it); its agent deletes what its sessions still
 hold when it closes (`Holders`), and `Agent.sweep_caches` what a process left behind.
+
+A new conversation whose model has explicit caches and whose implicit cache is not fully
+trusted caches its tools and system prompt before its first call (`head`), so that call
+and every later one read them and no cache ever bills again what a call had billed.
 """
 
 from __future__ import annotations
@@ -23,9 +27,11 @@ from typing import Protocol
 from stoker.agent.seams import SessionAgent
 from stoker.agent.state import CacheState
 from stoker.agent.telemetry import CallFacts
+from stoker.cache.fleet import shared_tokens
 from stoker.cache.models import ModelInfo
 from stoker.cache.pricing import cost_usd
-from stoker.cache.storage import Stored, decide_storage, storage_rate
+from stoker.cache.record import notify
+from stoker.cache.storage import Stored, decide_head, decide_storage, storage_rate
 from stoker.cache.time_policy import Idle, WarmPlan
 from stoker.providers.caches import CacheCall, cache_objects, label
 from stoker.wire.fingerprint import EMPTY_CHAIN, fingerprints, key_of
@@ -195,9 +201,12 @@ async def carry_out(
     agent: SessionAgent,
     seq: int,
     facts: Callable[[str, Request], CallFacts],
+    gap: bool = True,
 ) -> CacheRecord | None:
     """Make the lifecycle call `plan_` names; its record (`state` told what the session
-    now holds), or None when it failed (logged; the gap is marked, as a failed keep-warm)."""
+    now holds), or None when it failed (logged; the gap is marked, as a failed keep-warm).
+    `gap=False`: not an idle gap's (`head`): its cost is no keep-warm spend, and a failure
+    marks nothing."""
     caches = cache_objects(agent.provider)
     if caches is None:
         return None
@@ -243,7 +252,8 @@ async def carry_out(
         except Exception as exc:  # a lifecycle call must never hurt the session
             log.warning("%s of session %s failed: %r", plan_.action, session_id, exc)
             span.failed(exc)
-            state.warm_failed_at = now
+            if gap:
+                state.warm_failed_at = now
             return None
         record = _record(
             session_id=session_id,
@@ -260,9 +270,80 @@ async def carry_out(
             seq=seq,
         )
         span.recorded(record)
-    rate = storage_rate(info) or 0.0
-    state.warm_spent += usage.written * info.write_1h + max(hours, 0.0) * rate
-    state.warm_spent_usd += record.cost_usd or 0.0
+    if gap:
+        rate = storage_rate(info) or 0.0
+        state.warm_spent += usage.written * info.write_1h + max(hours, 0.0) * rate
+        state.warm_spent_usd += record.cost_usd or 0.0
+    return record
+
+
+def for_gap(plan_: WarmPlan | None, started_at: float) -> WarmPlan | None:
+    """The plan of a gap as the first call after it is explained by (`warmth.after_gap`):
+    a step of the session's explicit cache not due when the call started was not missed;
+    the time policy let the implicit entry go while the cache carries what it holds."""
+    if plan_ is None or plan_.action not in LIFECYCLE or plan_.at <= started_at:
+        return plan_
+    why = f"the session's explicit cache carries what it holds (next, {plan_.reason})"
+    return replace(plan_, action="expire", reason=why)
+
+
+class FirstCall(Protocol):
+    """A session as its next model call sees it (`stoker.agent.calls.CallSite`)."""
+
+    @property
+    def session_id(self) -> str: ...
+    @property
+    def role(self) -> str: ...
+    @property
+    def parent_id(self) -> str | None: ...
+    @property
+    def prefix(self) -> Prefix: ...
+    @property
+    def history(self) -> tuple[Message, ...]: ...
+    @property
+    def info(self) -> ModelInfo: ...
+
+
+async def head(
+    site: FirstCall,
+    agent: SessionAgent,
+    state: CacheState,
+    records: Sequence[CacheRecord],
+    facts: Callable[[str, Request], CallFacts],
+) -> CacheRecord | None:
+    """Before a new conversation's first call (a main session's that nothing answered
+    yet), cache its tools and system prompt alone when the time policy says so
+    (`stoker.cache.storage.decide_head`), so that call and every later one, its forks'
+    too, start from the cache (`reference`); the creation's record (`records` are the
+    session's, the new one's `seq` follows them), or None. Forks, reviews and sub-agents
+    read their parent's cache while it lives and make none; a resumed conversation's
+    history was billed already, and its gaps decide for it."""
+    if site.role != "main" or site.parent_id is not None or state.last_started is not None:
+        return None
+    answered = any(isinstance(m, AssistantMessage) for m in site.history)
+    if answered or state.explicit is not None or cache_objects(agent.provider) is None:
+        return None
+    tokens = shared_tokens(site.prefix)
+    found = decide_head(
+        site.info, agent.cache_policy.keep_warm, tokens=tokens, now=agent.clock.now()
+    )
+    if found is None:
+        return None
+    record = await carry_out(
+        found,
+        session_id=site.session_id,
+        role=site.role,
+        prefix=site.prefix,
+        history=(),
+        info=site.info,
+        state=state,
+        agent=agent,
+        seq=len(records),
+        facts=facts,
+        gap=False,
+    )
+    if record is not None:
+        notify(record)
     return record
 
 

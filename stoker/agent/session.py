@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any, TypeVar, overload
 
-from stoker.agent import calls, tool_runs, warmth
+from stoker.agent import calls, explicit, tool_runs, warmth
 from stoker.agent.calls import CallSite
 from stoker.agent.delegate import Delegator
 from stoker.agent.fallback import restored
@@ -396,6 +396,10 @@ class Session(SessionBase):
         await self._compact_if_due(hooks)
         route = self._agent.routes[self._detour.index] if self._detour is not None else None
         site = self._site()
+        made = await explicit.head(site, self._agent, self._state, self._records, self._call_facts)
+        if made is not None:  # Gemini: the tools and system, cached before the first call
+            self._records.append(made)
+            await self._emit(CacheRecorded(session_id=self._id, record=made))
         context = CallContext(
             session_id=self._id, on_text=hooks.on_text, on_thinking=hooks.on_thinking
         )
@@ -424,11 +428,9 @@ class Session(SessionBase):
                 seq=len(self._records),
                 declared_break=self._declared_break,
             )
-            record = warmth.after_gap(record, self._gap_plan)
+            record = warmth.after_gap(record, explicit.for_gap(self._gap_plan, record.started_at))
             span.recorded(record)
-        self._gap_plan = None
-        self._declared_break = None
-        self._anchor = None
+        self._gap_plan = self._declared_break = self._anchor = None
         self._state.after_call(got.request, record)
         self._records.append(record)
         notify(record)

@@ -8,6 +8,7 @@ name (`claude-sonnet-4-6-20260101`) resolves to its family entry.
 
 from __future__ import annotations
 
+import difflib
 import tomllib
 from dataclasses import dataclass, replace
 from functools import cache
@@ -155,11 +156,22 @@ def model_info(name: str) -> ModelInfo:
     candidates = [k for k in table if bare.startswith(k + "-")]
     if candidates:
         return table[max(candidates, key=len)]
-    raise ConfigError(
-        f"unknown model {name!r}: Stoker has no cache facts for it (minimum length, regime). "
-        f"Known models: {', '.join(known_models())}. Add it to stoker/cache/data/models.toml; "
-        "a model served elsewhere (anthropic:, openai:, openai-compatible:) needs only a "
-        "price, in prices.toml in the Stoker home."
+    raise ConfigError(_unknown(name))
+
+
+def _unknown(name: str) -> str:
+    """What to do about a model the table lacks, without editing the installed package:
+    pick a known one (the closest named), or run it on a real provider, which needs only
+    a price."""
+    close = difflib.get_close_matches(name, known_models(), n=3, cutoff=0.6)
+    closest = f" (closest: {', '.join(close)})" if close else ""
+    return (
+        f"unknown model {name!r}: Stoker has no cache facts for it (minimum length, regime) "
+        f"and the simulator plays only models it knows. Pick one{closest}: `stoker "
+        "models` lists them, as does stoker.cache.models.known_models(). A model on a real "
+        "provider (anthropic:, openai:, bedrock:, google:, openai-compatible:...) needs no "
+        "entry: its provider's usual cache rules apply, and prices.toml in the Stoker home "
+        "prices it."
     )
 
 

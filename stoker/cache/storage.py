@@ -28,6 +28,12 @@ discounts: `n = 1 + (1 - trust) * (calls per turn - 1)`. The best option wins; a
 cache nothing is worth keeping for is deleted at once. At Gemini's prices, storage (3.3
 to 3.6 per token-hour) costs more than keeping an implicit entry warm with reads (0.1
 every `idle_ttl`), so when the implicit cache is trusted explicit caches rarely win.
+
+A new session's first call is the one case decided before any gap (`decide_head`): when
+the implicit cache is not fully trusted, the tools and system prompt are cached alone
+before that call, so the creation bills once what the call would have written anyway,
+and every call after, a fork's too, reads them. A cache made later holds tokens already
+billed once, and creating it bills them again.
 """
 
 from __future__ import annotations
@@ -40,6 +46,10 @@ from stoker.cache.time_policy import Idle, TimePolicy, WarmPlan, return_chance
 
 TTLS = (300.0, 900.0, 1800.0, 3600.0, 7200.0, 3 * 3600.0, 6 * 3600.0, 12 * 3600.0, 86400.0)
 """The lifetimes a new cache or an extension may ask for (seconds)."""
+HEAD_TTL = 3600.0
+"""The lifetime of a cache made before a session's first call (the API's default): it
+must outlive the turn, which cannot extend it; the gaps after decide whether to keep,
+extend or delete it (a deletion gives the storage not used back)."""
 _STEPS = 24  # points of the integral of H
 NEAR_BEST = 0.9
 """A lifetime is the shortest whose value is this close to the best one's: a cache is
@@ -221,3 +231,23 @@ def decide_storage(
         )
     created = _shortest(options)
     return created if created[1] is not None and created[0] > best[0] else best
+
+
+def decide_head(info: ModelInfo, policy: TimePolicy, *, tokens: int, now: float) -> WarmPlan | None:
+    """Before a new session's first call: a plan to create a cache of its tools and system
+    prompt alone (`tokens` of them) for `HEAD_TTL`, or None where the model has no explicit
+    caches, the implicit cache is fully trusted (`TimePolicy.implicit_trust`), the policy
+    is off, or the tools and system are below the model's minimum for a cache."""
+    rate = storage_rate(info)
+    trusted = policy.implicit_trust >= 1.0
+    if rate is None or trusted or not policy.enabled or tokens < info.min_cacheable:
+        return None
+    # creation and storage (what a deletion leaves unused is given back), against what
+    # each later call saves by reading them where the implicit cache is not counted on
+    cost = info.write_1h * tokens + rate * tokens * HEAD_TTL / 3600.0
+    saves = (1.0 - max(policy.implicit_trust, 0.0)) * (info.write_5m - info.read) * tokens
+    why = (
+        f"create: the tools and system prompt ({tokens:,} tokens) stored before the first "
+        f"call, so that call and every later one read them"
+    )
+    return _plan("cache_create", now, now + HEAD_TTL, cost, saves, 1.0, why)

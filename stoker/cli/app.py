@@ -15,9 +15,18 @@ from stoker.bench.overhead import overhead_table, run_overhead
 from stoker.bench.sim import run_sim_bench, sim_table
 from stoker.cli.chat import chat
 from stoker.cli.errors import Commands, fail
-from stoker.cli.options import AsJson, Db, LocalCache, Model, Provider, Workdir
+from stoker.cli.models import models
+from stoker.cli.options import (
+    AsJson,
+    Db,
+    LocalCache,
+    Model,
+    Provider,
+    Workdir,
+    command_group,
+)
 from stoker.cli.proxy import proxy, report_proxy
-from stoker.cli.render import console, cost_text, records_table
+from stoker.cli.render import console, cost_text, counted, records_table
 from stoker.cli.report import audit, report
 from stoker.cli.serve import bench_gateway, serve
 from stoker.cli.sessions import sessions_app
@@ -27,14 +36,10 @@ from stoker.config import DEFAULT_MODEL, DEFAULT_PROVIDER
 from stoker.demo import run_demo
 from stoker.run import run_once
 
-app = typer.Typer(
-    cls=Commands,
-    help="Stoker: an agent runtime that keeps the provider's prompt cache warm.",
-    no_args_is_help=True,
-    add_completion=False,
-    context_settings={"help_option_names": ["-h", "--help"]},  # inherited by every command
+app = command_group(
+    "Stoker: an agent runtime that keeps the provider's prompt cache warm.", cls=Commands
 )
-bench_app = typer.Typer(help="Benchmarks; each prints a table of figures.", no_args_is_help=True)
+bench_app = command_group("Benchmarks; each prints a table of figures.")
 app.add_typer(bench_app, name="bench")
 app.add_typer(sessions_app, name="sessions")
 app.add_typer(sim_app, name="sim")
@@ -44,6 +49,7 @@ app.command()(audit)
 app.command()(serve)
 app.command()(proxy)
 app.command("report-proxy")(report_proxy)
+app.command()(models)
 bench_app.command("gateway")(bench_gateway)
 
 
@@ -74,7 +80,9 @@ def demo(
     ),
     db: Db = None,
 ) -> None:
-    """Run a six-turn tool-using session with background reviews on the simulator."""
+    """Run a demo session on the simulator.
+
+    Six tool-using turns with background reviews, each call shown with its cache effect."""
     report = asyncio.run(run_demo(database=settings(db=db).database if save else None))
     rows = [(r.label, str(r.turn) if r.turn else "-", r.record) for r in report.rows]
     console.print(
@@ -88,13 +96,16 @@ def demo(
             f"{r.read_tokens} of the parent's {r.parent_prefix_tokens} prefix tokens"
         )
     console.print(
-        f"total cost {cost_text(report.cost_usd)} for {len(report.rows)} calls; "
+        f"total cost {cost_text(report.cost_usd)} for {counted(len(report.rows), 'call')}; "
         f"the same tokens without a cache: {cost_text(report.uncached_cost_usd)}"
     )
     if save:
+        # the command on a line of its own and never wrapped, so it copies whole
+        console.print(f"stored as session {report.session_id}; chart it with:", highlight=False)
         console.print(
-            f"stored as session {report.session_id}; chart it with: stoker report "
-            f"{report.session_id} --html report.html --png report.png"
+            f"  stoker report {report.session_id} --html report.html --png report.png",
+            soft_wrap=True,
+            highlight=False,
         )
 
 
@@ -110,7 +121,9 @@ def run(
     db: Db = None,
     cache: LocalCache = None,
 ) -> None:
-    """Run one turn with the workspace tools, and show its cache effect."""
+    """Run one turn with the workspace tools.
+
+    Prints the answer, the tools that ran, and each provider call's cache effect."""
     turn = asyncio.run(
         run_once(
             prompt,
@@ -119,7 +132,9 @@ def run(
             session_id=session,
         )
     )
-    console.print(turn.result.text)
+    console.print(turn.result.text, markup=False, highlight=False)
+    ran = ", ".join(turn.tools) if turn.tools else "none"
+    console.print(f"tools: {ran}", style="dim", markup=False, highlight=False)
     rows = [("main", str(turn.number), r) for r in turn.result.records]
     console.print(records_table(rows, title="calls"))
 
@@ -128,7 +143,9 @@ def run(
 def bench_overhead(
     turns: int = typer.Option(200, help="Measured turns per history size."),
 ) -> None:
-    """Framework CPU time per turn (sim model at 0 ms) at 10, 100 and 1,000 messages."""
+    """Framework CPU time per turn.
+
+    The sim model at 0 ms, at 10, 100 and 1,000 messages of history."""
     console.print(overhead_table(run_overhead(turns=turns)))
 
 
@@ -136,7 +153,9 @@ def bench_overhead(
 def bench_sim(
     calls: int = typer.Option(200, min=1, help="Measured calls per API, transport and size."),
 ) -> None:
-    """The simulator's time per call at 10, 100 and 1,000 messages, in process and over HTTP."""
+    """The simulator's time per call.
+
+    At 10, 100 and 1,000 messages, in process and over HTTP."""
     console.print(sim_table(run_sim_bench(calls=calls)))
 
 
@@ -149,7 +168,9 @@ def bench_resume(
         help="PostgreSQL DSN to measure too (a throwaway schema is created and dropped).",
     ),
 ) -> None:
-    """Time to resume sessions of 100, 1,000 and 10,000 events (SQLite, PostgreSQL)."""
+    """Time to resume a stored session.
+
+    Sessions of 100, 1,000 and 10,000 events, on SQLite and PostgreSQL."""
     console.print(resume_bench.resume_table(resume_bench.run(runs=runs, postgres=postgres)))
     if not postgres:
         console.print("[dim]PostgreSQL not measured: pass --postgres DSN[/]")
@@ -163,8 +184,10 @@ def bench_cache(
     as_json: bool = typer.Option(False, "--json", help="Print the figures as JSON."),
     sessions: int = typer.Option(200, min=2, help="Fresh sessions per fleet run."),
 ) -> None:
-    """Whole sessions on the simulator with a frozen clock, held to the ideal (every
-    distinct prefix token written once): per phase and in total. *library-defaults*: the
+    """Whole simulated sessions held to the ideal cache use.
+
+    Sessions on the simulator with a frozen clock, held to the ideal (every distinct
+    prefix token written once): per phase and in total. *library-defaults*: the
     hard workload with agents at their defaults; *typed*: three output types in one
     session. *fleet*: many fresh sessions of one agent, keyed three ways, at 1, 10 and 60
     new sessions a minute. *providers*: the hard workload on every provider's simulated
@@ -222,8 +245,13 @@ def bench_fuzz(
     examples: int = typer.Option(200, min=1, help="Random sessions to run."),
     steps: int = typer.Option(40, min=1, help="Operations per session at most."),
 ) -> None:
-    """Random sessions (loops, forks, reviews, sub-agents, resumes, rebuilds, model and
-    thinking switches, toolkits, idle gaps) where every call must read the best it could."""
+    """Random sessions where every call must read its best.
+
+    Loops, forks, reviews, sub-agents, resumes, rebuilds and reconciles, rebases a fork
+    must run, model and thinking switches (one model drops earlier thinking), toolkits,
+    idle gaps with and without keep-warm, in random order. Every call must read the best
+    the simulator's entries allowed, and every record's verdict must agree with a second
+    accountant that sees only the requests and the usage the provider reported."""
     try:
         from hypothesis.stateful import run_state_machine_as_test
 
@@ -231,12 +259,17 @@ def bench_fuzz(
     except ImportError as exc:
         fail(f"{exc}; install the fuzzer with pip install 'stoker[bench]'")
     run_state_machine_as_test(CacheMachine, settings=fuzz_settings(examples, steps))
-    console.print(f"{examples} random sessions of up to {steps} operations: every invariant held")
+    console.print(
+        f"{counted(examples, 'random session')} of up to {counted(steps, 'operation')}: "
+        "every invariant held"
+    )
 
 
 @bench_app.command("firstturn")
 def bench_firstturn(runs: int = typer.Option(10, help="Sessions measured per case.")) -> None:
-    """First-turn latency with a warm vs cold toolkit cache (toolkit fetch: 200 ms)."""
+    """First-turn latency with a warm and a cold toolkit cache.
+
+    The toolkit fetch takes 200 ms."""
     console.print(firstturn_table(asyncio.run(run_firstturn(runs=runs))))
 
 
@@ -246,8 +279,10 @@ def bench_compaction(
     window: int = typer.Option(24_000, min=10_000, help="Context window, in tokens."),
     as_json: AsJson = False,
 ) -> None:
-    """A long tool-using session past a small context window: compactions and cost,
-    idle-aware against a fixed threshold and against no cache."""
+    """A long session past a small context window.
+
+    A tool-using session: compactions and cost, idle-aware against a fixed threshold
+    and against no cache."""
     from stoker.bench.compaction import compaction_table, run_compaction_bench
 
     figures = asyncio.run(run_compaction_bench(turns=turns, window=window))
@@ -262,9 +297,11 @@ def bench_proxy(
     rounds: int = typer.Option(5, min=1, help="Runs of the workload each way."),
     as_json: bool = typer.Option(False, "--json", help="Print the figures as JSON."),
 ) -> None:
-    """A caching-off framework's traffic (tool loop, 6-minute gap, fork, resume) sent
-    directly and through `stoker proxy --optimize`: cost vs no cache; and the latency
-    `stoker proxy` processes add in audit and optimize mode."""
+    """A caching-off framework's traffic, direct and proxied.
+
+    A tool loop, a 6-minute gap, a fork and a resume, sent directly and through `stoker
+    proxy --optimize`: cost against no cache; and the latency `stoker proxy` processes
+    add in audit and optimize mode."""
     from stoker.bench.proxy import proxy_table, run_proxy_bench
 
     figures = asyncio.run(run_proxy_bench(rounds=rounds))

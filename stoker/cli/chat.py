@@ -20,7 +20,7 @@ from stoker.cli.options import Db, LocalCache, Provider, Workdir
 from stoker.cli.render import console, records_table
 from stoker.cli.sessions import with_store
 from stoker.cli.settings import settings
-from stoker.cli.slash import Chat, answer, message_text, parse
+from stoker.cli.slash import Chat, answer, message_text, parse, print_clock
 from stoker.clock import Clock
 from stoker.config import DEFAULT_MODEL, DEFAULT_PROVIDER
 from stoker.run import default_agent, turns_in
@@ -30,16 +30,34 @@ from stoker.tools import ApprovalDecision, ApprovalRequest, Approver, ToolContex
 from stoker.tools.approval import BY_NOBODY
 
 
-def _progress(event: ToolProgress) -> None:
-    """One line as each tool starts and ends, so a slow tool is not a frozen terminal."""
-    if event.phase == "start":
-        console.print(f"[dim]  … {escape(event.name)} running[/]")
-    else:
-        mark = "[red]✗[/]" if event.is_error else "[green]✓[/]"
-        console.print(f"[dim]  {mark} {escape(event.name)} done[/]")
+class _ToolLines:
+    """One line as each tool call starts and ends, so a slow tool is not a frozen
+    terminal. A call of a tool that may ask first (`asks`: risky tools, and tools whose
+    arguments can make a call need approval) says "running" only once it is allowed:
+    the library reports the start before it asks, and the question comes first."""
+
+    def __init__(self, asks: frozenset[str]) -> None:
+        self.asks = asks
+        self.refused: set[str] = set()  # calls already shown as not run
+
+    def progress(self, event: ToolProgress) -> None:
+        name = escape(event.name)
+        if event.phase == "start":
+            if event.name not in self.asks:
+                console.print(f"[dim]  … {name} running[/]")
+        elif event.tool_use_id not in self.refused:
+            mark = "[red]✗[/]" if event.is_error else "[green]✓[/]"
+            console.print(f"[dim]  {mark} {name} done[/]")
+
+    def decided(self, request: ApprovalRequest, approved: bool) -> None:
+        if approved:
+            console.print(f"[dim]  … {escape(request.tool)} running[/]")
+        else:
+            self.refused.add(request.tool_use_id)
+            console.print(f"[dim]  [red]✗[/] {escape(request.tool)} not run[/]")
 
 
-def _terminal_approver(clock: Clock) -> Approver:
+def _terminal_approver(clock: Clock, lines: _ToolLines) -> Approver:
     """Asks at the terminal before a risky call runs, one question at a time (calls of
     one reply may run together); the decision names the login that answered."""
     asking = asyncio.Lock()
@@ -54,10 +72,12 @@ def _terminal_approver(clock: Clock) -> Approver:
             try:
                 reply = await asyncio.to_thread(console.input, question)
             except EOFError:
+                lines.decided(request, approved=False)
                 return ApprovalDecision(
                     approved=False, by=BY_NOBODY, reason="the input ended", at=clock.now()
                 )
-        approved = reply.strip().lower() in ("y", "yes")
+            approved = reply.strip().lower() in ("y", "yes")
+            lines.decided(request, approved=approved)
         return ApprovalDecision(approved=approved, by=who, at=clock.now())
 
     return ask
@@ -65,7 +85,13 @@ def _terminal_approver(clock: Clock) -> Approver:
 
 async def _converse(session: Session, store: SqlEventStore) -> None:
     chat = Chat(session=session, store=store, out=console)
-    callbacks = Callbacks(on_tool=_progress, approver=_terminal_approver(session.agent.clock))
+    asks = frozenset(
+        t.name for t in session.agent.resolved_tools() if t.risky or t.asks is not None
+    )
+    lines = _ToolLines(asks)
+    callbacks = Callbacks(
+        on_tool=lines.progress, approver=_terminal_approver(session.agent.clock, lines)
+    )
     while True:
         try:
             line = await asyncio.to_thread(console.input, "[bold]you> [/]")
@@ -85,6 +111,7 @@ async def _converse(session: Session, store: SqlEventStore) -> None:
             console.print(f"[yellow]({result.exit})[/]")
         turn = str(turns_in(session.history))
         console.print(records_table([("chat", turn, r) for r in result.records], title=""))
+        print_clock(session, session.records, console)
 
 
 def chat(
@@ -102,8 +129,10 @@ def chat(
     provider: Provider = DEFAULT_PROVIDER,
     cache: LocalCache = None,
 ) -> None:
-    """A conversation in the terminal, stored as it goes. /help lists the commands it
-    answers itself (/usage, /model, /compact, /exit); Ctrl-D ends it too."""
+    """A conversation in the terminal, stored as it goes.
+
+    /help lists the commands it answers itself (/usage, /model, /compact, /exit);
+    Ctrl-D ends it too."""
 
     async def run(store: SqlEventStore) -> None:
         sid = await resolve(store, resume) if resume is not None else None

@@ -4,9 +4,25 @@ defaults them alike (`--db` means the same database in `run`, `chat`, `serve` an
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
+
+
+def command_group(help_text: str, **settings: Any) -> typer.Typer:
+    """A group of commands whose help is click's plain text: a flag reads `--save  Keep
+    ...`, not `--save <bool>` as typer's rich panels print every option's type, and a
+    docstring's first line is the command's summary in its group's list (which is why
+    each command's first docstring line is one short sentence)."""
+    return typer.Typer(
+        help=help_text,
+        no_args_is_help=True,
+        add_completion=False,
+        rich_markup_mode=None,
+        context_settings={"help_option_names": ["-h", "--help"]},
+        **settings,
+    )
+
 
 DB_HELP = (
     "Session database: a path or postgresql:// URL "
@@ -27,7 +43,9 @@ CACHE_HELP = (
 Db = Annotated[str | None, typer.Option(help=DB_HELP, show_default=False)]
 Provider = Annotated[str, typer.Option(help=PROVIDER_HELP)]
 LocalCache = Annotated[str | None, typer.Option("--cache", help=CACHE_HELP, show_default=False)]
-Model = Annotated[str, typer.Option(help="Model, when --provider names none.")]
+Model = Annotated[
+    str, typer.Option(help="Model, when --provider names none (`stoker models` lists them).")
+]
 Workdir = Annotated[str, typer.Option(help="Folder the workspace tools may read.")]
 AsJson = Annotated[
     bool, typer.Option("--json", help="Print JSON (for scripts) instead of a table.")

@@ -33,7 +33,10 @@ def proxy(
     ),
     db: Db = None,
 ) -> None:
-    """Forward a client's calls to its provider and record each with its cache effect."""
+    """Forward a client's calls to its provider, recording each.
+
+    Each call is stored with its cache effect; --optimize also rewrites requests for
+    the cache."""
     from stoker.http_server import run
     from stoker.proxy import ProxyConfig, create_app
     from stoker.proxy.recorder_process import RecorderProcess
@@ -77,9 +80,11 @@ def report_proxy(
     png: str = typer.Option(None, "--png", help="Write a PNG chart here."),
     as_json: AsJson = False,
 ) -> None:
-    """What proxied traffic did with the cache, as `stoker report` tells it: cost, savings,
-    writes against the ideal per lineage, what --optimize changed, and each miss with its
-    cause, its fix and what the fix saves."""
+    """What proxied traffic did with the cache.
+
+    As `stoker report` tells it: cost, savings, writes against the ideal per lineage,
+    what --optimize changed, and each miss with its cause, its fix and what the fix
+    saves."""
     config = settings(db=db)
 
     async def read() -> Report:

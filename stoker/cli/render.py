@@ -14,6 +14,11 @@ _probe = Console()
 console = _probe if _probe.is_terminal else Console(width=120)
 
 
+def counted(n: int, noun: str, plural: str = "") -> str:
+    """`n` and the noun in the number it takes: "1 call", "2 calls", "0 calls"."""
+    return f"{n} {noun if n == 1 else plural or noun + 's'}"
+
+
 def cost_text(value: float | None) -> str:
     return "n/a" if value is None else f"${value:.5f}"
 

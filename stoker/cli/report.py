@@ -13,7 +13,7 @@ from rich.table import Table
 from stoker.cache.prices import PriceBook
 from stoker.cli.errors import fail
 from stoker.cli.options import AsJson, Db
-from stoker.cli.render import console, cost_text
+from stoker.cli.render import console, cost_text, counted
 from stoker.cli.settings import settings
 from stoker.config import Config
 from stoker.errors import StokerError
@@ -28,7 +28,7 @@ def _summary(lineage: LineageReport) -> str:
     storage = f" · of it storage ${lineage.storage_usd:.5f}" if lineage.storage_usd else ""
     return (
         f"[bold]{escape(lineage.title or lineage.root_id)}[/] · session {lineage.root_id} · "
-        f"{len(lineage.sessions)} sessions · {len(lineage.calls)} calls · "
+        f"{counted(len(lineage.sessions), 'session')} · {counted(len(lineage.calls), 'call')} · "
         f"hit ratio {u.hit_ratio:.1%} · cost {lineage.cost}{storage} · "
         f"no cache {lineage.no_cache_cost} · saved ${lineage.savings_usd:.5f}"
     )
@@ -61,7 +61,7 @@ def show(written: Written) -> None:
         console.print(_summary(lineage), soft_wrap=True)
         for r in lineage.by_session():
             console.print(
-                f"  {r.session.role} {r.session.id}: {len(r.calls)} calls · "
+                f"  {r.session.role} {r.session.id}: {counted(len(r.calls), 'call')} · "
                 f"hit ratio {r.usage.hit_ratio:.1%} · cost {r.cost} · "
                 f"saved ${r.savings_usd:.5f}",
                 highlight=False,
@@ -75,7 +75,7 @@ def show(written: Written) -> None:
     for note in report.notes:
         console.print(f"note: {note}", markup=False, highlight=False, soft_wrap=True)
     console.print(
-        f"{len(report.calls)} calls · hit ratio {report.usage.hit_ratio:.1%} · "
+        f"{counted(len(report.calls), 'call')} · hit ratio {report.usage.hit_ratio:.1%} · "
         f"cost {report.cost} · with no cache {report.no_cache_cost} · "
         f"saved ${report.savings_usd:.5f}",
         soft_wrap=True,
@@ -102,7 +102,9 @@ def report(
     as_json: AsJson = False,
     db: Db = None,
 ) -> None:
-    """Cache reads and writes, cost against no cache, savings and every miss's cost."""
+    """What the cache did for a session tree, and what it saved.
+
+    Cache reads and writes, cost against no cache, savings and every miss's cost."""
     if (session_id is None) == (not all_):
         fail("name one SESSION, or --all", code=2)
     config = settings(db=db)
@@ -129,9 +131,11 @@ def audit(
     as_json: AsJson = False,
     db: Db = None,
 ) -> None:
-    """What the cache did and cost in traces an agent exported (OpenTelemetry GenAI
-    conventions): every miss with its cause, expiries, and what Stoker's planner and
-    time policy would have saved. Prices: the catalogue and your prices.toml."""
+    """What the cache did in traces an agent exported.
+
+    Traces in the OpenTelemetry GenAI conventions: every miss with its cause, expiries,
+    and what Stoker's planner and time policy would have saved. Prices: the catalogue
+    and your prices.toml."""
     from stoker.audit import audit_file
 
     config = settings(db=db)

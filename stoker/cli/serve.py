@@ -18,22 +18,28 @@ from stoker.cli.errors import fail
 from stoker.cli.options import AsJson, Db
 from stoker.cli.render import console
 from stoker.config import DEFAULT_LIMITS
+from stoker.toolsets.workspace import WORKSPACE_SYSTEM
 
 # Printed as plain text (rich would read `[[users]]` as markup and swallow it), on
-# standard output, so `stoker serve > gateway.toml` starts a config file.
-EXAMPLE_CONFIG = """\
+# standard output, so `stoker serve > gateway.toml` starts a config file. It is a real
+# small agent, so what a new operator first runs caches: the system prompt `stoker chat`
+# uses (past the default model's 1,024-token minimum, with the read-only workspace tools)
+# is the prefix a session's first message writes and the next ones read, and keep-warm
+# holds it between messages. The prompt goes in a TOML literal string: no escapes.
+EXAMPLE_CONFIG = (
+    """\
 host = "127.0.0.1"
 port = 8765
-
-[agent]
-provider = "sim"              # or anthropic / openai, with api_key_env = "ANTHROPIC_API_KEY"
-model = "claude-sonnet-4-6"
 
 [[users]]
 id = "alice"
 # the sha256 of alice's bearer token (the token itself is never stored):
 #   python -c "import hashlib,sys; print(hashlib.sha256(sys.argv[1].encode()).hexdigest())" TOKEN
 token_sha256 = "REPLACE-WITH-THE-SHA256-OF-A-TOKEN"
+
+[keep_warm]                   # refresh an idle session's cache before it expires, when that
+enabled = true                # costs less than writing it again with the next message
+hourly_usd = 1.0              # the most all sessions' keep-warm may spend in an hour
 
 # Each user's own memory, saved by background reviews and read by their next session:
 # [memory]
@@ -53,7 +59,20 @@ token_sha256 = "REPLACE-WITH-THE-SHA256-OF-A-TOKEN"
 # [platforms.discord]
 # token_env = "DISCORD_BOT_TOKEN"              # Developer Portal > your app > Bot > Token
 # allowed_users = ["80351110224678912"]        # user ids; allowed_servers for whole servers
+
+# The agent every new session starts from. Its tools and system prompt are the prefix
+# each message sends first: the first message of a session writes it to the cache and
+# the next ones read it (a prefix under the model's minimum is never cached).
+[agent]
+provider = "sim"              # or anthropic / openai, with api_key_env = "ANTHROPIC_API_KEY"
+model = "claude-sonnet-4-6"
+workspace = "notes"           # a folder beside this file whose files the agent may list,
+                              # read, search and count (put your notes there); never writes
+system = '''
 """
+    + WORKSPACE_SYSTEM
+    + "'''\n"
+)
 
 
 def serve(
@@ -63,18 +82,20 @@ def serve(
     db: Db = None,
     log_level: str = typer.Option("info", help="uvicorn log level."),
 ) -> None:
-    r"""Run the multi-user gateway: HTTP API, OpenAI-compatible chat, dashboard at /ui,
-    and chat platforms. With no users and no platform configured it prints an example
-    config instead.
+    """Run the multi-user gateway, its dashboard and chat bots.
+
+    It serves an HTTP API, OpenAI-compatible chat, a dashboard at /ui and the chat
+    platforms. With no users and no platform configured it prints an example config
+    instead.
 
     Chat platforms are sections of the config file (docs/platforms/telegram.md,
     docs/platforms/slack.md, docs/platforms/discord.md).
 
-    \[platforms.telegram] starts a Telegram bot; pip install 'stoker\[telegram]'.
+    [platforms.telegram] starts a Telegram bot; pip install 'stoker[telegram]'.
 
     mode = "polling" (the default) or "webhook", with webhook_url and webhook_secret_env.
 
-    \[platforms.slack] starts a Slack app; pip install 'stoker\[slack]'.
+    [platforms.slack] starts a Slack app; pip install 'stoker[slack]'.
 
     mode = "events" (the default; Slack posts to /platforms/slack/events) or "socket".
 
@@ -82,7 +103,7 @@ def serve(
 
     app_token_env or app_token_file: the app-level xapp- token (socket mode).
 
-    \[platforms.discord] starts a Discord bot; pip install 'stoker\[discord]'.
+    [platforms.discord] starts a Discord bot; pip install 'stoker[discord]'.
 
     It answers direct messages, and mentions in server channels and threads.
 
@@ -94,7 +115,7 @@ def serve(
 
     rate_per_minute, burst: how many messages each chat may send.
 
-    \[memory] directory = "memory" gives each user their own memory, saved by a
+    [memory] directory = "memory" gives each user their own memory, saved by a
     background review every review_every turns and read by their next session.
     """
 
@@ -148,8 +169,11 @@ def bench_gateway(
     ),
     as_json: AsJson = False,
 ) -> None:
-    """Concurrent sessions against a local gateway on loopback (sim at 0 ms): lost
-    messages, per-session order, throughput, and the gateway's added latency."""
+    """Concurrent sessions against a local gateway.
+
+    On loopback with the simulator at 0 ms: lost messages, per-session order, throughput
+    and the gateway's added latency; or, with --workload fleet, one agent's fresh sessions
+    over replicas."""
     from stoker.bench.gateway import gateway_table, run_gateway_bench
     from stoker.gateway.local import local_gateway
 

@@ -9,14 +9,14 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TypeVar
 
 import typer
-from rich.console import RenderableType
+from rich.console import Group, RenderableType
 from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
 from stoker.cache.pricing import total_cost
-from stoker.cli.options import AsJson, Db, SessionId
-from stoker.cli.render import console, cost_text
+from stoker.cli.options import AsJson, Db, SessionId, command_group
+from stoker.cli.render import console, cost_text, counted
 from stoker.cli.settings import settings
 from stoker.config import Config
 from stoker.errors import SessionNotFound
@@ -34,9 +34,7 @@ from stoker.wire.stored import SessionSummary
 
 T = TypeVar("T")
 
-sessions_app = typer.Typer(
-    help="Stored sessions: list, show, export, remove.", no_args_is_help=True
-)
+sessions_app = command_group("Stored sessions: list, show, export, remove.")
 
 
 def with_store(config: Config, job: Callable[[SqlEventStore], Awaitable[T]]) -> T:
@@ -106,8 +104,10 @@ def list_(
     limit: int = typer.Option(50, min=1, help="How many sessions, newest first."),
     as_json: AsJson = False,
 ) -> None:
-    """The most recently updated sessions, each with the shortest start of its id that
-    `show`, `export`, `rm` and `chat --resume` accept."""
+    """The most recently updated sessions.
+
+    Each with the shortest start of its id that `show`, `export`, `rm` and `chat
+    --resume` accept."""
 
     async def listed(store: SqlEventStore) -> tuple[list[SessionSummary], dict[str, str]]:
         rows = await store.list_sessions(limit=limit)
@@ -118,6 +118,45 @@ def list_(
         typer.echo(json.dumps([summary_dict(r, short_id=short[r.id]) for r in rows], indent=2))
         return
     console.print(sessions_table(rows, short, console.width))
+
+
+def turns_view(view: SessionView) -> RenderableType:
+    """The turns with a hanging indent: the number and the message, then under the message
+    the answer, the tools the turn ran, its tokens and cost, its approvals and keep-warm
+    requests, each on a line of its own, so a label never runs on after a multi-line
+    answer and a wrapped line stays under its own text."""
+    margin = len(f"{len(view.turns)}.")
+    lines: list[RenderableType] = []
+
+    def line(mark: str, body: str | Text) -> None:
+        grid = Table.grid(padding=(0, 1))  # one row each: no padding out to the widest
+        grid.add_column(justify="right", no_wrap=True, width=margin)
+        grid.add_column(overflow="fold")
+        grid.add_row(mark, body)
+        lines.append(grid)
+
+    for t in view.turns:
+        u = t.usage
+        why = ", ".join(r.explanation.verdict for r in t.records)
+        line(f"[bold]{t.number}.[/]", Text(t.user))
+        line("→", Text(t.answer.strip()))
+        if t.tools:
+            line("", Text(f"tools: {', '.join(t.tools)}", style="dim"))
+        line(
+            "",
+            f"[dim]read {u.read} · written {u.written} · uncached {u.uncached} · "
+            f"output {u.output} · {cost_text(t.cost_usd)} · why: {why}[/]",
+        )
+        for approval in t.approvals:
+            line("", f"[magenta]approval:[/] {escape(approval)}")
+        for r in t.keep_warm:
+            k = r.usage
+            line(
+                "",
+                f"[cyan]keep-warm {r.purpose}[/] [dim]read {k.read} · written {k.written} · "
+                f"{cost_text(r.cost_usd)} · {escape(r.explanation.detail)}[/]",
+            )
+    return Group(*lines)
 
 
 @sessions_app.command()
@@ -132,31 +171,16 @@ def show(session_id: SessionId, db: Db = None, as_json: AsJson = False) -> None:
         typer.echo(json.dumps(view_dict(view), indent=2, ensure_ascii=False))
         return
     console.print(f"[bold]{view.id}[/] ({view.role}, {view.model})")
-    for t in view.turns:
-        tools = f" [dim]tools: {', '.join(t.tools)}[/]" if t.tools else ""
-        u = t.usage
-        why = ", ".join(r.explanation.verdict for r in t.records)
-        console.print(
-            f"[bold]{t.number}.[/] {escape(t.user)}\n   → {escape(t.answer.strip())}{tools}\n"
-            f"   [dim]read {u.read} · written {u.written} · uncached {u.uncached} · "
-            f"output {u.output} · {cost_text(t.cost_usd)} · why: {why}[/]"
-        )
-        for line in t.approvals:
-            console.print(f"   [magenta]approval:[/] {escape(line)}")
-        for r in t.keep_warm:
-            k = r.usage
-            console.print(
-                f"   [cyan]keep-warm {r.purpose}[/] [dim]read {k.read} · written {k.written} · "
-                f"{cost_text(r.cost_usd)} · {r.explanation.detail}[/]"
-            )
+    console.print(turns_view(view))
     for reason in view.rebases:
         console.print(f"[yellow]declared cache break:[/] {escape(reason)}")
     if view.keep_warm:
         spent = total_cost(r.cost_usd for r in view.keep_warm)
-        console.print(f"keep-warm: {len(view.keep_warm)} requests, {cost_text(spent)}")
+        requests = counted(len(view.keep_warm), "request")
+        console.print(f"keep-warm: {requests}, {cost_text(spent)}")
     u = view.usage
     console.print(
-        f"total: {len(view.turns)} turns, read {u.read}, written {u.written}, "
+        f"total: {counted(len(view.turns), 'turn')}, read {u.read}, written {u.written}, "
         f"uncached {u.uncached}, hit ratio {u.hit_ratio:.1%}, {cost_text(view.cost_usd)}"
     )
 

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import typer
 
+from stoker.cli.options import command_group
 from stoker.cli.render import console
 from stoker.providers.sim.engine import SimEngine
 from stoker.providers.sim.model import ScriptedModel
 
 DEFAULT_PORT = 8788
 
-sim_app = typer.Typer(
-    help="The simulator over HTTP: real cache accounting for any client, offline.",
-    no_args_is_help=True,
+sim_app = command_group(
+    "The simulator over HTTP: real cache accounting, offline.\n\n"
+    "Any client or SDK can point at it; no key or network is needed."
 )
 
 
@@ -24,7 +25,10 @@ def serve_command(
         None, "--model-script", help="A JSON list of steps the model plays, in order."
     ),
 ) -> None:
-    """Serve Anthropic Messages, OpenAI Chat Completions and Responses on the simulator."""
+    """Serve the providers' APIs on the simulator.
+
+    Anthropic Messages, OpenAI Chat Completions and Responses, Bedrock, OpenRouter,
+    DeepSeek, vLLM, llama.cpp and Gemini, each with real cache accounting."""
     from stoker.providers.sim.server import serve  # starlette and uvicorn load only here
 
     engine = SimEngine(model=ScriptedModel.from_file(model_script)) if model_script else None

@@ -9,16 +9,19 @@ sends `/text`. A new command is one entry in `COMMANDS` and one function.
 from __future__ import annotations
 
 import re
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 from rich.console import Console
 from rich.markup import escape
 
+from stoker.agent.cache_clock import cache_clock
 from stoker.agent.session import Session
+from stoker.cli.render import counted
 from stoker.errors import CompactionError, ConfigError
 from stoker.session_views import Spend, show_session
 from stoker.store.base import SqlEventStore
+from stoker.wire.record import CacheRecord
 
 _COMMAND = re.compile(r"/([a-z]+)(?:\s+(.*))?", re.DOTALL)
 
@@ -35,10 +38,12 @@ class Chat:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Command:
-    """A local command: its help line and what it does (returns False to end the chat)."""
+    """A local command: its help line, what it does (returns False to end the chat), and
+    other names it answers to (listed on its own help line, never as a second command)."""
 
     usage: str
     run: Callable[[Chat, str], Awaitable[bool]]
+    aliases: tuple[str, ...] = ()
 
 
 def parse(line: str) -> tuple[str, str] | None:
@@ -55,7 +60,8 @@ def message_text(line: str) -> str:
 async def _help(chat: Chat, argument: str) -> bool:
     out = chat.out
     for name, command in COMMANDS.items():
-        out.print(f"  [bold]/{name}[/] {escape(command.usage)}")
+        names = ", ".join(f"/{n}" for n in (name, *command.aliases))
+        out.print(f"  [bold]{names}[/] {escape(command.usage)}")
     out.print("  Anything else goes to the model; start a line with // to send a leading /.")
     return True
 
@@ -63,16 +69,30 @@ async def _help(chat: Chat, argument: str) -> bool:
 async def _usage(chat: Chat, argument: str) -> bool:
     """The whole stored session, calls made by earlier processes (resumes) included."""
     out = chat.out
-    spend = Spend.of((await show_session(chat.store, chat.session.id)).records)
+    records = (await show_session(chat.store, chat.session.id)).records
+    spend = Spend.of(records)
     u = spend.usage
-    unpriced = f" (+{spend.unpriced} calls with no known price)" if spend.unpriced else ""
+    unpriced = (
+        f" (+{counted(spend.unpriced, 'call')} with no known price)" if spend.unpriced else ""
+    )
     out.print(
-        f"{spend.calls} calls · read {u.read:,} · written {u.written:,} · uncached "
+        f"{counted(spend.calls, 'call')} · read {u.read:,} · written {u.written:,} · uncached "
         f"{u.uncached:,} · output {u.output:,} · hit ratio {u.hit_ratio:.1%}\n"
         f"cost ${spend.cost_usd:.5f}{unpriced} · without a cache ${spend.no_cache_usd:.5f} · "
         f"saved {'-' if spend.savings_usd < 0 else ''}${abs(spend.savings_usd):.5f}"
     )
+    print_clock(chat.session, records, out)
     return True
+
+
+def print_clock(session: Session, records: Sequence[CacheRecord], out: Console) -> None:
+    """The session's cache clock (`stoker.agent.cache_clock`): how long its prefix stays
+    cached, what the next message costs now and after expiry, and the time policy's
+    planned keep-warm with its price."""
+    info = session.agent.provider.model_info(session.prefix.params.model)
+    clock = cache_clock(records, info, plan=session.warm_plan())
+    for line in clock.lines(session.agent.clock.now()):
+        out.print(f"[dim]{escape(line)}[/]")
 
 
 async def _model(chat: Chat, argument: str) -> bool:
@@ -99,8 +119,8 @@ async def _compact(chat: Chat, argument: str) -> bool:
         out.print(f"[red]error:[/] {escape(str(exc))}")
         return True
     out.print(
-        f"compacted: {before} messages became {len(session.history)} (a summary, then the "
-        "newest turns); the next message starts the compacted prefix"
+        f"compacted: {counted(before, 'message')} became {len(session.history)} (a summary, "
+        "then the newest turns); the next message starts the compacted prefix"
     )
     return True
 
@@ -111,18 +131,21 @@ async def _exit(chat: Chat, argument: str) -> bool:
 
 COMMANDS: dict[str, Command] = {
     "help": Command(usage="list these commands", run=_help),
-    "usage": Command(usage="tokens, hit ratio, cost and savings of this session", run=_usage),
+    "usage": Command(
+        usage="tokens, hit ratio, cost and savings of this session; how long it stays cached",
+        run=_usage,
+    ),
     "model": Command(usage="[NAME] show the model, or switch to NAME", run=_model),
     "compact": Command(usage="summarise the older history now (newest turns kept)", run=_compact),
-    "exit": Command(usage="leave (Ctrl-D too); /quit says the same", run=_exit),
-    "quit": Command(usage="leave", run=_exit),
+    "exit": Command(usage="leave (Ctrl-D too)", run=_exit, aliases=("quit",)),
 }
+_BY_ALIAS = {alias: command for command in COMMANDS.values() for alias in command.aliases}
 
 
 async def answer(chat: Chat, name: str, argument: str) -> bool:
     """Answer one command locally; False ends the chat. A mistyped command or a bad
     argument is a message here, never a turn."""
-    command = COMMANDS.get(name)
+    command = COMMANDS.get(name) or _BY_ALIAS.get(name)
     if command is None:
         chat.out.print(f"[red]unknown command /{escape(name)}[/]: /help lists them")
         return True

@@ -114,13 +114,15 @@ async def list_sessions(request: Request) -> Response:
 
 
 async def get_session(request: Request) -> Response:
-    view = await app_state(request).gateway.view(user_of(request), request.path_params["sid"])
-    return JSONResponse(history_view(view))
+    gateway, sid = app_state(request).gateway, request.path_params["sid"]
+    view = await gateway.view(user_of(request), sid)
+    return JSONResponse(history_view(view, gateway.planned_keep_warm(sid)))
 
 
 async def get_usage(request: Request) -> Response:
-    view = await app_state(request).gateway.view(user_of(request), request.path_params["sid"])
-    return JSONResponse(usage_view(view))
+    gateway, sid = app_state(request).gateway, request.path_params["sid"]
+    view = await gateway.view(user_of(request), sid)
+    return JSONResponse(usage_view(view, gateway.planned_keep_warm(sid)))
 
 
 async def get_totals(request: Request) -> Response:

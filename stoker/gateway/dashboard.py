@@ -1,11 +1,16 @@
 """`/ui`: one page, no build step. The server sends HTML with its style and script
-inline; the script asks for a bearer token (or takes it from the URL fragment, which is
-never sent to a server), then polls the JSON API and draws each session's requests as
-SVG bars of cache read / written / uncached tokens on a time axis, with each cache
+inline; the script asks for a bearer token, saying where a user gets one (or takes it
+from the URL fragment, which is never sent to a server), then polls the JSON API, shows
+the selected session's conversation turn by turn (`GET /v1/sessions/{sid}`) and draws
+its requests, as wide as the page allows, as SVG bars of cache read / written / uncached
+tokens on a time axis (a time label only where it says something new), with each cache
 entry's lifetime under them (an idle gap past the TTL is marked expired), misses and
 declared breaks marked apart, and the cumulative cost as a line. Money comes from the
 API's `spend` (`/v1/sessions/{sid}/usage`, `/v1/usage`): priced calls summed, unpriced
-ones counted, so a missing price never blanks a total.
+ones counted, so a missing price never blanks a total. Under the figures, the session's
+cache clock (the same JSON's `warm_until`, `next_cost_now`, `next_cost_cold`, see
+`stoker.agent.cache_clock`) counts down how long the prefix stays cached and says what
+the next message costs now and after expiry.
 
 The page is public (it holds no data); every data call carries the token. A content
 security policy allows exactly the page's own inline script and style (by hash) and

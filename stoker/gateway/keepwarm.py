@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from stoker.agent.keepwarm import KeepWarm, SpendLimits
 from stoker.agent.session import Session
 from stoker.cache.keys import shared_digest
-from stoker.cache.time_policy import LONGEST_TTL
+from stoker.cache.time_policy import LONGEST_TTL, WarmPlan
 from stoker.clock import Clock, FrozenClock
 from stoker.errors import SessionNotFound
 from stoker.gateway.pool import AgentPool
@@ -86,6 +86,11 @@ class GatewayKeepWarm:
         owner = self._owner.get(session.id)
         return tuple(self._gaps[owner]) if owner is not None else ()
 
+    def plan_of(self, session: Session) -> WarmPlan | None:
+        """What this scheduler would send for `session` before its entry expires (the
+        cache clock shows it with its price); None when nothing is planned."""
+        return session.warm_plan(gaps=self._gaps_of(session))
+
     async def _fire(self, session: Session, gaps: Sequence[float]) -> CacheRecord | None:
         sid, store = session.id, self.pool.store
         plan = session.warm_plan(gaps=gaps)
@@ -125,10 +130,14 @@ class GatewayKeepWarm:
 
     async def reschedule(self, *, limit: int) -> int:
         """Watch the stored sessions whose cache may still be alive (a restart): their
-        agents are rebuilt from the store. Returns how many are watched."""
+        agents are rebuilt from the store. Returns how many are watched.
+
+        Only the gateway's own sessions (each has an owner): a CLI or library session in
+        the same store belongs to another agent, which would not resume here."""
         since = time.time() - LONGEST_TTL  # the store stamps updates with the wall clock
         watched = 0
-        for summary in await self.pool.store.list_sessions(limit=limit, role="main"):
+        listed = await self.pool.store.list_sessions(limit=limit, role="main", owned=True)
+        for summary in listed:
             if summary.updated_at < since:
                 break  # newest first: the rest are older still
             sid = summary.id
@@ -139,12 +148,13 @@ class GatewayKeepWarm:
                         owner or "", sid, await read_head(self.pool.store, sid)
                     )
                     self.pool.agents.release(entry)
+            except SessionNotFound:
+                continue  # deleted since it was listed
             except Exception as exc:  # one unusable session must not stop the others
                 log.warning("keep-warm could not reschedule session %s: %r", sid, exc)
                 continue
-            if owner is not None:
-                self.turn_ended(owner, entry.session)
-                watched += 1
+            self.turn_ended(owner or "", entry.session)
+            watched += 1
         return watched
 
     def start(self) -> None:

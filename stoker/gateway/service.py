@@ -29,6 +29,7 @@ from stoker.agent.telemetry import NO_TELEMETRY, Telemetry
 from stoker.cache.fleet import FleetWatch
 from stoker.cache.keys import KeyShards
 from stoker.cache.models import ModelInfo
+from stoker.cache.time_policy import WarmPlan
 from stoker.clock import Clock, SystemClock
 from stoker.config import DEFAULT_LIMITS
 from stoker.errors import SessionNotFound, StoreError, StoreUnavailable
@@ -168,6 +169,15 @@ class Gateway:
         """History, tokens and cost per turn, from the store (every process's writes)."""
         await self.authorize(user, session_id)
         return await show_session(self.store, session_id)
+
+    def planned_keep_warm(self, session_id: str) -> WarmPlan | None:
+        """The keep-warm this process plans for a session it holds live (the cache clock
+        prices it); None when keep-warm is off, the session lives elsewhere, or nothing
+        is planned."""
+        entry = self.pool.agents.peek(session_id)
+        if not self._keep_warm_on or entry is None:
+            return None
+        return self.keep_warm.plan_of(entry.session)
 
     async def events(
         self, user: str, session_id: str, *, after: int = 0, limit: int = 500

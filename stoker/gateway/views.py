@@ -12,10 +12,11 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from stoker.agent.cache_clock import cache_clock
 from stoker.agent.loop import TurnResult
 from stoker.cache.models import model_info
 from stoker.cache.pricing import total_cost
-from stoker.cache.time_policy import lifetimes
+from stoker.cache.time_policy import WarmPlan, lifetimes
 from stoker.errors import ConfigError
 from stoker.session_views import SessionView, Spend, usage_dict, view_dict
 from stoker.session_views import record_dict as record_view
@@ -156,9 +157,25 @@ def _request(record: CacheRecord, turn: int) -> dict[str, Any]:
     }
 
 
-def usage_view(view: SessionView) -> dict[str, Any]:
-    """Totals and every provider call of a session, in order, with its explanation, and
-    what caching saved in money (`spend`: priced calls only, the rest counted apart)."""
+def clock_view(view: SessionView, plan: WarmPlan | None = None) -> dict[str, Any]:
+    """The session's cache clock (`stoker.agent.cache_clock`) from its stored calls:
+    `warm_until` (epoch seconds; None when nothing is cached), `next_cost_now` and
+    `next_cost_cold` (USD of the next message's input, None without a price), the
+    tokens cached, and `planned`: the time policy's `plan` with its price when the
+    caller has the live session's (`Session.warm_plan`), else None."""
+    records = view.records
+    model = records[-1].model if records else view.model
+    try:
+        info = model_info(model)
+    except ConfigError:  # a model no table knows: no lifetimes, no prices
+        return {"warm_until": None, "next_cost_now": None, "next_cost_cold": None}
+    return cache_clock(records, info, plan=plan).to_dict()
+
+
+def usage_view(view: SessionView, plan: WarmPlan | None = None) -> dict[str, Any]:
+    """Totals and every provider call of a session, in order, with its explanation, what
+    caching saved in money (`spend`: priced calls only, the rest counted apart), and the
+    cache clock (`clock_view`)."""
     records = [(t.number, r) for t in view.turns for r in (*t.records, *t.keep_warm)]
     requests = [_request(r, turn) for turn, r in records]
     return {
@@ -175,6 +192,7 @@ def usage_view(view: SessionView) -> dict[str, Any]:
         },
         "requests": requests,
         "rebases": list(view.rebases),
+        **clock_view(view, plan),
     }
 
 
@@ -187,14 +205,16 @@ def totals_view(views: list[SessionView]) -> dict[str, Any]:
 _TURN_FIELDS = ("number", "user", "answer", "tools", "usage", "cost_usd")
 
 
-def history_view(view: SessionView) -> dict[str, Any]:
-    """The conversation turn by turn, without each call's details (those are /usage's)."""
+def history_view(view: SessionView, plan: WarmPlan | None = None) -> dict[str, Any]:
+    """The conversation turn by turn, without each call's details (those are /usage's),
+    and the cache clock (`clock_view`)."""
     whole = view_dict(view)
     return {
         "id": view.id,
         "model": view.model,
         "turns": [{k: t[k] for k in _TURN_FIELDS} for t in whole["turns"]],
         "rebases": whole["rebases"],
+        **clock_view(view, plan),
     }
 
 

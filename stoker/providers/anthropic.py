@@ -36,22 +36,29 @@ class AnthropicProvider(ClosesClient):
     def __init__(
         self,
         *,
-        api_key: str,
+        api_key: str | None = None,
         base_url: str | None = None,
         retry: RetryPolicy | None = None,
         clock: Clock | None = None,
         key_env: str = KEY_ENV,
         prices: PriceBook | None = None,
     ) -> None:
-        if not api_key:
-            raise ConfigError(f"the anthropic provider needs an API key: set {key_env}")
+        """Without `api_key` (or `base_url`) the SDK finds its own, as `AsyncAnthropic()`
+        does: ANTHROPIC_API_KEY or ANTHROPIC_AUTH_TOKEN (ANTHROPIC_BASE_URL)."""
         self.prices = prices
-        self._api_key = api_key
+        self._api_key = api_key or None
         self.base_url = base_url
         self.retry = retry or RetryPolicy()
         self.clock: Clock = clock or SystemClock()
         self.key_env = key_env
         self._client = LoopBoundClient(self._new_client)
+        if self._api_key is None:
+            found = self._new_client()  # the SDK reads its variables when it is built
+            if found.api_key is None and found.auth_token is None:
+                raise ConfigError(
+                    f"the anthropic provider has no API key: set {KEY_ENV} (the anthropic "
+                    "SDK reads it), or pass one (api_key=..., or a Config that holds it)"
+                )
 
     def __repr__(self) -> str:
         return f"AnthropicProvider(base_url={self.base_url!r})"
@@ -66,6 +73,7 @@ class AnthropicProvider(ClosesClient):
         return with_prices(fallback_info(model, "anthropic"), self.prices, model)
 
     def _new_client(self) -> anthropic.AsyncAnthropic:
+        # None: the SDK's own (its environment variables, else its default URL)
         return anthropic.AsyncAnthropic(
             api_key=self._api_key,
             base_url=self.base_url,

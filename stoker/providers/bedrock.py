@@ -78,7 +78,7 @@ class BedrockProvider:
     def __init__(
         self,
         *,
-        region: str,
+        region: str | None = None,
         access_key_id: str | None = None,
         secret_access_key: str | None = None,
         session_token: str | None = None,
@@ -89,12 +89,11 @@ class BedrockProvider:
         key_env: str = KEY_ENV,
         prices: PriceBook | None = None,
     ) -> None:
-        if not region:
-            raise ConfigError("the bedrock provider needs a region: set AWS_REGION")
-        if profile is None and not (access_key_id and secret_access_key):
+        """Without credentials (or a region) the AWS SDK finds its own, as a boto3 client
+        does: AWS_ACCESS_KEY_ID / AWS_PROFILE / ~/.aws / an instance role (AWS_REGION)."""
+        if bool(access_key_id) != bool(secret_access_key):
             raise ConfigError(
-                "the bedrock provider needs AWS credentials: set AWS_ACCESS_KEY_ID and "
-                "AWS_SECRET_ACCESS_KEY (or AWS_PROFILE)"
+                "the bedrock provider needs both an access key id and its secret access key"
             )
         self.region = region
         self.profile = profile
@@ -147,14 +146,23 @@ class BedrockProvider:
         )
         session = AioSession(profile=self.profile)
         credentials = {k: v for k, v in self._credentials.items() if v}
-        self._context = session.create_client(
+        context = session.create_client(
             "bedrock-runtime",
-            region_name=self.region,
+            region_name=self.region,  # None: the AWS SDK's own (AWS_DEFAULT_REGION, profile)
             endpoint_url=self.base_url,
             config=config,
             **credentials,
         )
-        self._client = await self._context.__aenter__()
+        try:
+            self._client = await context.__aenter__()
+        except Exception as exc:  # botocore's errors share no base we can import eagerly
+            if type(exc).__name__ == "NoRegionError":
+                raise ConfigError(
+                    "the bedrock provider has no region: set AWS_DEFAULT_REGION (the AWS "
+                    "SDK reads it), or pass one (region=..., or a Config that holds it)"
+                ) from None
+            raise
+        self._context = context
         self._loop = loop
         _redact_sdk_logs(tuple(v for v in self._credentials.values() if v))
         return self._client
@@ -240,7 +248,8 @@ class BedrockProvider:
             )
         kind = type(exc).__name__
         if kind in ("ConnectTimeoutError", "EndpointConnectionError", "ConnectionClosedError"):
-            where = self.base_url or f"Bedrock in {self.region}"
+            region = self.region or "the AWS SDK's region"
+            where = self.base_url or f"Bedrock in {region}"
             return RetryableError(f"could not reach {where}: {kind}", timed_out=None)
         if kind == "ReadTimeoutError":
             return ProviderTimeout(
@@ -249,7 +258,11 @@ class BedrockProvider:
                 phase="total",
             )
         if kind in ("NoCredentialsError", "PartialCredentialsError", "ProfileNotFound"):
-            return ConfigError(f"the bedrock provider has no usable credentials ({kind})")
+            return ConfigError(
+                f"the bedrock provider has no usable credentials ({kind}): set "
+                "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE (the AWS SDK "
+                "reads them)"
+            )
         return ProviderError(f"{NAME} call failed: {kind}", provider=NAME)
 
 

@@ -32,6 +32,17 @@ _DEEPSEEK = ServerQuirks(
 )
 
 
+def _own_key(api_key: str, name: str, key_env: str) -> str:
+    """The key a caller gave: never left to the `openai` SDK, which would send OpenAI's
+    key (OPENAI_API_KEY) to another company's API."""
+    if not api_key:
+        raise ConfigError(
+            f"the {name} provider needs an API key: set {key_env} and pass "
+            "config=Config.from_env(os.environ), or pass api_key=..."
+        )
+    return api_key
+
+
 class OpenRouterProvider(OpenAIProvider):
     """Models through OpenRouter: Claude with its markers passed through, GPT and Gemini
     cached by their own rules, every session on its sticky upstream (`session_id`)."""
@@ -47,7 +58,7 @@ class OpenRouterProvider(OpenAIProvider):
         prices: PriceBook | None = None,
     ) -> None:
         super().__init__(
-            api_key=api_key,
+            api_key=_own_key(api_key, "openrouter", key_env),
             api="chat",
             base_url=base_url or OPENROUTER_URL,
             name="openrouter",
@@ -88,7 +99,7 @@ class DeepSeekProvider(OpenAIProvider):
         prices: PriceBook | None = None,
     ) -> None:
         super().__init__(
-            api_key=api_key,
+            api_key=_own_key(api_key, "deepseek", key_env),
             api="chat",
             base_url=base_url or DEEPSEEK_URL,
             name="deepseek",

@@ -67,20 +67,29 @@ class GoogleProvider:
     def __init__(
         self,
         *,
-        api_key: str,
+        api_key: str | None = None,
         base_url: str | None = None,
         retry: RetryPolicy | None = None,
         clock: Clock | None = None,
         key_env: str = KEY_ENV,
         prices: PriceBook | None = None,
     ) -> None:
-        if not api_key:
-            raise ConfigError(f"the google provider needs an API key: set {key_env}")
+        """Without `api_key` the SDK finds its own, as `genai.Client()` does:
+        GOOGLE_API_KEY or GEMINI_API_KEY."""
         from google import genai  # the `google` extra; it takes a second to import
 
+        if not api_key:
+            try:
+                genai.Client(vertexai=False)  # the SDK reads its variables when it is built
+            except ValueError:
+                raise ConfigError(
+                    f"the google provider has no API key: set {KEY_ENV} or GEMINI_API_KEY "
+                    "(the google-genai SDK reads them), or pass one (api_key=..., or a "
+                    "Config that holds it)"
+                ) from None
         self._genai = genai
         self.prices = prices
-        self._api_key = api_key
+        self._api_key = api_key or None
         self.base_url = base_url
         self.retry = retry or RetryPolicy()
         self.clock: Clock = clock or SystemClock()

@@ -109,7 +109,7 @@ class OpenAIProvider(ClosesClient):
     def __init__(
         self,
         *,
-        api_key: str,
+        api_key: str | None = None,
         api: Api = "responses",
         base_url: str | None = None,
         name: str = "openai",
@@ -121,8 +121,8 @@ class OpenAIProvider(ClosesClient):
         prices: PriceBook | None = None,
         dialect: str | None = None,
     ) -> None:
-        if not api_key:
-            raise ConfigError(f"the {name} provider needs an API key: set {key_env}")
+        """Without `api_key` (or `base_url`) the SDK finds its own, as `AsyncOpenAI()` does:
+        OPENAI_API_KEY (OPENAI_BASE_URL)."""
         self.prices = prices
         if api not in ("chat", "responses"):
             raise ConfigError(f"api must be 'chat' or 'responses', not {api!r}")
@@ -130,7 +130,7 @@ class OpenAIProvider(ClosesClient):
             raise ConfigError(
                 f"cache_retention must be one of {RETENTIONS}, not {cache_retention!r}"
             )
-        self._api_key = api_key
+        self._api_key = api_key or None
         self.api: Api = api
         self.base_url = base_url
         self._name = name
@@ -142,6 +142,14 @@ class OpenAIProvider(ClosesClient):
         # A compatible API's own Chat dialect (OpenRouter's, DeepSeek's, a local server's).
         self.dialect = dialect
         self._client = LoopBoundClient(self._new_client)
+        if self._api_key is None:
+            try:
+                self._new_client()  # the SDK reads its variables when it is built
+            except openai.OpenAIError:
+                raise ConfigError(
+                    f"the {name} provider has no API key: set {KEY_ENV} (the openai SDK "
+                    "reads it), or pass one (api_key=..., or a Config that holds it)"
+                ) from None
 
     def __repr__(self) -> str:
         return f"OpenAIProvider(name={self._name!r}, api={self.api!r}, base_url={self.base_url!r})"
@@ -163,9 +171,11 @@ class OpenAIProvider(ClosesClient):
         return with_prices(info, self.prices, model)
 
     def _new_client(self) -> openai.AsyncOpenAI:
+        # None: the SDK's own (its environment variables, else its default URL)
         options: dict[str, Any] = {} if self.base_url is None else {"base_url": self.base_url}
+        if self._api_key is not None:
+            options["api_key"] = self._api_key
         return openai.AsyncOpenAI(
-            api_key=self._api_key,
             max_retries=0,
             timeout=self.retry.timeouts.for_sdk(),
             **options,

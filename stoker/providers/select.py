@@ -21,7 +21,13 @@
 
 Keys and base URLs come from a `stoker.config.Config`, which the CLI resolves from the
 environment (ANTHROPIC_API_KEY, ...); never from the string: a key in a provider string
-would end up in shell history, process lists and logs. This module reads no environment.
+would end up in shell history, process lists and logs. This module reads no environment:
+where the settings hold no key (or no `config` is given), the official SDK finds its own
+the way it always does (`anthropic.AsyncAnthropic()` reads ANTHROPIC_API_KEY and
+ANTHROPIC_BASE_URL; `openai.AsyncOpenAI()`, `genai.Client()` and the AWS SDK theirs), so
+`Agent("anthropic:claude-sonnet-4-6")` works wherever the SDK alone would. OpenRouter and
+DeepSeek speak through the `openai` SDK, which would read OpenAI's key: theirs must be
+given.
 """
 
 from __future__ import annotations
@@ -31,7 +37,7 @@ from typing import Any
 
 from stoker.cache.prices import PriceBook
 from stoker.clock import Clock
-from stoker.config import DEFAULT_PROVIDER, Config, env_var
+from stoker.config import DEFAULT_PROVIDER, Config
 from stoker.errors import ConfigError
 from stoker.providers.base import Provider
 from stoker.providers.retry import RetryPolicy
@@ -58,13 +64,6 @@ class ProviderChoice:
     model: str | None = None
 
 
-def _key(key: str | None, field: str, kind: str) -> str:
-    if not key:
-        # Names the variable the CLI reads: that is where a user fixes it.
-        raise ConfigError(f"--provider {kind}:... needs an API key: set {env_var(field)}")
-    return key
-
-
 def select_provider(
     spec: str = DEFAULT_PROVIDER,
     *,
@@ -73,8 +72,8 @@ def select_provider(
     retry: RetryPolicy | None = None,
 ) -> ProviderChoice:
     """The provider `spec` names (see the module docstring), with keys and base URLs from
-    `config`; without one, only providers that need no key can be chosen. The providers
-    price models by `config`'s prices file over the catalogue."""
+    `config`; those it lacks (all, without one) are the SDK's own. The providers price
+    models by `config`'s prices file over the catalogue."""
     kind, _, rest = spec.strip().partition(":")
     kind, _, engine = kind.partition("+")
     model = rest.strip() or None
@@ -84,7 +83,7 @@ def select_provider(
             SimProvider(prices=prices) if clock is None else SimProvider(clock=clock, prices=prices)
         )
         return ProviderChoice(provider=sim, model=model)
-    # No settings, no keys: only the simulator and keyless servers can be chosen.
+    # No settings: the SDKs find their own keys and URLs.
     anthropic_key, anthropic_url, openai_key, openai_url = (
         (
             config.anthropic_api_key,
@@ -100,7 +99,7 @@ def select_provider(
         from stoker.providers.anthropic import AnthropicProvider
 
         provider: Provider = AnthropicProvider(
-            api_key=_key(anthropic_key, "anthropic_api_key", kind),
+            api_key=anthropic_key,
             base_url=anthropic_url,
             clock=clock,
             retry=retry,
@@ -111,7 +110,7 @@ def select_provider(
         from stoker.providers.google import GoogleProvider
 
         provider = GoogleProvider(
-            api_key=_key(config.google_api_key if config else None, "google_api_key", kind),
+            api_key=config.google_api_key if config else None,
             base_url=config.google_base_url if config else None,
             clock=clock,
             retry=retry,
@@ -125,7 +124,7 @@ def select_provider(
 
     if kind in ("openai", "openai-chat"):
         provider = OpenAIProvider(
-            api_key=_key(openai_key, "openai_api_key", kind),
+            api_key=openai_key,
             api="responses" if kind == "openai" else "chat",
             base_url=openai_url,
             clock=clock,
@@ -173,13 +172,8 @@ def _more(
     if kind == "bedrock":
         from stoker.providers.bedrock import BedrockProvider
 
-        if config is None or not (config.aws_access_key_id or config.aws_profile):
-            raise ConfigError(
-                "--provider bedrock:... needs AWS credentials: set AWS_ACCESS_KEY_ID and "
-                "AWS_SECRET_ACCESS_KEY (or AWS_PROFILE)"
-            )
         provider = BedrockProvider(
-            region=settings.aws_region or "us-east-1",
+            region=settings.aws_region,
             access_key_id=settings.aws_access_key_id,
             secret_access_key=settings.aws_secret_access_key,
             session_token=settings.aws_session_token,
@@ -191,7 +185,7 @@ def _more(
     if kind in ("openrouter", "deepseek"):
         from stoker.providers.compat import DeepSeekProvider, OpenRouterProvider
 
-        key = _key(getattr(settings, f"{kind}_api_key"), f"{kind}_api_key", kind)
+        key = getattr(settings, f"{kind}_api_key") or ""
         url = getattr(settings, f"{kind}_base_url")
         cls = OpenRouterProvider if kind == "openrouter" else DeepSeekProvider
         provider = cls(api_key=key, base_url=url, **common)

@@ -141,6 +141,7 @@ def _what_ifs(found: tuple[WhatIf, ...], cls: str) -> str:
 
 def _lineage(lineage: LineageReport, index: int) -> str:
     u = lineage.usage
+    calls = f"{len(lineage.calls)} call{'' if len(lineage.calls) == 1 else 's'}"
     roles = ", ".join(
         f"{n} {r}" for r, n in sorted(Counter(s.role for s in lineage.sessions).items())
     )
@@ -152,7 +153,7 @@ def _lineage(lineage: LineageReport, index: int) -> str:
     return (
         f"<section class=lineage id='lineage-{index}' data-root='{escape(lineage.root_id)}'>"
         f"<h2>{escape(lineage.title or lineage.root_id)}</h2>"
-        f"<p>session {escape(lineage.root_id)} · {roles} · {len(lineage.calls)} calls · "
+        f"<p>session {escape(lineage.root_id)} · {roles} · {calls} · "
         f"hit ratio {u.hit_ratio:.1%} · cost {escape(str(lineage.cost))} · "
         f"with no cache {escape(str(lineage.no_cache_cost))} · "
         f"saved <span class=saved data-usd='{lineage.savings_usd}'>"

@@ -280,13 +280,21 @@ class SqlEventStore(ProxyLog, PlatformLog, GatewayLog, FleetLog):
         return tuple(messages), frozenset(name for (name,) in tools), len(cuts)
 
     async def list_sessions(
-        self, *, limit: int = 50, owner: str | None = None, role: str | None = None
+        self,
+        *,
+        limit: int = 50,
+        owner: str | None = None,
+        role: str | None = None,
+        owned: bool = False,
     ) -> list[SessionSummary]:
-        """Most recently updated first; `owner`/`role` filter (the gateway lists a user's)."""
+        """Most recently updated first; `owner`/`role` filter (the gateway lists a user's).
+        `owned`: only sessions some gateway user owns (a gateway's own, never the CLI's)."""
         where, params = [], []
         if owner is not None:
             where.append("owner = ?")
             params.append(owner)
+        if owned:
+            where.append("owner IS NOT NULL")
         if role is not None:
             where.append("role = ?")
             params.append(role)

@@ -3,7 +3,10 @@
   const POLL_MS = 1000;
   const TOTALS_EVERY = 5; // polls between two fetches of the user's totals (they read every session)
   const SVG = "http://www.w3.org/2000/svg";
-  const W = 760, H = 280, PAD = { left: 56, right: 60, top: 22, bottom: 46 };
+  // The chart is as wide as its column (W, set at each drawing, one unit a pixel, so text
+  // keeps its size) and H tall.
+  let W = 760;
+  const H = 280, PAD = { left: 56, right: 60, top: 22, bottom: 46 };
   const COLORS = { read: "#2e9e5b", written: "#e39b2d", uncached: "#9aa3b5", cost: "#6f4fb5",
     ttl: "#cfe8d8", expired: "#d1242f", miss: "#d1242f", declared: "#1f6feb" };
   const $ = (id) => document.getElementById(id);
@@ -21,17 +24,22 @@
   async function api(path, options = {}) {
     const headers = { Authorization: "Bearer " + token, ...(options.headers || {}) };
     const response = await fetch(path, { ...options, headers });
-    if (response.status === 401) { showLogin(); throw new Error("unknown token"); }
+    if (response.status === 401) {
+      showLogin("This gateway does not know that token: check it with whoever runs the gateway.");
+      throw new Error("unknown token");
+    }
     const body = response.status === 204 ? null : await response.json();
     if (!response.ok) throw new Error(body && body.error ? body.error.message : response.statusText);
     return body;
   }
 
-  function showLogin() {
+  function showLogin(problem) {
     sessionStorage.removeItem("stoker-token");
     token = "";
     $("login").hidden = false;
     $("main").hidden = true;
+    $("login-error").hidden = !problem;
+    $("login-error").textContent = problem || "";
   }
 
   function select(id) {
@@ -47,6 +55,7 @@
     const digits = Math.abs(usd) >= 1 ? 2 : Math.abs(usd) >= 0.01 ? 4 : 6;
     return "$" + usd.toFixed(digits);
   }
+  const count = (n, noun) => `${n} ${noun}${n === 1 ? "" : "s"}`; // "1 call", "2 calls"
   const percent = (ratio) => (100 * ratio).toFixed(1) + "%";
   const clock = (seconds) => new Date(seconds * 1000).toLocaleTimeString([], { hour12: false });
   function duration(seconds) {
@@ -66,7 +75,7 @@
       button.setAttribute("aria-current", String(s.id === selected));
       button.textContent = s.title || "(no messages yet)";
       const meta = document.createElement("small");
-      meta.textContent = `${s.model} · ${s.messages} messages · ${s.id.slice(0, 8)}`;
+      meta.textContent = `${s.model} · ${count(s.messages, "message")} · ${s.id.slice(0, 8)}`;
       button.append(meta);
       button.addEventListener("click", () => select(s.id));
       item.append(button);
@@ -87,13 +96,47 @@
     $("unpriced").dataset.count = String(spend.unpriced_calls);
   }
 
+  // The cache clock (`warm_until`, `next_cost_now`, `next_cost_cold` of the session's
+  // JSON, computed by stoker.agent.cache_clock): how long the prefix stays cached and what
+  // the next message's input costs while it does and after. Drawn on every poll, so the
+  // time left counts down.
+  function renderClock(usage) {
+    const node = $("cache-clock");
+    const until = usage.warm_until;
+    node.dataset.warmUntil = until == null ? "" : String(until);
+    node.dataset.nowUsd = String(usage.next_cost_now);
+    node.dataset.coldUsd = String(usage.next_cost_cold);
+    node.dataset.warm = "false";
+    if (!usage.requests.length) { node.textContent = "cache: nothing sent yet"; return; }
+    if (until == null) {
+      node.textContent = "cache: nothing cached (under the model's minimum) · next message: input " +
+        money(usage.next_cost_cold);
+      return;
+    }
+    const left = until - Date.now() / 1000;
+    const tokens = (usage.cached_tokens || 0).toLocaleString();
+    node.dataset.warm = String(left > 0);
+    node.textContent = left > 0
+      ? `cache: ${tokens} tokens warm until ${clock(until)} (${duration(left)} left) · next message: input ` +
+        `${money(usage.next_cost_now)} now, ${money(usage.next_cost_cold)} after expiry`
+      : `cache: expired at ${clock(until)} · next message: input ${money(usage.next_cost_cold)} ` +
+        `(rewrites ${tokens} tokens; ${money(usage.next_cost_now)} while it was warm)`;
+    const plan = usage.planned;
+    if (plan && plan.action !== "expire") {
+      const small = document.createElement("small");
+      small.textContent = `keep-warm: ${plan.action} at ${clock(plan.at)} for ${money(plan.cost_usd)}, ` +
+        `keeps it until ${clock(plan.covers_until)}`;
+      node.append(small);
+    }
+  }
+
   function renderTotals(totals) {
     const s = totals.spend;
     const node = $("user-totals");
     node.dataset.sessions = String(totals.sessions);
     node.dataset.savingsUsd = String(s.savings_usd);
     node.dataset.unpriced = String(s.unpriced_calls);
-    node.textContent = `All your sessions (${totals.sessions}): ${s.calls} calls · cost ${money(s.cost_usd)} ` +
+    node.textContent = `All your sessions (${totals.sessions}): ${count(s.calls, "call")} · cost ${money(s.cost_usd)} ` +
       `against ${money(s.no_cache_usd)} without a cache · saved ${money(s.savings_usd)} · ` +
       `hit ratio ${percent(s.hit_ratio)}` +
       (s.unpriced_calls ? ` · ${s.unpriced_calls} ${s.unpriced_calls === 1 ? "call" : "calls"} with no ` +
@@ -131,6 +174,9 @@
   function renderChart(usage) {
     const svg = $("chart");
     const requests = usage.requests;
+    W = Math.max(480, Math.floor(svg.parentElement.clientWidth) - 2);
+    svg.setAttribute("width", String(W));
+    svg.setAttribute("viewBox", `0 0 ${W} ${H}`);
     svg.replaceChildren();
     svg.dataset.count = String(requests.length);
     const plotH = H - PAD.top - PAD.bottom, base = H - PAD.bottom, right = W - PAD.right;
@@ -172,7 +218,7 @@
     });
 
     const points = [];
-    let lastTick = -Infinity;
+    let lastTick = -Infinity, lastLabel = "";
     requests.forEach((r, i) => {
       const x = xs[i];
       const group = el("g", { "data-request": i, "data-turn": r.turn, "data-verdict": r.explanation.verdict,
@@ -195,9 +241,13 @@
       }
       svg.append(group);
       points.push(`${x + barW / 2},${base - (cumulative[i] / maxCost) * plotH}`);
-      if (x - lastTick >= 64) {
+      // A time under a bar when there is room and it says something new: requests
+      // within one second share the first one's label.
+      const label = clock(r.started_at);
+      if (x - lastTick >= 64 && label !== lastLabel) {
         lastTick = x;
-        svg.append(el("text", { x, y: H - 6, "font-size": 10, "data-tick": i, "data-time": r.started_at }, clock(r.started_at)));
+        lastLabel = label;
+        svg.append(el("text", { x, y: H - 6, "font-size": 10, "data-tick": i, "data-time": r.started_at }, label));
       }
     });
     if (points.length) {
@@ -206,10 +256,11 @@
 
     $("title").textContent = usage.title || "(no messages yet)";
     const kw = usage.keep_warm;
-    $("session-id").textContent = `${usage.session_id} · ${usage.model} · ${requests.length} requests` +
-      (kw.requests ? ` · keep-warm: ${kw.requests} requests, ${money(kw.cost_usd)}` : "") +
+    $("session-id").textContent = `${usage.session_id} · ${usage.model} · ${count(requests.length, "request")}` +
+      (kw.requests ? ` · keep-warm: ${count(kw.requests, "request")}, ${money(kw.cost_usd)}` : "") +
       (usage.rebases.length ? ` · declared breaks: ${usage.rebases.join("; ")}` : "");
     renderSpend(usage.spend);
+    renderClock(usage);
     const rows = $("requests");
     rows.replaceChildren();
     requests.forEach((r, i) => {
@@ -228,8 +279,33 @@
     });
   }
 
+  // The conversation turn by turn (`GET /v1/sessions/{id}`): each message, the tools its
+  // turn ran, the answer.
+  function renderTranscript(history) {
+    const list = $("transcript");
+    list.replaceChildren();
+    list.dataset.turns = String(history.turns.length);
+    const line = (kind, text) => {
+      const p = document.createElement("p");
+      p.className = kind;
+      p.textContent = text;
+      return p;
+    };
+    if (!history.turns.length) list.append(line("muted", "No messages yet: send one below."));
+    for (const t of history.turns) {
+      const item = document.createElement("li");
+      item.dataset.turn = String(t.number);
+      item.append(line("you", t.user));
+      if (t.tools.length) item.append(line("tools", "tools: " + t.tools.join(", ")));
+      item.append(line("answer", t.answer || "(no answer)"));
+      list.append(item);
+    }
+    list.scrollTop = list.scrollHeight;
+  }
+
   let timer = null;
   let polls = 0;
+  let shown = ""; // the session and request count the transcript was drawn for
   async function refresh() {
     clearTimeout(timer);
     try {
@@ -237,7 +313,13 @@
       if (!selected && sessions.length) selected = sessions[0].id;
       renderSessions(sessions);
       if (polls++ % TOTALS_EVERY === 0) renderTotals(await api("/v1/usage"));
-      if (selected) renderChart(await api(`/v1/sessions/${encodeURIComponent(selected)}/usage`));
+      if (selected) {
+        const path = `/v1/sessions/${encodeURIComponent(selected)}`;
+        const usage = await api(path + "/usage");
+        renderChart(usage);
+        const key = `${selected} ${usage.requests.length}`;
+        if (key !== shown) { renderTranscript(await api(path)); shown = key; }
+      }
       status("updated " + new Date().toLocaleTimeString());
     } catch (error) {
       status(String(error.message || error));

@@ -20,7 +20,9 @@ import jsonschema
 from stoker.errors import InvalidRequest
 from stoker.providers.sim.asks import Ask, OutputFormat
 from stoker.providers.sim.model import tool_call
+from stoker.providers.sim.schema_valid import satisfies
 from stoker.providers.sim.schema_values import UnsatisfiableSchema, value_for
+from stoker.providers.sim.tool_match import best_tool
 from stoker.wire.blocks import Block, TextBlock, ThinkingBlock, ToolUseBlock
 from stoker.wire.messages import UserMessage
 from stoker.wire.request import Request
@@ -36,33 +38,6 @@ def _hint(request: Request) -> str:
         if isinstance(message, UserMessage) and message.text:
             return message.text
     return ""
-
-
-@lru_cache(maxsize=256)
-def _validator(schema_json: str) -> jsonschema.protocols.Validator | None:
-    """A validator for a schema; None when the schema itself is not one a validator takes
-    (the answer is then generated, which never needs it)."""
-    schema = json.loads(schema_json)
-    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
-    try:
-        cls.check_schema(schema)
-    except jsonschema.SchemaError:
-        return None
-    return cls(schema)
-
-
-def satisfies(value: Any, schema: Mapping[str, Any]) -> bool:
-    """Whether `value` is valid against `schema`."""
-    try:
-        validator = _validator(json.dumps(schema, sort_keys=True))
-    except (TypeError, ValueError, RecursionError):
-        return False
-    if validator is None:
-        return False
-    try:
-        return bool(validator.is_valid(value))
-    except (jsonschema.exceptions.RefResolutionError, RecursionError, ValueError):
-        return False
 
 
 def _thinking(blocks: tuple[Block, ...]) -> tuple[Block, ...]:
@@ -122,9 +97,14 @@ def _forced_call(blocks: tuple[Block, ...], ask: Ask, request: Request) -> tuple
 
 
 def _matching(specs: list[dict[str, Any]], hint: str) -> dict[str, Any] | None:
-    """The first tool whose name the user's words mention, as the rule model picks one."""
+    """The first tool whose name the user's words mention, else the one they are about,
+    as the rule model picks one (`tool_match`)."""
     words = hint.lower()
-    return next((s for s in specs if str(s.get("name", "")).lower() in words), None)
+    named = next((s for s in specs if str(s.get("name", "")).lower() in words), None)
+    if named is not None:
+        return named
+    best = best_tool(specs, hint)
+    return None if best is None else specs[best]
 
 
 def _structured(

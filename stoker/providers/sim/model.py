@@ -1,10 +1,11 @@
 """Deterministic stand-ins for a model.
 
 `RuleModel` (the default) calls a tool when tools are offered and the newest user text
-names something a tool does, fills the arguments from the schema, and answers in text
-once tool results come back. `ScriptedModel` plays a fixed list of steps (from Python
-or a JSON script file) and can assert that all were used. Both see the request the way
-a provider does: parsed back from the wire payload.
+is about what one does (by the tools' names and descriptions: `tool_match`), fills its
+arguments from the user's words or else from the schema (always valid against it), and
+answers in text once tool results come back. `ScriptedModel` plays a fixed list of
+steps (from Python or a JSON script file) and can assert that all were used. Both see
+the request the way a provider does: parsed back from the wire payload.
 """
 
 from __future__ import annotations
@@ -18,7 +19,9 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from stoker.errors import ConfigError
+from stoker.providers.sim.schema_valid import satisfies
 from stoker.providers.sim.schema_values import UnsatisfiableSchema, value_for
+from stoker.providers.sim.tool_match import best_tool, named_tool
 from stoker.wire.blocks import Block, TextBlock, ThinkingBlock, ToolUseBlock
 from stoker.wire.messages import UserMessage
 from stoker.wire.request import Request
@@ -85,18 +88,46 @@ def _fill(schema: dict[str, Any], text: str, key: str) -> Any:
 
 def arguments_for(schema: dict[str, Any], text: str) -> dict[str, Any]:
     """Arguments for every required property, filled from the user's words."""
-    props: dict[str, Any] = schema.get("properties", {})
-    return {key: _fill(props.get(key, {}), text, key) for key in schema.get("required", [])}
+    props = schema.get("properties", {})
+    required = schema.get("required", [])
+    if not isinstance(props, dict) or not isinstance(required, list):
+        return {}
+    return {
+        str(key): _fill(sub if isinstance(sub := props.get(key, {}), dict) else {}, text, key)
+        for key in required
+    }
 
 
-def _match_tool(request: Request, text: str) -> dict[str, Any] | None:
-    words = {w.strip("./-").lower() for w in _WORD.findall(text)}
-    for raw in request.prefix.tools:
-        spec = json.loads(raw)
-        parts = [p for p in re.split(r"[_\-]", spec["name"].lower()) if len(p) > 2]
-        if spec["name"].lower() in words or (parts and all(p in words for p in parts)):
-            return spec  # type: ignore[no-any-return]
-    return None
+def valid_arguments(request: Request, schema: dict[str, Any], text: str) -> dict[str, Any] | None:
+    """Arguments valid against `schema`: the user's words where they fit it
+    (`arguments_for`), else values generated from it (`schema_values`, the user's words as
+    the hint); None when the schema admits no object the generator can find."""
+    if not isinstance(schema, dict) or not schema:
+        schema = {"type": "object"}
+    filled = arguments_for(schema, text)
+    if satisfies(filled, schema, formats=True):
+        return filled
+    seed = "|".join(_last_fingerprints(request))
+    try:
+        generated = value_for(schema, seed=seed, hint=text)
+    except UnsatisfiableSchema:
+        return None
+    valid = isinstance(generated, dict) and satisfies(generated, schema, formats=True)
+    return generated if valid else None
+
+
+def _match_tool(
+    request: Request, text: str, *, named: bool
+) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    """The tool the user's words name (`named`), or else are about (`tool_match`), and
+    its arguments; None when there is none."""
+    specs = [json.loads(raw) for raw in request.prefix.tools]
+    best = named_tool(specs, text) if named else best_tool(specs, text, named=False)
+    if best is None:
+        return None
+    spec = specs[best]
+    arguments = valid_arguments(request, spec.get("input_schema") or {}, text)
+    return None if arguments is None else (spec, arguments)
 
 
 def _asked_schema(text: str) -> dict[str, Any] | None:
@@ -127,9 +158,9 @@ def json_answer(request: Request, text: str) -> TextBlock | None:
 
 @dataclass(slots=True)
 class RuleModel:
-    """The default sim model: deterministic, tool-using when asked, never creative. It
-    answers with JSON when the user's words hold a JSON schema to follow (values generated
-    from it), as a model follows such an instruction."""
+    """The default sim model: deterministic, tool-using when the words are about what a
+    tool does, never creative. It answers with JSON when the user's words hold a JSON
+    schema to follow (values generated from it), as a model follows such an instruction."""
 
     def respond(self, request: Request) -> tuple[Block, ...]:
         thinking = _thinking(request)
@@ -140,15 +171,20 @@ class RuleModel:
             summary = "; ".join(r.content[:120] for r in last.tool_results)
             return (*thinking, TextBlock(text=f"Done. Tool results: {summary}"))
         text = last.text if isinstance(last, UserMessage) else ""
-        choice = request.prefix.params.tool_choice
-        if request.prefix.tools and choice != "none":
-            spec = _match_tool(request, text)
-            if spec is not None:
-                args = arguments_for(spec.get("input_schema", {}), text)
-                return (*thinking, tool_call(request, spec["name"], args))
-        structured = json_answer(request, text) if text else None
+        prompt = last.prompt if isinstance(last, UserMessage) else ""
+        tools = bool(request.prefix.tools) and request.prefix.params.tool_choice != "none"
+        # A tool named outright comes first; an explicit JSON schema to follow comes
+        # before a tool the words are merely about ("File a ticket" is no file tool),
+        # which only the user's own words decide (`prompt`: not attachments or notes).
+        found = _match_tool(request, text, named=True) if tools else None
+        structured = json_answer(request, text) if text and found is None else None
         if structured is not None:
             return (*thinking, structured)
+        if found is None and tools:
+            found = _match_tool(request, prompt, named=False)
+        if found is not None:
+            spec, args = found
+            return (*thinking, tool_call(request, spec["name"], args))
         return (*thinking, TextBlock(text=f"Understood: {text[:200]}" if text else "Understood."))
 
 

@@ -273,6 +273,11 @@ class _Generator:
                 raise UnsatisfiableSchema(f"{ptr}/pattern", reason) from None
         if not isinstance(pattern, str):
             options.append(_sized(self.words or _VOCAB, h, lo, hi, nth))
+        elif nth:  # another item of a uniqueItems array: a pattern is searched, not anchored
+            stem = f"{_VOCAB[h % len(_VOCAB)]}{nth}"
+            found = [t for t in options if t is not None]
+            variants: list[str | None] = [v for t in found for v in (stem + t, t + stem)]
+            options = variants + options
         for text in options:
             if text is not None and _shape_ok({**s, "type": "string"}, text):
                 return text

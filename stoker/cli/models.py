@@ -1,0 +1,63 @@
+"""`stoker models`: the models Stoker knows, the names `--model`, `/model` and the
+simulator take, each with the cache facts and price it is planned and billed by."""
+
+from __future__ import annotations
+
+import json
+
+import typer
+from rich.table import Table
+
+from stoker.cache.models import ModelInfo, known_models, model_info
+from stoker.cli.options import AsJson
+from stoker.cli.render import console
+
+
+def _rate(value: float | None) -> str:
+    return "n/a" if value is None else f"${value:g}"
+
+
+def models_table(infos: list[ModelInfo]) -> Table:
+    """One row a model: its name, whose cache rules it follows, the shortest prefix it
+    caches, and its price per million input and output tokens."""
+    table = Table(title="models", title_justify="left")
+    for name, justify in (
+        ("model", "left"),
+        ("rules", "left"),
+        ("cached from", "right"),
+        ("input /M", "right"),
+        ("output /M", "right"),
+    ):
+        table.add_column(name, justify=justify, no_wrap=name == "model")  # type: ignore[arg-type]
+    for info in infos:
+        table.add_row(
+            info.name,
+            info.provider,
+            f"{info.min_cacheable:,}",
+            _rate(info.input),
+            _rate(info.output),
+        )
+    return table
+
+
+def models(as_json: AsJson = False) -> None:
+    """The models Stoker knows, with their cache rules and prices.
+
+    Any of them names a model for --model, /model and the simulator. A model on a real
+    provider that is not listed still runs: its provider's usual cache rules apply, and
+    prices.toml in the Stoker home prices it."""
+    infos = [model_info(name) for name in known_models()]
+    if as_json:
+        rows = [
+            {
+                "model": i.name,
+                "rules": i.provider,
+                "min_cacheable": i.min_cacheable,
+                "input_usd_per_million": i.input,
+                "output_usd_per_million": i.output,
+            }
+            for i in infos
+        ]
+        typer.echo(json.dumps(rows, indent=2))
+        return
+    console.print(models_table(infos))

@@ -1,0 +1,110 @@
+"""What the CLI prints, read as a newcomer reads it: counts in the number they take, a
+suggested command whole on its own line, the tools a turn ran, and a session's turns
+laid out so no label runs on after a multi-line answer."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from stoker.cache.models import known_models, model_info
+from stoker.cli import app
+from stoker.cli.render import counted
+
+runner = CliRunner()
+
+
+def test_counts_take_the_number_of_their_noun() -> None:
+    assert [counted(n, "call") for n in (0, 1, 2)] == ["0 calls", "1 call", "2 calls"]
+    assert counted(1, "entry", "entries") == "1 entry"
+    assert counted(3, "entry", "entries") == "3 entries"
+
+
+def test_a_one_call_session_is_reported_in_the_singular(tmp_path: Path) -> None:
+    db = str(tmp_path / "s.db")
+    ran = runner.invoke(
+        app, ["run", "--db", db, "--workdir", str(tmp_path), "--session", "one", "hi"]
+    )
+    assert ran.exit_code == 0, ran.output
+    reported = runner.invoke(app, ["report", "one", "--db", db])
+    assert reported.exit_code == 0, reported.output
+    assert "· session one · 1 session · 1 call ·" in reported.output
+    assert "  main one: 1 call ·" in reported.output
+    assert re.search(r"^1 call · hit ratio", reported.output, re.MULTILINE), reported.output
+    shown = runner.invoke(app, ["sessions", "show", "one", "--db", db])
+    assert "total: 1 turn, " in shown.output
+    for wrong in ("1 sessions", "1 calls", "1 turns", "1 requests"):
+        assert wrong not in reported.output + shown.output
+
+
+def test_demo_save_prints_the_report_command_whole_on_its_own_line(tmp_path: Path) -> None:
+    result = runner.invoke(app, ["demo", "--save", "--db", str(tmp_path / "s.db")])
+    assert result.exit_code == 0, result.output
+    sid = re.search(r"stored as session (\S+); chart it with:\n", result.output)
+    assert sid, result.output
+    line = f"  stoker report {sid[1]} --html report.html --png report.png\n"
+    assert line in result.output  # one line: it copies as one command
+
+
+def test_run_says_which_tools_the_turn_ran(tmp_path: Path) -> None:
+    (tmp_path / "a.md").write_text("hello world\n")
+    args = ["run", "--workdir", str(tmp_path), "--db", str(tmp_path / "s.db")]
+    counted_words = runner.invoke(app, [*args, "word count of 'a.md'"])
+    assert counted_words.exit_code == 0, counted_words.output
+    assert "\ntools: word_count\n" in counted_words.output
+    chatted = runner.invoke(app, [*args, "hello"])
+    assert "\ntools: none\n" in chatted.output
+    stored = runner.invoke(app, [*args, "--session", "kept", "word count of 'a.md'"])
+    again = runner.invoke(app, [*args, "--session", "kept", "word count of 'a.md'"])
+    assert "\ntools: word_count\n" in stored.output
+    assert "\ntools: word_count\n" in again.output  # this turn's tools, not the session's
+
+
+def test_sessions_show_puts_the_tools_under_a_multi_line_answer(tmp_path: Path) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    for name in ("a.md", "b.md"):
+        (work / name).write_text("x\n")
+    db = str(tmp_path / "s.db")
+    ran = runner.invoke(
+        app, ["run", "--db", db, "--workdir", str(work), "--session", "multi", "list_files"]
+    )
+    assert ran.exit_code == 0, ran.output
+    shown = runner.invoke(app, ["sessions", "show", "multi", "--db", db])
+    assert shown.exit_code == 0, shown.output
+    lines = [line.rstrip() for line in shown.output.splitlines()]
+    start = lines.index("1. list_files")
+    assert lines[start + 1 : start + 4] == [
+        " → Done. Tool results: a.md",
+        "   b.md",  # the answer's second line, under its first
+        "   tools: list_files",  # a line of its own, not run on after the answer
+    ]
+    assert lines[start + 4].startswith("   read ")
+
+
+def test_an_unknown_model_names_the_listing_and_never_the_package_files(tmp_path: Path) -> None:
+    result = runner.invoke(
+        app, ["run", "--provider", "sim:gpt-99", "--workdir", str(tmp_path), "hi"]
+    )
+    assert result.exit_code == 1
+    said = " ".join(result.output.split())
+    assert "unknown model 'gpt-99'" in said
+    assert "(closest: gpt-" in said
+    assert "`stoker models` lists them" in said
+    assert "prices.toml in the Stoker home prices it" in said
+    assert "models.toml" not in said  # nobody should edit the installed package
+    assert "Traceback" not in result.output
+
+
+def test_models_lists_every_model_the_table_knows() -> None:
+    listed = runner.invoke(app, ["models", "--json"])
+    assert listed.exit_code == 0, listed.output
+    rows = json.loads(listed.output)
+    assert [r["model"] for r in rows] == known_models()
+    sonnet = next(r for r in rows if r["model"] == "claude-sonnet-4-6")
+    assert sonnet["min_cacheable"] == model_info("claude-sonnet-4-6").min_cacheable
+    table = runner.invoke(app, ["models"], env={"COLUMNS": "120"})
+    assert re.search(r"│ claude-sonnet-4-6 +│ anthropic +│ +1,024 │", table.output), table.output

@@ -1,0 +1,102 @@
+"""The gateway as a newcomer meets it: `stoker serve` prints an example config that is a
+real small agent (its second message reads the cache), and a gateway that starts on a
+store the CLI also uses watches only its own sessions."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import tomllib
+from pathlib import Path
+
+import httpx
+import pytest
+from typer.testing import CliRunner
+
+from stoker.cache.models import model_info
+from stoker.cli import app
+from stoker.gateway.auth import token_digest
+from stoker.gateway.config import load_config
+from stoker.gateway.server import build_app, build_gateway, serve_in_thread
+from stoker.store.sqlite import SQLiteStore
+from tests.helpers import sim_agent
+from tests.test_gateway_support import make_rig
+
+TOKEN = "a-token-for-alice-4f1c"
+
+
+def _printed_example(tmp_path: Path) -> Path:
+    """What `stoker serve` prints with no users, saved as a user would save it, with the
+    placeholder replaced by their token's digest and a note in the workspace folder."""
+    out = CliRunner().invoke(app, ["serve"], env={"STOKER_GATEWAY_TOKENS": ""})
+    assert out.exit_code == 1
+    example = out.output[: out.output.index("error:")]
+    config = tmp_path / "gateway.toml"
+    config.write_text(example.replace("REPLACE-WITH-THE-SHA256-OF-A-TOKEN", token_digest(TOKEN)))
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "plan.md").write_text("We ship on Friday, after the review.\n")
+    return config
+
+
+def test_the_printed_example_is_an_agent_with_tools_a_prompt_and_keep_warm(
+    tmp_path: Path,
+) -> None:
+    config = load_config(_printed_example(tmp_path), env={})
+    assert config.keep_warm is True
+    assert config.workspace == tmp_path / "notes"
+    assert "workspace assistant" in config.defaults.system
+    parsed = tomllib.loads((tmp_path / "gateway.toml").read_text())
+    assert parsed["agent"]["system"] == config.defaults.system  # read as written: no escapes
+
+
+def test_the_second_message_with_the_printed_example_reads_its_prompt_from_the_cache(
+    tmp_path: Path,
+) -> None:
+    config = load_config(_printed_example(tmp_path), env={})
+    config = dataclasses.replace(config, database=str(tmp_path / "gateway.db"))
+    gateway = build_gateway(config)
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    with serve_in_thread(build_app(config, gateway)) as url, httpx.Client(base_url=url) as c:
+        made = c.post("/v1/sessions", headers=auth)
+        assert made.status_code in (200, 201), made.text
+        sid = made.json()["id"]
+        replies = []
+        for text in ("What files are in the workspace?", "And when do we ship?"):
+            sent = c.post(f"/v1/sessions/{sid}/messages", headers=auth, json={"text": text})
+            assert sent.status_code == 200, sent.text
+            replies.append(sent.json())
+    first, second = (reply["requests"][0] for reply in replies)
+    minimum = model_info(config.defaults.model).min_cacheable
+    # The first message writes the prefix (above the minimum, so it is cached at all)...
+    assert first["explanation"]["verdict"] != "below_minimum"
+    assert first["usage"]["written"] > minimum
+    # ...and the second reads most of what it sends from the cache.
+    usage = second["usage"]
+    assert second["explanation"]["verdict"] == "hit"
+    assert usage["read"] >= first["usage"]["written"] > minimum
+    assert usage["read"] > 0.9 * usage["input_total"]
+
+
+async def test_a_gateway_start_reschedules_its_own_sessions_and_leaves_the_cli_ones(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    store = SQLiteStore(tmp_path / "shared.db")
+    cli_agent, _ = sim_agent(name="stoker-cli")  # what `stoker chat` stores
+    cli = await cli_agent.open(store, "demo1")
+    await cli.send("hello from the terminal")
+    rig = make_rig(store)
+    own = await rig.gateway.create_session("alice")
+    await rig.gateway.send("alice", own, "read_file 'notes.md'")
+    await rig.gateway.close()  # the process stops; the store and the provider's cache stay
+
+    again = rig.another_process(SQLiteStore(tmp_path / "shared.db"))
+    try:
+        with caplog.at_level(logging.WARNING, logger="stoker"):
+            await again.start()
+        assert own in again.keep_warm.scheduler
+        assert "demo1" not in again.keep_warm.scheduler
+        assert [r for r in caplog.records if r.levelno >= logging.WARNING] == []
+        assert again.agents.peek("demo1") is None  # not even rebuilt to be looked at
+    finally:
+        await again.close()
+        await store.close()
