@@ -7,10 +7,23 @@ import dataclasses
 from typing import Any
 
 from stoker.agent.agent import Agent
+from stoker.agent.delegate import delegate_tool
+from stoker.bench.fuzz import ThinkingModel
+from stoker.bench.fuzz_audit import Auditor
+from stoker.bench.workload import SYSTEM, TOOLS
+from stoker.cache.explain import explain
+from stoker.cache.models import model_info
 from stoker.cache.planner import CachePolicy
+from stoker.clock import FrozenClock
+from stoker.providers.base import CallContext
+from stoker.providers.sim.engine import SimEngine
 from stoker.providers.sim.model import Call, ScriptedModel
+from stoker.providers.sim.provider import SimProvider
 from stoker.store.base import SqlEventStore
 from stoker.tools import tool
+from stoker.wire.blocks import TextBlock
+from stoker.wire.messages import UserMessage
+from stoker.wire.request import Breakpoint, Request
 from tests.helpers import sim_agent
 
 
@@ -102,3 +115,105 @@ async def test_reconciling_tools_twice_removes_an_agent_tool_once(store: SqlEven
     steady = await third.send("and again")
     assert steady.records[0].declared_break is None  # nothing changed: nothing declared
     assert steady.records[0].explanation.verdict == "hit"
+
+
+def _workload_agent(
+    clock: FrozenClock, *, model: str = "claude-sonnet-4-6", thinking: int | None = None
+) -> tuple[Agent, Auditor]:
+    """The benchmarks' agent (eight tools and `delegate`) on a simulator whose every call
+    is held to the best read it could make (`stoker.bench.fuzz.Auditor`)."""
+    auditor = Auditor(SimProvider(engine=SimEngine(model=ThinkingModel()), clock=clock))
+    agent = Agent(
+        model,
+        provider=auditor,
+        tools=[*TOOLS, delegate_tool()],
+        system=SYSTEM,
+        clock=clock,
+        thinking_budget=thinking,
+        max_iterations=40,
+    )
+    return agent, auditor
+
+
+async def test_a_parent_reads_the_hour_entry_its_sub_agents_left_past_the_lookback() -> None:
+    """Regression: sub-agents anchor the parent's history with a 1-hour entry; after a
+    12-step loop and 10 idle minutes that entry is past the 20-position lookback from the
+    parent's breakpoints, and the parent read only its tools and system prompt."""
+    clock = FrozenClock()
+    agent, auditor = _workload_agent(clock)
+    session = agent.session()
+    await session.send("Please delegate the checks")
+    await session.send("Work on it: run 12 steps")
+    clock.advance(600)
+    result = await session.send("Thanks.")
+    entries = auditor.sim.engine.anthropic.entries(auditor.sim.workspace)
+    anchors = [e.tokens for e in entries.values() if e.ttl == "1h"]
+    assert result.records[0].usage.read == max(anchors)  # the sub-agents' anchor
+    assert auditor.violations == []
+
+
+async def test_the_explanation_names_a_live_entry_left_past_the_lookback() -> None:
+    """Regression: a call whose breakpoints could not reach a live 1-hour entry (and whose
+    newer 5-minute entry had expired) was explained as "expired" only."""
+    clock = FrozenClock()
+    agent, auditor = _workload_agent(clock)
+    session = agent.session()
+    await session.send("Please delegate the checks")
+    await session.send("Work on it: run 12 steps")
+    clock.advance(600)
+    history = session.history
+    user = UserMessage(content=(TextBlock(text="Thanks."),))
+    # what the planner placed before the fix: tools+system and the newest block only
+    request = Request(
+        prefix=session.prefix,
+        messages=(*history, user),
+        breakpoints=(Breakpoint(message=None), Breakpoint(message=len(history), block=0)),
+    )
+    done = await auditor.sim.complete(request, CallContext(session_id=session.id))
+    entries = auditor.sim.engine.anthropic.entries(auditor.sim.workspace)
+    anchor = max(e.tokens for e in entries.values() if e.ttl == "1h")
+    assert 0 < done.usage.read < anchor
+    why = explain(
+        Request(prefix=session.prefix, messages=history),
+        request,
+        usage=done.usage,
+        facts=done.facts,
+        gap_seconds=600.0,
+        previous_cached=session.records[-1].usage.read + session.records[-1].usage.written,
+    )
+    assert why.verdict == "lookback"
+    assert f"{anchor:,}-token" in why.detail
+    assert "lookback" in why.detail
+
+
+async def test_a_forks_first_call_after_its_siblings_entry_expired_says_expired() -> None:
+    """Regression: a fork of a session that had made no call of its own, sent after its
+    sibling's entries expired, was labelled `first`."""
+    clock = FrozenClock()
+    agent, _ = _workload_agent(clock)
+    session = agent.session()
+    first = await session.fork(role="fork").send("Anything worth remembering?")
+    assert first.records[0].explanation.verdict == "first"
+    clock.advance(400)
+    second = await session.fork(role="review").send("Anything to save?")
+    assert second.records[0].usage.read == 0
+    assert second.records[0].explanation.verdict == "expired"
+
+
+async def test_what_a_thinking_stripping_model_could_never_read_is_no_expiry() -> None:
+    """Regression: on a model that drops earlier thinking, the tail the previous call
+    wrote with its thinking can never be read by the next turn; after an idle gap the
+    call that read everything it could was labelled `expired` for the difference."""
+    clock = FrozenClock()
+    agent, auditor = _workload_agent(clock, model="claude-sonnet-4-5", thinking=1024)
+    assert model_info("claude-sonnet-4-5").strips_thinking
+    session = agent.session()
+    await session.send("hello")
+    await session.send("Please delegate the checks")
+    clock.advance(400)
+    result = await session.send("Thanks.")
+    call = result.records[0]
+    assert auditor.violations == []  # it read everything it could
+    assert call.usage.read > 0
+    assert call.explanation.verdict == "hit", call.explanation
+    assert "drops earlier thinking" in call.explanation.detail

@@ -1,5 +1,6 @@
 """The cache-invariant fuzzer, bounded: random sessions where every call must read the best
-it could and no miss is an undeclared break (see `stoker.bench.fuzz`)."""
+it could, no miss is an undeclared break, and every record's verdict agrees with a second
+accountant that sees only the requests and the reported usage (see `stoker.bench.fuzz`)."""
 
 from __future__ import annotations
 

@@ -137,6 +137,7 @@ def next_request(
         policy=tail_policy(agent.cache_policy, site.role),
         anchor=site.anchor,
         thinking=prefix.params.thinking_budget is not None,
+        held=state.long_write(prefix),
     )
     breakpoints = p.breakpoints
     if site.role == "compaction":
@@ -241,6 +242,7 @@ def measured(
         facts=completion.facts,
         declared_break=declared_break,
         ttl_seconds=live_for(site.info, state.live_ttl),
+        stripped=drops_thinking(request.messages, request.prefix, info),
     )
     record = after_stripping(record, request.messages, request.prefix, info)
     record = as_reported(record, completion)
@@ -264,14 +266,20 @@ def as_reported(record: CacheRecord, completion: Completion) -> CacheRecord:
     return record
 
 
+def drops_thinking(messages: Sequence[Message], prefix: Prefix, info: ModelInfo) -> bool:
+    """Whether the model drops thinking from `messages` that the previous call sent (a new
+    turn after thinking, on a model that strips earlier thinking)."""
+    if prefix.params.thinking_budget is None or not info.strips_thinking:
+        return False
+    return stripped_from(messages) is not None
+
+
 def after_stripping(
     record: CacheRecord, messages: Sequence[Message], prefix: Prefix, info: ModelInfo
 ) -> CacheRecord:
     """Say so when the model dropped earlier thinking: the history after it reads as new
     to the provider, whatever Stoker does (a cost of the model, not a miss)."""
-    if prefix.params.thinking_budget is None or not info.strips_thinking:
-        return record
-    cut = stripped_from(messages)
+    cut = stripped_from(messages) if drops_thinking(messages, prefix, info) else None
     if cut is None:
         return record
     note = (

@@ -27,6 +27,7 @@ class CacheState:
     last_cached: int = 0  # tokens the newest entry covers (read + written)
     live_ttl: Ttl | None = None  # the TTL of that entry, from `last_started`
     written: dict[str, BlockRef] = field(default_factory=dict)  # prefix key -> its last write
+    held: dict[str, BlockRef] = field(default_factory=dict)  # prefix key -> its newest 1h write
     own_write: BlockRef | None = None  # where this session's own last call wrote
     recorded_upto: int = 0
     chain: list[str] = field(default_factory=list)
@@ -47,6 +48,7 @@ class CacheState:
             },
             gaps=list(self.gaps),
             written=dict(self.written),
+            held=dict(self.held),
         )
 
     def last_write(self, prefix: Prefix) -> BlockRef | None:
@@ -55,11 +57,20 @@ class CacheState:
         thinking) the planner can reach it again."""
         return self.written.get(key_of(prefix))
 
+    def long_write(self, prefix: Prefix) -> BlockRef | None:
+        """Where the newest 1-hour entry on this prefix's history ends (a fork's anchor, a
+        seal): the planner keeps it within reach after the short entries expire."""
+        return self.held.get(key_of(prefix))
+
     def forked_at(self, prefix: Prefix, anchor: BlockRef | None) -> None:
-        """A fork's first call writes an entry at `anchor`, the end of this history."""
-        current = self.written.get(key_of(prefix))
+        """A fork's first call writes an entry at `anchor`, the end of this history (a
+        1-hour one, see `plan_anthropic`)."""
+        key = key_of(prefix)
+        current = self.written.get(key)
         if anchor is not None and (current is None or current < anchor):
-            self.written[key_of(prefix)] = anchor
+            self.written[key] = anchor
+        if anchor is not None and (key not in self.held or self.held[key] < anchor):
+            self.held[key] = anchor
 
     def after_call(self, request: Request, record: CacheRecord) -> None:
         """Remember a finished call: the next one is planned and explained against it."""
@@ -79,6 +90,10 @@ class CacheState:
         if request.breakpoints and (at := request.breakpoints[-1].message) is not None:
             self.own_write = (at, request.breakpoints[-1].block)
             self.written[key_of(request.prefix)] = self.own_write
+        long = [(b.message, b.block) for b in request.breakpoints if b.ttl == "1h"]
+        newest = max(((m, b) for m, b in long if m is not None), default=None)
+        if newest is not None and self.last_cached:
+            self.held[key_of(request.prefix)] = newest
 
     def turn_starts(self, now: float) -> None:
         """A user turn begins: the gap since the last one is an observation."""

@@ -221,6 +221,24 @@ def first_divergence(prev: Request, cur: Request) -> Explanation | None:
     return None
 
 
+def _from_facts(
+    facts: Sequence[tuple[str, str]], usage: Usage, *, skip: Sequence[str] = ()
+) -> Explanation | None:
+    """The miss the provider's facts name: a live entry left past the lookback first (a
+    breakpoint closer to it would have read it; what expired on the way is said too),
+    else the first fact that explains the read (a partial read only by a partial cause).
+    """
+    known = [(c, d) for c, d in facts if c in FACT_CAUSES and c not in skip]
+    lookback = [d for c, d in known if c == "lookback"]
+    if lookback:
+        rest = [d for c, d in known if c != "lookback"]
+        return Explanation(verdict="lookback", detail="; ".join([*lookback[:1], *rest]))
+    for cause, detail in known:
+        if usage.read == 0 or cause in _PARTIAL_CAUSES:
+            return Explanation(verdict=_VERDICT.get(cause, cause), detail=detail)  # type: ignore[arg-type]
+    return None
+
+
 def explain(
     previous: Request | None,
     current: Request,
@@ -232,12 +250,19 @@ def explain(
     ttl_seconds: float = 300.0,
     previous_written: int | None = None,
     previous_cached: int | None = None,
+    stripped: bool = False,
+    inherited: bool = False,
 ) -> Explanation:
     """Why `current` read what it read. `facts` are (cause, detail) pairs from the provider.
 
     `previous_cached` is what the previous call left cached (read + written): a call that
     reads some but less of it, nothing having moved, lost the rest to expiry, and says
     which entry and how long it had been idle (a partial expiry is still a miss).
+    `stripped`: the model dropped thinking the previous call sent (a new turn on a model
+    that strips earlier thinking), so what it cached past that point can never be read:
+    a shorter read is no expiry unless the provider says one happened.
+    `inherited`: the session continues a parent's lineage (a fork, a review, a sub-agent),
+    so on its first call what the lineage had cached and lost is a miss, not a first read.
     """
     if declared_break:
         return Explanation(verdict="declared", detail=declared_break)
@@ -245,15 +270,19 @@ def explain(
         for cause, detail in facts:
             if cause in ("below_minimum", "no_breakpoints"):
                 return Explanation(verdict=_VERDICT.get(cause, cause), detail=detail)  # type: ignore[arg-type]
+        # a fork of a session with no call of its own still finds what its siblings left
+        missed = _from_facts(facts, usage, skip=("cold",)) if inherited else None
+        if missed is not None:
+            return missed
         if usage.read:
             return Explanation(verdict="hit", detail=f"read {usage.read} tokens on a first call")
         return Explanation(verdict="first", detail="first call of this session")
     diverged = first_divergence(previous, current)
     if diverged is not None:
         return diverged
-    for cause, detail in facts:
-        if cause in FACT_CAUSES and (usage.read == 0 or cause in _PARTIAL_CAUSES):
-            return Explanation(verdict=_VERDICT.get(cause, cause), detail=detail)  # type: ignore[arg-type]
+    missed = _from_facts(facts, usage)
+    if missed is not None:
+        return missed
     if previous_written == 0 and usage.read == 0:
         return Explanation(
             verdict="first",
@@ -264,7 +293,7 @@ def explain(
     expired = next((detail for cause, detail in facts if cause == "expired"), None)
     if partial and expired is not None:
         return Explanation(verdict="expired", detail=f"read {usage.read} only: {expired}")
-    if partial and gap_seconds is not None and gap_seconds > ttl_seconds:
+    if partial and not stripped and gap_seconds is not None and gap_seconds > ttl_seconds:
         return Explanation(
             verdict="expired",
             detail=f"read {usage.read} of the {previous_cached} tokens the previous call left "

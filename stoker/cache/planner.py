@@ -3,7 +3,10 @@
 Anthropic (at most 4 markers): one at the end of tools+system, one rolling on the newest
 cacheable block, and an intermediate one on the previous rolling write whenever a turn
 appended so many positions that the previous write would fall outside the provider's
-20-position lookback (runs of tool_use, and of tool_result, count as one position).
+20-position lookback (runs of tool_use, and of tool_result, count as one position). A
+long-lived entry the session holds further back (a sub-agent's 1-hour anchor on the
+parent's history, a seal) gets a marker of its own once the others cannot reach it: when
+the newer short entries have expired, it is what the next call reads.
 OpenAI GPT-5.6+: one explicit breakpoint at the end of the stable developer prefix; the
 implicit breakpoint covers the rest. Older OpenAI models take no markers.
 """
@@ -117,6 +120,23 @@ def stripped_from(messages: Sequence[Message]) -> BlockRef | None:
     return None
 
 
+MAX_MARKERS = 4  # Anthropic's limit per request
+
+
+def reaches(
+    messages: tuple[Message, ...] | list[Message],
+    target: BlockRef,
+    marks: Sequence[BlockRef],
+    lookback: int,
+) -> bool:
+    """Whether a read from one of `marks` finds an entry at `target`: a mark at or after
+    it, fewer than `lookback` positions on (the breakpoint itself is the first)."""
+    return any(
+        m == target or (m > target and positions_between(messages, target, m) < lookback)
+        for m in marks
+    )
+
+
 def plan_anthropic(
     messages: tuple[Message, ...] | list[Message],
     *,
@@ -124,6 +144,7 @@ def plan_anthropic(
     policy: CachePolicy = CachePolicy(),
     anchor: BlockRef | None = None,
     strips_thinking: bool = False,
+    held: BlockRef | None = None,
 ) -> Plan:
     """Breakpoints for the next Anthropic request, given where the previous one wrote.
 
@@ -136,27 +157,42 @@ def plan_anthropic(
 
     `strips_thinking`: the model drops earlier thinking blocks once a new user turn comes,
     so a tool loop's entries stop matching; a breakpoint where the loop began keeps the
-    longest prefix that still matches within reach of the lookback.
+    longest prefix that still matches within reach of the lookback (and the previous
+    write, past it, is left out: it can no longer be read).
+
+    `held`: a long-lived entry the session holds on this history (a sub-agent's anchor,
+    a seal). Once no other marker reaches it, a marker of its own does, at the short
+    TTL: a live entry there is read (and its own TTL kept), a dead one costs nothing more
+    than the write it splits. With more candidates than markers, the fork's anchor goes
+    first, then the point the thinking was cut at, the previous write, the held entry.
     """
     rolling = last_cacheable(messages)
     if rolling is None:
         return Plan(breakpoints=(Breakpoint(message=None, ttl=policy.system_ttl),), rolling=None)
-    marks: set[BlockRef] = set()
+    lookback = policy.lookback
+    if anchor is None or not _valid(messages, anchor) or not anchor < rolling:
+        anchor = None
+    stripped = stripped_from(messages) if strips_thinking else None
+    cut = stripped
+    if cut is not None and positions_between(messages, cut, rolling) < lookback:
+        cut = None  # the rolling marker's window reaches it
+    wanted: list[BlockRef] = [m for m in (anchor, cut) if m is not None]
     if (
         previous is not None
-        and previous != rolling
         and _valid(messages, previous)
         and previous < rolling
-        and positions_between(messages, previous, rolling) >= policy.lookback
+        and (stripped is None or previous <= stripped)
+        and positions_between(messages, previous, rolling) >= lookback
     ):
-        marks.add(previous)
-    if anchor is not None and _valid(messages, anchor) and anchor < rolling:
-        marks.add(anchor)
-    else:
-        anchor = None
-    cut = stripped_from(messages) if strips_thinking else None
-    if cut is not None and positions_between(messages, cut, rolling) >= policy.lookback:
-        marks.add(cut)
+        wanted.append(previous)
+    if (
+        held is not None
+        and _valid(messages, held)
+        and held < rolling
+        and not reaches(messages, held, [*wanted, rolling], lookback)
+    ):
+        wanted.append(held)
+    marks = set(list(dict.fromkeys(wanted))[: MAX_MARKERS - 2])
 
     def ttl(ref: BlockRef | None) -> Ttl:
         if anchor is not None and (ref is None or ref <= anchor):
@@ -184,6 +220,7 @@ def plan(
     policy: CachePolicy = CachePolicy(),
     anchor: BlockRef | None = None,
     thinking: bool = False,
+    held: BlockRef | None = None,
 ) -> Plan:
     """The plan the model's cache rules call for (`ModelInfo.lookback`, `ttls`, `regime`):
     Anthropic-style markers wherever a read looks back from a breakpoint (Claude on the
@@ -198,6 +235,7 @@ def plan(
             policy=policy,
             anchor=anchor,
             strips_thinking=thinking and info.strips_thinking,
+            held=held,
         )
         return found if "1h" in info.ttls else _short_only(found)
     if info.warm_by_read:

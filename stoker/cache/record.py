@@ -36,10 +36,12 @@ def build_record(
     facts: tuple[tuple[str, str], ...] = (),
     declared_break: str | None = None,
     ttl_seconds: float = 300.0,
+    stripped: bool = False,
 ) -> CacheRecord:
     """The record of a call, with its explanation against the session's previous request.
 
-    A partial expiry's explanation ends with what writing the lost part again cost."""
+    A partial expiry's explanation ends with what writing the lost part again cost.
+    `stripped`: the model dropped thinking the previous call sent (see `explain`)."""
     gap = None if previous_started_at is None else started_at - previous_started_at
     explanation = explain(
         previous,
@@ -51,6 +53,8 @@ def build_record(
         ttl_seconds=ttl_seconds,
         previous_written=previous_written,
         previous_cached=previous_cached,
+        stripped=stripped,
+        inherited=role != "main",
     )
     if explanation.verdict == "expired" and previous_cached and 0 < usage.read < previous_cached:
         lost = Usage(written_5m=previous_cached - usage.read)

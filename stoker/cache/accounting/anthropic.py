@@ -208,19 +208,19 @@ class AnthropicAccountant:
         return None
 
     def _misses(self, r: Rendered, store: EntryStore, at: float, read: int) -> list[MissFact]:
-        """Per breakpoint beyond the read: the nearest dead entry in its window, else a live
-        entry just beyond the window."""
+        """Per breakpoint beyond the read: a live entry just beyond its window (what a
+        breakpoint closer to it would have read), and the nearest dead entry in it."""
         facts: list[MissFact] = []
         seen: set[int | None] = set()
         for marker in reversed(r.markers):
             if r.blocks[marker.index].cum <= read:
                 continue
-            fact = self._dead_entry(r, store, at, marker.index, read)
-            if fact is None:
-                fact = self._beyond_window(r, store, at, marker.index, read)
-            if fact is not None and fact.index not in seen:
-                seen.add(fact.index)
-                facts.append(fact)
+            beyond = self._beyond_window(r, store, at, marker.index, read)
+            dead = self._dead_entry(r, store, at, marker.index, read)
+            for fact in (beyond, dead):
+                if fact is not None and fact.index not in seen:
+                    seen.add(fact.index)
+                    facts.append(fact)
         return facts
 
     def _dead_entry(
