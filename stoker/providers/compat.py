@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any, Literal
 
-from stoker.cache.models import ModelInfo, fallback_info, with_prices
+from stoker.cache.models import Family, ModelInfo, fallback_info, with_prices
 from stoker.cache.prices import PriceBook
 from stoker.clock import Clock
 from stoker.errors import ConfigError
@@ -43,9 +43,17 @@ def _own_key(api_key: str, name: str, key_env: str) -> str:
     return api_key
 
 
-class OpenRouterProvider(OpenAIProvider):
-    """Models through OpenRouter: Claude with its markers passed through, GPT and Gemini
-    cached by their own rules, every session on its sticky upstream (`session_id`)."""
+class _KeyedProvider(OpenAIProvider):
+    """A hosted Chat Completions API with a key of its own: what differs between them is
+    the data of the subclass (its name, URL, quirks, dialect, key variable, and the model
+    families whose facts it serves)."""
+
+    NAME: Family
+    URL: str
+    SERVER_QUIRKS: ServerQuirks
+    DIALECT: str
+    KEY_ENV: str
+    FAMILIES: tuple[str, ...]
 
     def __init__(
         self,
@@ -54,71 +62,60 @@ class OpenRouterProvider(OpenAIProvider):
         base_url: str | None = None,
         retry: RetryPolicy | None = None,
         clock: Clock | None = None,
-        key_env: str = "OPENROUTER_API_KEY",
+        key_env: str | None = None,
         prices: PriceBook | None = None,
     ) -> None:
+        key_env = key_env or self.KEY_ENV
         super().__init__(
-            api_key=_own_key(api_key, "openrouter", key_env),
+            api_key=_own_key(api_key, self.NAME, key_env),
             api="chat",
-            base_url=base_url or OPENROUTER_URL,
-            name="openrouter",
-            quirks=QUIRKS["openrouter"],
+            base_url=base_url or self.URL,
+            name=self.NAME,
+            quirks=self.SERVER_QUIRKS,
             retry=retry,
             clock=clock,
             key_env=key_env,
             prices=prices,
-            dialect="openrouter_chat",
+            dialect=self.DIALECT,
         )
 
     def __repr__(self) -> str:
-        return f"OpenRouterProvider(base_url={self.base_url!r})"
+        return f"{type(self).__name__}(base_url={self.base_url!r})"
 
     def model_info(self, model: str) -> ModelInfo:
-        """OpenRouter's Claude and Gemini names from the table, `openai/...` as OpenAI's
-        models; another name gets no cache rules (OpenRouter's usual facts)."""
-        info = fallback_info(model, "openrouter")
-        if info.provider not in ("openrouter", "openai"):
-            info = replace(fallback_info("", "openrouter"), name=model)
+        """The table's facts for a model of a family this API serves; another name gets
+        the API's own defaults, with no model-specific cache rules."""
+        info = fallback_info(model, self.NAME)
+        if info.provider not in self.FAMILIES:
+            info = replace(fallback_info("", self.NAME), name=model)
         return with_prices(info, self.prices, model)
+
+
+class OpenRouterProvider(_KeyedProvider):
+    """Models through OpenRouter: Claude with its markers passed through, GPT and Gemini
+    cached by their own rules (`openai/...` as OpenAI's models), every session on its
+    sticky upstream (`session_id`)."""
+
+    NAME = "openrouter"
+    URL = OPENROUTER_URL
+    SERVER_QUIRKS = QUIRKS["openrouter"]
+    DIALECT = "openrouter_chat"
+    KEY_ENV = "OPENROUTER_API_KEY"
+    FAMILIES = ("openrouter", "openai")
 
     def _cost(self, body: dict[str, Any]) -> float | None:
         return openrouter.reported_cost(body)
 
 
-class DeepSeekProvider(OpenAIProvider):
+class DeepSeekProvider(_KeyedProvider):
     """DeepSeek's models, with their automatic disk cache."""
 
-    def __init__(
-        self,
-        *,
-        api_key: str,
-        base_url: str | None = None,
-        retry: RetryPolicy | None = None,
-        clock: Clock | None = None,
-        key_env: str = "DEEPSEEK_API_KEY",
-        prices: PriceBook | None = None,
-    ) -> None:
-        super().__init__(
-            api_key=_own_key(api_key, "deepseek", key_env),
-            api="chat",
-            base_url=base_url or DEEPSEEK_URL,
-            name="deepseek",
-            quirks=_DEEPSEEK,
-            retry=retry,
-            clock=clock,
-            key_env=key_env,
-            prices=prices,
-            dialect="deepseek_chat",
-        )
-
-    def __repr__(self) -> str:
-        return f"DeepSeekProvider(base_url={self.base_url!r})"
-
-    def model_info(self, model: str) -> ModelInfo:
-        info = fallback_info(model, "deepseek")
-        if info.provider != "deepseek":
-            info = replace(fallback_info("", "deepseek"), name=model)
-        return with_prices(info, self.prices, model)
+    NAME = "deepseek"
+    URL = DEEPSEEK_URL
+    SERVER_QUIRKS = _DEEPSEEK
+    DIALECT = "deepseek_chat"
+    KEY_ENV = "DEEPSEEK_API_KEY"
+    FAMILIES = ("deepseek",)
 
 
 class LocalProvider(OpenAIProvider):
@@ -137,7 +134,7 @@ class LocalProvider(OpenAIProvider):
         prices: PriceBook | None = None,
     ) -> None:
         if engine not in ENGINES:
-            raise ConfigError(f"--cache must be one of {', '.join(ENGINES)}, not {engine!r}")
+            raise ConfigError(f"engine must be one of {', '.join(ENGINES)}, not {engine!r}")
         super().__init__(
             api_key=api_key,
             api="chat",

@@ -8,6 +8,7 @@ because a provider would, but so a miss can be explained as "expired 40 s ago" o
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Protocol
 
 from stoker.wire.dialects._chain import ChainMemo
 
@@ -126,3 +127,26 @@ class EntryStore:
 
     def __len__(self) -> int:
         return len(self._entries)
+
+
+class StoreSettings(Protocol):
+    """What an accountant's settings say of its entry stores."""
+
+    @property
+    def max_entries(self) -> int | None: ...
+
+    @property
+    def forget_after(self) -> float: ...
+
+    @property
+    def memo_capacity(self) -> int: ...
+
+
+def scoped_store(stores: dict[str, EntryStore], scope: str, s: StoreSettings) -> EntryStore:
+    """The entries of `scope` (a workspace, an organisation), made on first use."""
+    store = stores.get(scope)
+    if store is None:
+        store = stores[scope] = EntryStore(
+            max_entries=s.max_entries, forget_after=s.forget_after, memo_capacity=s.memo_capacity
+        )
+    return store

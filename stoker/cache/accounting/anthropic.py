@@ -40,7 +40,7 @@ from itertools import islice
 from typing import Any
 
 from stoker.cache.accounting._anthropic_render import Rendered, render
-from stoker.cache.accounting._state import CacheEntry, EntryStore
+from stoker.cache.accounting._state import CacheEntry, EntryStore, scoped_store
 from stoker.cache.accounting.outcome import CacheBreakpoint, CacheOutcome, MissFact
 from stoker.cache.models import model_info
 from stoker.errors import ConfigError, InvalidRequest
@@ -114,16 +114,7 @@ class AnthropicAccountant:
         self._stores.clear()
 
     def _store(self, workspace: str) -> EntryStore:
-        store = self._stores.get(workspace)
-        if store is None:
-            s = self._settings
-            store = EntryStore(
-                max_entries=s.max_entries,
-                forget_after=s.forget_after,
-                memo_capacity=s.memo_capacity,
-            )
-            self._stores[workspace] = store
-        return store
+        return scoped_store(self._stores, workspace, self._settings)
 
     def account(
         self,

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from stoker.cache.accounting._openai_render import Rendered, render
-from stoker.cache.accounting._state import CacheEntry, EntryStore
+from stoker.cache.accounting._state import CacheEntry, EntryStore, scoped_store
 from stoker.cache.accounting.outcome import CacheBreakpoint, CacheOutcome, MissFact
 from stoker.cache.models import ModelInfo
 from stoker.cache.tokens import tokenizer_for
@@ -137,15 +137,7 @@ class ImplicitAccountant:
         self._points.clear()
 
     def _store(self, workspace: str) -> EntryStore:
-        store = self._stores.get(workspace)
-        if store is None:
-            s = self._settings
-            store = self._stores[workspace] = EntryStore(
-                max_entries=s.max_entries,
-                forget_after=s.forget_after,
-                memo_capacity=s.memo_capacity,
-            )
-        return store
+        return scoped_store(self._stores, workspace, self._settings)
 
     def account(
         self,

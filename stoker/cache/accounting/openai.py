@@ -23,7 +23,7 @@ from typing import Any, Literal
 
 from stoker.cache.accounting._openai_render import Api, Rendered, render
 from stoker.cache.accounting._routing import Routed, Routing
-from stoker.cache.accounting._state import CacheEntry, EntryStore
+from stoker.cache.accounting._state import CacheEntry, EntryStore, scoped_store
 from stoker.cache.accounting.outcome import CacheBreakpoint, CacheOutcome, MissFact
 from stoker.cache.models import model_info
 from stoker.cache.tokens import tokenizer_for
@@ -128,16 +128,7 @@ class OpenAIAccountant:
         self._routing.clear()
 
     def _store(self, org: str) -> EntryStore:
-        store = self._stores.get(org)
-        if store is None:
-            s = self._settings
-            store = EntryStore(
-                max_entries=s.max_entries,
-                forget_after=s.forget_after,
-                memo_capacity=s.memo_capacity,
-            )
-            self._stores[org] = store
-        return store
+        return scoped_store(self._stores, org, self._settings)
 
     def account(
         self,
