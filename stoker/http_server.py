@@ -130,12 +130,9 @@ def _too_large() -> _Refusal:
     return _Refusal(431, f"{phrase}: the request head is over {MAX_HEAD_BYTES:,} bytes")
 
 
-class QuietDisconnects:
-    """An ASGI app that logs a client's hang-up mid-request as one INFO line.
-
-    Once `receive` has said the client is gone, nothing more is sent: Starlette's last
-    resort would otherwise answer the `ClientDisconnect` with a 500 nobody can read.
-    """
+class HttpMiddleware:
+    """An ASGI middleware with a say over HTTP requests only (`http`); lifespan and
+    websocket messages go straight through to `app`."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -144,6 +141,20 @@ class QuietDisconnects:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        await self.http(scope, receive, send)
+
+    async def http(self, scope: Scope, receive: Receive, send: Send) -> None:
+        raise NotImplementedError
+
+
+class QuietDisconnects(HttpMiddleware):
+    """An ASGI app that logs a client's hang-up mid-request as one INFO line.
+
+    Once `receive` has said the client is gone, nothing more is sent: Starlette's last
+    resort would otherwise answer the `ClientDisconnect` with a 500 nobody can read.
+    """
+
+    async def http(self, scope: Scope, receive: Receive, send: Send) -> None:
         gone = False
 
         async def watched() -> Message:

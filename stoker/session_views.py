@@ -13,7 +13,7 @@ from typing import Any
 
 from stoker.agent.loop import TurnResult
 from stoker.cache.models import model_info
-from stoker.cache.pricing import total_cost, uncached_cost_usd
+from stoker.cache.pricing import RecordTotals, total_cost, uncached_cost_usd
 from stoker.errors import ConfigError
 from stoker.store.base import SqlEventStore
 from stoker.wire.messages import AssistantMessage, Message, UserMessage, message_from_dict
@@ -23,9 +23,10 @@ from stoker.wire.usage import Usage
 
 
 @dataclass(slots=True, kw_only=True)
-class TurnView:
+class TurnView(RecordTotals):
     """One user turn: what was asked, the final answer, every provider call it made, and
-    the keep-warm requests (pings, seals) sent in the idle gap after it, kept apart."""
+    the keep-warm requests (pings, seals) sent in the idle gap after it, kept apart
+    (`usage` and `cost_usd` are the turn's own calls; `keep_warm_usage` the rest)."""
 
     number: int
     user: str
@@ -34,15 +35,6 @@ class TurnView:
     approvals: list[str] = field(default_factory=list)  # "approved add_note(...) by user:x"
     records: list[CacheRecord] = field(default_factory=list)
     keep_warm: list[CacheRecord] = field(default_factory=list)
-
-    @property
-    def usage(self) -> Usage:
-        """The turn's own calls (keep-warm apart: `keep_warm_usage`)."""
-        return Usage.total(r.usage for r in self.records)
-
-    @property
-    def cost_usd(self) -> float | None:
-        return total_cost(r.cost_usd for r in self.records)
 
     def result(self) -> TurnResult[Any]:
         """The turn as `send` returned it (for a retry whose response was lost)."""

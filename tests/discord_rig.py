@@ -54,6 +54,7 @@ class DiscordChat(FakeChat):
     user, other = str(USER), str(OTHER)
     stored = f"{DM}//{USER}"
     silences = True
+    send_method = "create_message"
 
     def __init__(self, api: Api) -> None:
         super().__init__(api, bridge)
@@ -78,12 +79,6 @@ class DiscordChat(FakeChat):
 
     def buttons(self, question: dict[str, Any]) -> list[str]:
         return [b["label"] for b in question["components"][0]["components"]]
-
-    async def press(self, question: dict[str, Any], button: int, *, other: bool = False) -> None:
-        self.fake.press(question, button, user=OTHER if other else USER)
-
-    def fail_sends(self, count: int) -> None:
-        self.fake.fail_next["create_message"] = count
 
     def check_questions(self) -> None:
         for question in self.asked():  # the first choice is the primary button

@@ -39,8 +39,10 @@ import tomllib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from subprocess import CompletedProcess
 
 import httpx
+import pytest
 import typer
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -213,35 +215,32 @@ def services(home: Path) -> Iterator[Services]:
                 process.wait()
 
 
-def run_python(block: Block, live: Services, workdir: Path) -> subprocess.CompletedProcess[str]:
-    """Run a python block as a script; fails the test with its output if it fails."""
+def _run(block: Block, live: Services, workdir: Path, argv: list[str]) -> CompletedProcess[str]:
+    """Run `argv` for a block in `workdir`; fails the test with its output if it fails."""
+    done = subprocess.run(
+        argv,
+        cwd=workdir,
+        env=live.env(workdir),
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+    assert done.returncode == 0, f"{block.id} failed:\n{done.stdout}\n{done.stderr}"
+    return done
+
+
+def run_python(block: Block, live: Services, workdir: Path) -> CompletedProcess[str]:
+    """Run a python block as a script."""
     script = workdir / "example.py"
     script.write_text(live.localize(block.code), encoding="utf-8")
-    done = subprocess.run(
-        [sys.executable, str(script)],
-        cwd=workdir,
-        env=live.env(workdir),
-        capture_output=True,
-        text=True,
-        timeout=180,
-        check=False,
-    )
-    assert done.returncode == 0, f"{block.id} failed:\n{done.stdout}\n{done.stderr}"
-    return done
+    return _run(block, live, workdir, [sys.executable, str(script)])
 
 
-def run_shell(block: Block, live: Services, workdir: Path) -> subprocess.CompletedProcess[str]:
-    done = subprocess.run(
-        ["bash", "-eu", "-o", "pipefail", "-c", live.localize(block.code)],
-        cwd=workdir,
-        env=live.env(workdir),
-        capture_output=True,
-        text=True,
-        timeout=180,
-        check=False,
+def run_shell(block: Block, live: Services, workdir: Path) -> CompletedProcess[str]:
+    return _run(
+        block, live, workdir, ["bash", "-eu", "-o", "pipefail", "-c", live.localize(block.code)]
     )
-    assert done.returncode == 0, f"{block.id} failed:\n{done.stdout}\n{done.stderr}"
-    return done
 
 
 def commands(code: str) -> list[list[str]]:
@@ -386,3 +385,20 @@ def needs_services(block: Block) -> bool:
 
 def have_tools() -> list[str]:
     return [t for t in ("bash", "curl", "jq") if shutil.which(t) is None]
+
+
+@contextlib.contextmanager
+def live_services(home: Path, whose: str) -> Iterator[Services]:
+    """`services` for the examples of a test module, which is skipped when a tool their
+    shell blocks need is missing (`whose` names them in the reason)."""
+    missing = have_tools()
+    if missing:
+        pytest.skip(f"{whose} shell examples need {', '.join(missing)}")
+    with services(home) as found:
+        yield found
+
+
+def check_with(block: Block, request: pytest.FixtureRequest, workdir: Path) -> None:
+    """`check_block`, with the module's `live` services when the block needs them."""
+    live = request.getfixturevalue("live") if needs_services(block) else None
+    check_block(block, live, workdir)

@@ -15,6 +15,16 @@ from stoker.tools import Tool, ToolRegistry, Toolset, tool
 SYSTEM = "You are a test agent. " + "Follow the rules of the house carefully. " * 160
 
 
+@tool(risky=True)
+def wipe(path: str) -> str:
+    """Delete a file.
+
+    Args:
+        path: The file.
+    """
+    return "wiped"  # where it is used, it must be refused or stopped before it runs
+
+
 def make_registry(calls: list[str] | None = None) -> ToolRegistry:
     """Toolsets 'files', 'memory', 'shell'; every tool body logs its name into `calls`."""
     log = calls if calls is not None else []

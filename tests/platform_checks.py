@@ -35,7 +35,7 @@ from stoker.platforms.base import Adapter
 from stoker.platforms.bridge import Bridge
 from stoker.platforms.config import PlatformSettings, load_platforms
 from stoker.platforms.registry import build_bridges
-from stoker.providers.base import CallContext, Completion
+from stoker.providers.base import CallContext, Completion, ProviderWrapper
 from stoker.providers.sim.engine import SimEngine
 from stoker.providers.sim.model import RuleModel
 from stoker.providers.sim.provider import SimProvider
@@ -47,7 +47,7 @@ from stoker.wire.record import CacheRecord
 from stoker.wire.request import Request
 from tests.helpers import SYSTEM
 from tests.store_fixtures import reopen
-from tests.test_gateway_support import Rig, Wrapped, make_rig, tokens
+from tests.test_gateway_support import Rig, make_rig, tokens
 
 LONG = "\n\n".join(
     f"Paragraph {i}: " + "words that fill a phone screen & more <tags> " * 12 for i in range(40)
@@ -88,7 +88,7 @@ def chat_rig(store: SqlEventStore) -> Rig:
     return rig
 
 
-class Stuck(Wrapped):
+class Stuck(ProviderWrapper):
     """Hangs on the turn that says "stuck", as a process does just before it dies."""
 
     def __init__(self, inner: SimProvider) -> None:
@@ -404,6 +404,10 @@ class FakeChat:
     """What a `Chat` on a fake platform API shares: the fake, its URL, waiting on what
     the bot called, and bridges the rig makes (`make(gateway, url, **settings)`)."""
 
+    user: str
+    other: str
+    send_method = ""  # the API method that posts a message: what `fail_sends` fails
+
     def __init__(self, api: Any, make: Callable[..., Bridge]) -> None:
         self.fake, self.url = api.fake, api.url
         self.wait_for = api.fake.wait_for
@@ -414,6 +418,13 @@ class FakeChat:
 
     def talking(self, gateway: Gateway, b: Bridge) -> AbstractAsyncContextManager[Bridge]:
         return running(b)
+
+    def fail_sends(self, count: int) -> None:
+        self.fake.fail_next[self.send_method] = count
+
+    async def press(self, question: dict[str, Any], button: int, *, other: bool = False) -> None:
+        """Pressed on the fake itself, which takes the presser's id as a number."""
+        self.fake.press(question, button, user=int(self.other if other else self.user))
 
 
 async def exchange(chat: Chat, text: str, *, replies: int = 1) -> list[str]:

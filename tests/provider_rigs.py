@@ -4,12 +4,17 @@ a provider, and the check that a key reaches no log, record or error message."""
 
 from __future__ import annotations
 
+import logging
+import os
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from stoker import Agent, DispatchPolicy, tool
@@ -124,6 +129,43 @@ async def through_loopback(
     return Loopback(provider=provider, url=served.url, shown=shown)
 
 
+async def served_example(
+    spec: str, config_for: Callable[[str], Config]
+) -> tuple[Example, dict[str, Any]]:
+    """The README example through the provider `spec` names, against a loopback `stoker
+    sim serve`: it reads the cache on its second turn and in its fork. Returned with the
+    last body the simulator received."""
+    with served_sim() as served:
+        async with Agent(
+            spec, tools=[word_count], system=SYSTEM, config=config_for(served.url)
+        ) as agent:
+            example = await readme_example(agent)
+        sent = served.app.state.sim.received[-1][1]
+    assert example.second_turn_read > 0
+    assert example.fork_read > 0
+    return example, sent
+
+
+async def loopback_keeps_secrets(
+    spec: str,
+    config_for: Callable[[str], Config],
+    secrets: tuple[str, ...],
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+    *,
+    refused_key: str = "sk-someone-else",
+) -> Loopback:
+    """`through_loopback` with debug logging on: the provider talks to the loopback
+    server, and no secret reaches a log, the store or an error."""
+    caplog.set_level(logging.DEBUG)
+    db = tmp_path / "s.db"
+    seen = await through_loopback(spec, config_for, refused_key=refused_key, db=db)
+    assert seen.url.startswith("http://127.0.0.1:")
+    for secret in secrets:
+        assert_secret_nowhere(secret, caplog, db=db, shown=seen.shown)
+    return seen
+
+
 async def in_process_example(model: str, provider: Provider | None = None) -> None:
     """The README example on the in-process simulator reads the cache on its second turn
     and in its fork."""
@@ -132,3 +174,28 @@ async def in_process_example(model: str, provider: Provider | None = None) -> No
         example = await readme_example(agent)
     assert example.second_turn_read > 0
     assert example.fork_read > 0
+
+
+def cli_run(
+    spec: str, workdir: Path, env: dict[str, str], *, url_in: str, unset: tuple[str, ...] = ()
+) -> tuple[subprocess.CompletedProcess[str], int]:
+    """`stoker run --provider spec hi` in a child process with `env` set (an API key among
+    it), `unset` unset and the URL of a loopback `stoker sim serve` in `url_in`; with how
+    many requests the simulator counted for the model under that key."""
+    model = spec.partition(":")[2]
+    with serve_in_background(create_app()) as served:
+        environ = {**os.environ, **env, url_in: served.url}
+        for name in unset:
+            environ.pop(name, None)
+        command = ["run", "--provider", spec, "--workdir", str(workdir), "hi"]
+        done = subprocess.run(
+            [sys.executable, "-m", "stoker", *command],
+            capture_output=True,
+            text=True,
+            env=environ,
+            timeout=60,
+            check=False,
+        )
+        (key,) = (value for name, value in env.items() if name.endswith("_API_KEY"))
+        stats = httpx.get(served.url + "/stats", headers={"x-api-key": key}).json()
+    return done, stats["keys"][stats["you"]]["models"][model]["requests"]

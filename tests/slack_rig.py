@@ -97,6 +97,7 @@ class SlackChat(FakeChat):
     platform = "slack"
     user, other = USER, OTHER
     stored = f"{DM}//{USER}"
+    send_method = "chat.postMessage"
     silences = False  # Slack has no silent messages: a bot's notify as the channel says
 
     def __init__(self, api: Api) -> None:
@@ -139,9 +140,6 @@ class SlackChat(FakeChat):
 
     async def press(self, question: dict[str, Any], button: int, *, other: bool = False) -> None:
         assert await self.slack.press(question, button, user=OTHER if other else USER) == 200
-
-    def fail_sends(self, count: int) -> None:
-        self.fake.fail_next["chat.postMessage"] = count
 
     def check_questions(self) -> None:
         for question in self.asked():  # each button carries the question's token and its index

@@ -67,6 +67,7 @@ class TelegramChat(FakeChat):
     user, other = str(USER), str(OTHER)
     stored = f"{USER}//{USER}"
     silences = True
+    send_method = "sendMessage"
 
     def __init__(self, api: Api) -> None:
         super().__init__(api, bridge)
@@ -91,12 +92,6 @@ class TelegramChat(FakeChat):
 
     def buttons(self, question: dict[str, Any]) -> list[str]:
         return [b["text"] for row in question["reply_markup"]["inline_keyboard"] for b in row]
-
-    async def press(self, question: dict[str, Any], button: int, *, other: bool = False) -> None:
-        self.fake.press(question, button, user=OTHER if other else USER)
-
-    def fail_sends(self, count: int) -> None:
-        self.fake.fail_next["sendMessage"] = count
 
     def check_questions(self) -> None:
         for question in self.asked():  # one row of buttons under the question

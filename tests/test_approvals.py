@@ -22,13 +22,12 @@ from stoker.tools import (
     ToolContext,
     ToolRegistry,
     run_tool_calls,
-    tool,
 )
 from stoker.tools.approval import summarize
 from stoker.toolsets.workspace import workspace_toolset
 from stoker.wire.blocks import ToolResultBlock, ToolUseBlock
 from stoker.wire.events import ApprovalDecided, MemorySink
-from tests.helpers import sim_agent
+from tests.helpers import sim_agent, wipe
 
 ASK = "add_note 'ship on friday'"
 
@@ -97,26 +96,20 @@ async def test_an_approved_call_runs_and_a_denied_one_does_not_each_stored_with_
     )
     assert denied.exit == "answered"
     at = FrozenClock().now()
+
+    def decided(call: ToolUseBlock, text: str, **decision: Any) -> ApprovalDecided:
+        return ApprovalDecided(
+            session_id=session.id,
+            tool="add_note",
+            tool_use_id=call.id,
+            summary=f'add_note(text="{text}")',
+            at=at,
+            **decision,
+        )
+
     assert _decisions(sink) == [
-        ApprovalDecided(
-            session_id=session.id,
-            tool="add_note",
-            tool_use_id=first_call.id,
-            summary='add_note(text="ship on friday")',
-            approved=True,
-            by="user:alice",
-            at=at,
-        ),
-        ApprovalDecided(
-            session_id=session.id,
-            tool="add_note",
-            tool_use_id=second_call.id,
-            summary='add_note(text="and on monday")',
-            approved=False,
-            by="user:bob",
-            reason="not now",
-            at=at,
-        ),
+        decided(first_call, "ship on friday", approved=True, by="user:alice"),
+        decided(second_call, "and on monday", approved=False, by="user:bob", reason="not now"),
     ]
 
 
@@ -175,15 +168,6 @@ async def test_an_approver_that_fails_or_times_out_denies_and_the_turn_goes_on(
 
 
 async def test_arguments_that_do_not_validate_are_refused_before_anyone_is_asked() -> None:
-    @tool(risky=True)
-    def wipe(path: str) -> str:
-        """Delete a file.
-
-        Args:
-            path: The file.
-        """
-        return "gone"
-
     answers = Answers()
     call = ToolUseBlock(id="toolu_1", name="wipe", input_json='{"path": 3}')
     (result,) = await run_tool_calls(

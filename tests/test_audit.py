@@ -14,6 +14,7 @@ import dataclasses
 import json
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -106,6 +107,21 @@ async def test_a_stoker_sessions_trace_costs_what_stoker_report_says(
     assert "1 of 1 expired gaps kept warm" in warm.detail
 
 
+@contextmanager
+def traced_sim(
+    instrumentor: Any, provider: TracerProvider, clock: FrozenClock
+) -> Iterator[tuple[str, str]]:
+    """The served simulator on `clock` and a new API key for it, while `instrumentor`
+    traces the SDK into `provider`; the spans are flushed after."""
+    instrumentor.instrument(tracer_provider=provider)
+    try:
+        with serve_in_background(create_app(clock=clock)) as sim:
+            yield sim.url, f"sk-test-{uuid.uuid4().hex}"
+    finally:
+        instrumentor.uninstrument()
+    provider.force_flush()
+
+
 def _claude(client: anthropic.Anthropic, history: list[dict[str, Any]], text: str) -> Usage:
     history.append({"role": "user", "content": [{"type": "text", "text": text}]})
     answer = client.messages.create(
@@ -126,21 +142,16 @@ def test_the_anthropic_sdks_trace_shows_the_expiry_and_what_keep_warm_saves(
     from opentelemetry.instrumentation.anthropic import AnthropicInstrumentor
 
     provider, path = exported
-    instrumentor = AnthropicInstrumentor()
-    instrumentor.instrument(tracer_provider=provider)
-    try:
-        with serve_in_background(create_app(clock=clock)) as sim:
-            key = f"sk-test-{uuid.uuid4().hex}"
-            with anthropic.Anthropic(base_url=sim.url, api_key=key, max_retries=0) as client:
-                history: list[dict[str, Any]] = []
-                usages = [_claude(client, history, "Review this diff")]
-                clock.advance(60)
-                usages.append(_claude(client, history, "And the tests?"))
-                clock.advance(minutes=8)
-                usages.append(_claude(client, history, "Back: anything else?"))
-    finally:
-        instrumentor.uninstrument()
-    provider.force_flush()
+    with (
+        traced_sim(AnthropicInstrumentor(), provider, clock) as (url, key),
+        anthropic.Anthropic(base_url=url, api_key=key, max_retries=0) as client,
+    ):
+        history: list[dict[str, Any]] = []
+        usages = [_claude(client, history, "Review this diff")]
+        clock.advance(60)
+        usages.append(_claude(client, history, "And the tests?"))
+        clock.advance(minutes=8)
+        usages.append(_claude(client, history, "Back: anything else?"))
     report = audit_file(path)
     assert [c.usage.input_total for c in report.calls] == [u.input_total for u in usages]
     assert [(c.usage.read, c.usage.written) for c in report.calls] == [
@@ -168,26 +179,19 @@ def test_the_openai_sdks_trace_is_priced_and_says_what_it_lacks(
     from opentelemetry.instrumentation.openai_v2 import OpenAIInstrumentor
 
     provider, path = exported
-    instrumentor = OpenAIInstrumentor()
-    instrumentor.instrument(tracer_provider=provider)
-    try:
-        with serve_in_background(create_app(clock=clock)) as sim:
-            key = f"sk-test-{uuid.uuid4().hex}"
-            with openai.OpenAI(base_url=sim.url + "/v1", api_key=key, max_retries=0) as client:
-                messages: list[dict[str, Any]] = [{"role": "system", "content": SYSTEM}]
-                totals = []
-                for text in ("Is this diff safe?", "And the tests?"):
-                    messages.append({"role": "user", "content": text})
-                    answer = client.chat.completions.create(model="gpt-4.1", messages=messages)  # type: ignore[arg-type]
-                    assert answer.usage is not None
-                    totals.append((answer.usage.prompt_tokens, answer.usage.completion_tokens))
-                    messages.append(
-                        {"role": "assistant", "content": answer.choices[0].message.content}
-                    )
-                    clock.advance(30)
-    finally:
-        instrumentor.uninstrument()
-    provider.force_flush()
+    with (
+        traced_sim(OpenAIInstrumentor(), provider, clock) as (url, key),
+        openai.OpenAI(base_url=url + "/v1", api_key=key, max_retries=0) as client,
+    ):
+        messages: list[dict[str, Any]] = [{"role": "system", "content": SYSTEM}]
+        totals = []
+        for text in ("Is this diff safe?", "And the tests?"):
+            messages.append({"role": "user", "content": text})
+            answer = client.chat.completions.create(model="gpt-4.1", messages=messages)  # type: ignore[arg-type]
+            assert answer.usage is not None
+            totals.append((answer.usage.prompt_tokens, answer.usage.completion_tokens))
+            messages.append({"role": "assistant", "content": answer.choices[0].message.content})
+            clock.advance(30)
     report = audit_file(path)
     assert [(c.usage.input_total, c.usage.output) for c in report.calls] == totals
     info = model_info("gpt-4.1")

@@ -9,12 +9,9 @@ import re
 from dataclasses import replace
 from pathlib import Path
 
-from typer.testing import CliRunner
-
 from stoker.agent.cache_clock import CacheClock, cache_clock, money
 from stoker.cache.models import model_info
 from stoker.cache.time_policy import WarmPlan
-from stoker.cli.app import app
 from stoker.clock import FrozenClock
 from stoker.gateway.views import usage_view
 from stoker.session_views import show_session
@@ -22,6 +19,7 @@ from stoker.store.sqlite import SQLiteStore
 from stoker.wire.record import CacheRecord
 from stoker.wire.request import Breakpoint
 from stoker.wire.usage import Usage
+from tests.cli_rig import chat
 from tests.helpers import sim_agent
 from tests.test_gateway_support import auth, client, make_rig
 
@@ -124,12 +122,7 @@ async def test_the_live_plan_is_priced(tmp_path: Path) -> None:
 def test_chat_shows_the_clock_after_each_answer_and_on_usage(tmp_path: Path) -> None:
     db = tmp_path / "s.db"
     (tmp_path / "notes.md").write_text("ship on friday\n")
-    out = CliRunner().invoke(
-        app,
-        ["chat", "--db", str(db), "--workdir", str(tmp_path)],
-        input="What files are in this folder?\n/usage\n/exit\n",
-    )
-    assert out.exit_code == 0, out.output
+    out = chat(tmp_path, "What files are in this folder?\n/usage\n/exit\n")
     assert "list_files" in out.output  # the demo model used the tool the question is about
     sid = re.search(r"session ([0-9a-f]{32})", out.output)
     assert sid is not None

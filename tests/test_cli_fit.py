@@ -28,10 +28,8 @@ from stoker.session_views import show_session
 from stoker.store.base import SqlEventStore
 from stoker.store.sqlite import SQLiteStore
 from stoker.wire.stored import SessionSummary
+from tests.cli_rig import chat, runner, session_id
 from tests.helpers import sim_agent
-from tests.test_cli_sessions import _session_id
-
-runner = CliRunner()
 
 
 def _commands(group: Any, path: tuple[str, ...] = ()) -> dict[tuple[str, ...], Any]:
@@ -68,33 +66,27 @@ def _store_sessions(db: Path, ids: list[str]) -> None:
 def test_sessions_are_named_by_a_unique_start_of_their_id(tmp_path: Path) -> None:
     db = str(tmp_path / "s.db")
     _store_sessions(tmp_path / "s.db", ["alpha-one", "alpha-two", "beta"])
-    listed = runner.invoke(app, ["sessions", "list", "--db", db])
-    assert listed.exit_code == 0, listed.output
+
+    def sessions(*args: str, exit_code: int = 0) -> str:
+        out = runner.invoke(app, ["sessions", *args, "--db", db])
+        assert out.exit_code == exit_code, out.output
+        return out.output
+
+    listed = sessions("list")
     for short in ("alpha-on", "alpha-tw", "beta"):
-        assert f" {short} " in listed.output
+        assert f" {short} " in listed
 
-    shown = runner.invoke(app, ["sessions", "show", "alpha-t", "--db", db])
-    assert shown.exit_code == 0, shown.output
-    assert "1. hello from alpha-two" in shown.output
-    exported = runner.invoke(app, ["sessions", "export", "be", "--db", db])
-    assert exported.exit_code == 0, exported.output
-    assert "hello from beta" in exported.output
+    assert "1. hello from alpha-two" in sessions("show", "alpha-t")
+    assert "hello from beta" in sessions("export", "be")
 
-    ambiguous = runner.invoke(app, ["sessions", "show", "alpha", "--db", db])
-    assert ambiguous.exit_code == 1
-    assert "'alpha' starts more than one session id: alpha-one, alpha-two" in ambiguous.output
-    assert "Traceback" not in ambiguous.output
-    refused = runner.invoke(app, ["sessions", "rm", "alpha", "--db", db])
-    assert refused.exit_code == 1
+    ambiguous = sessions("show", "alpha", exit_code=1)
+    assert "'alpha' starts more than one session id: alpha-one, alpha-two" in ambiguous
+    assert "Traceback" not in ambiguous
+    sessions("rm", "alpha", exit_code=1)
 
-    removed = runner.invoke(app, ["sessions", "rm", "alpha-o", "--db", db])
-    assert removed.exit_code == 0, removed.output
-    assert "removed alpha-one" in removed.output
-    missing = runner.invoke(app, ["sessions", "show", "alpha-one", "--db", db])
-    assert missing.exit_code == 1
-    assert "no session 'alpha-one'" in missing.output
-    # the only one left that starts so
-    assert runner.invoke(app, ["sessions", "show", "alpha", "--db", db]).exit_code == 0
+    assert "removed alpha-one" in sessions("rm", "alpha-o")
+    assert "no session 'alpha-one'" in sessions("show", "alpha-one", exit_code=1)
+    sessions("show", "alpha")  # the only one left that starts so
 
 
 _IDS = st.lists(st.text(alphabet="ab.-1", min_size=1, max_size=12), min_size=1, unique=True)
@@ -199,10 +191,7 @@ def test_chat_answers_its_commands_itself_and_shows_tools_running(tmp_path: Path
         "/exit",
         "this line comes after /exit and is never sent",
     ]
-    out = runner.invoke(
-        app, ["chat", "--db", str(db), "--workdir", str(tmp_path)], input="\n".join(lines) + "\n"
-    )
-    assert out.exit_code == 0, out.output
+    out = chat(tmp_path, "\n".join(lines) + "\n")
     text = out.output
     for name in ("/help", "/usage", "/model"):
         assert f"  {name} " in text
@@ -215,7 +204,7 @@ def test_chat_answers_its_commands_itself_and_shows_tools_running(tmp_path: Path
     assert "✓ word_count done" in text
     assert "saved $" in text
     # only the two messages reached the model; the command lines are not in the history
-    assert _stored_turns(db, _session_id(text)) == [
+    assert _stored_turns(db, session_id(text)) == [
         "word count of 'notes.md'",
         "/etc is where the configs live",
     ]
@@ -223,24 +212,19 @@ def test_chat_answers_its_commands_itself_and_shows_tools_running(tmp_path: Path
 
 def test_chat_model_switch_is_one_declared_break(tmp_path: Path) -> None:
     db = tmp_path / "s.db"
-    out = runner.invoke(
-        app,
-        ["chat", "--db", str(db), "--workdir", str(tmp_path)],
-        input="hello\n/model claude-opus-4-6\nagain\n",
-    )
-    assert out.exit_code == 0, out.output
+    out = chat(tmp_path, "hello\n/model claude-opus-4-6\nagain\n")
     assert "model set to claude-opus-4-6" in out.output
 
     async def records() -> list[tuple[str, str]]:
         async with SQLiteStore(db) as store:
-            view = await show_session(store, _session_id(out.output))
+            view = await show_session(store, session_id(out.output))
         return [(r.model, r.explanation.verdict) for t in view.turns for r in t.records]
 
     assert asyncio.run(records())[-1] == ("claude-opus-4-6", "declared")
     # resumed without --model, the session goes on with the model it switched to
     again = runner.invoke(
         app,
-        ["chat", "--db", str(db), "--workdir", str(tmp_path), "--resume", _session_id(out.output)],
+        ["chat", "--db", str(db), "--workdir", str(tmp_path), "--resume", session_id(out.output)],
         input="/model\n",
     )
     assert again.exit_code == 0, again.output
@@ -287,10 +271,8 @@ async def test_store_finds_ids_by_a_case_sensitive_start(store: SqlEventStore) -
 def test_chat_usage_counts_the_calls_of_earlier_processes_too(tmp_path: Path) -> None:
     db = tmp_path / "s.db"
     (tmp_path / "notes.md").write_text("ship on friday\n")
-    args = ["chat", "--db", str(db), "--workdir", str(tmp_path)]
-    first = runner.invoke(app, args, input="word count of 'notes.md'\n")
-    assert first.exit_code == 0, first.output
-    sid = _session_id(first.output)
+    first = chat(tmp_path, "word count of 'notes.md'\n")
+    sid = session_id(first.output)
 
     async def stored_calls() -> int:
         async with SQLiteStore(db) as store:
@@ -298,8 +280,7 @@ def test_chat_usage_counts_the_calls_of_earlier_processes_too(tmp_path: Path) ->
 
     calls = asyncio.run(stored_calls())
     assert calls >= 2  # the tool call and the answer
-    again = runner.invoke(app, [*args, "--resume", sid[:10]], input="/usage\n")
-    assert again.exit_code == 0, again.output
+    again = chat(tmp_path, "/usage\n", "--resume", sid[:10])
     assert f"{calls} calls · read " in again.output
 
 
@@ -308,16 +289,13 @@ def test_chat_compact_summarises_locally_and_the_next_turn_is_a_declared_break(
 ) -> None:
     db = tmp_path / "s.db"
     lines = ["/compact", "first", "second", "third", "/compact", "fourth"]
-    out = runner.invoke(
-        app, ["chat", "--db", str(db), "--workdir", str(tmp_path)], input="\n".join(lines) + "\n"
-    )
-    assert out.exit_code == 0, out.output
+    out = chat(tmp_path, "\n".join(lines) + "\n")
     assert "nothing to compact" in out.output  # before any turn
     assert "compacted: 6 messages became 4" in out.output
 
     async def view() -> tuple[list[str], list[str | None]]:
         async with SQLiteStore(db) as store:
-            sid = _session_id(out.output)
+            sid = session_id(out.output)
             stored = await store.load(sid)
             shown = await show_session(store, sid)
         records = [r.declared_break for t in shown.turns for r in t.records]

@@ -7,33 +7,21 @@ import json
 from pathlib import Path
 from typing import Any
 
-from typer.testing import CliRunner
-
 from stoker.agent.keepwarm import KeepWarm
 from stoker.cli import app
 from stoker.clock import FrozenClock
 from stoker.session_views import show_session
 from stoker.store.sqlite import SQLiteStore
+from tests.cli_rig import chat, runner, session_id
 from tests.helpers import make_registry, sim_agent
-
-runner = CliRunner()
-
-
-def _session_id(output: str) -> str:
-    return output.rsplit("stoker chat --resume ", 1)[1].split()[0]
 
 
 def test_chat_then_list_show_export_resume_and_remove(tmp_path: Path) -> None:
     db = tmp_path / "s.db"
     (tmp_path / "notes.md").write_text("ship on friday\n")
-    first = runner.invoke(
-        app,
-        ["chat", "--db", str(db), "--workdir", str(tmp_path)],
-        input="word count of 'notes.md'\nthanks\n/exit\n",
-    )
-    assert first.exit_code == 0, first.output
+    first = chat(tmp_path, "word count of 'notes.md'\nthanks\n/exit\n")
     assert "Done. Tool results: 3" in first.output
-    sid = _session_id(first.output)
+    sid = session_id(first.output)
     listed = runner.invoke(app, ["sessions", "list", "--db", str(db)])
     assert listed.exit_code == 0, listed.output
     assert sid[:8] in listed.output
@@ -45,12 +33,7 @@ def test_chat_then_list_show_export_resume_and_remove(tmp_path: Path) -> None:
     assert "2. thanks" in shown.output
     assert "· why: hit\n" in shown.output  # turn 2 read what turn 1 wrote
 
-    resumed = runner.invoke(
-        app,
-        ["chat", "--db", str(db), "--workdir", str(tmp_path), "--resume", sid],
-        input="and again\n",
-    )
-    assert resumed.exit_code == 0, resumed.output
+    resumed = chat(tmp_path, "and again\n", "--resume", sid)
     assert (
         "hit" in resumed.output
     )  # the resumed call read the stored prefix's cache? no: new process
@@ -121,18 +104,13 @@ def test_show_lists_keep_warm_apart_from_the_turns(tmp_path: Path) -> None:
 
 def test_chat_asks_before_a_risky_tool_and_show_lists_each_decision(tmp_path: Path) -> None:
     db = tmp_path / "s.db"
-    out = runner.invoke(
-        app,
-        ["chat", "--db", str(db), "--workdir", str(tmp_path)],
-        input="add_note 'ship on friday'\ny\nadd_note 'and on monday'\n\n/exit\n",
-    )
-    assert out.exit_code == 0, out.output
+    out = chat(tmp_path, "add_note 'ship on friday'\ny\nadd_note 'and on monday'\n\n/exit\n")
     assert 'Allow add_note(text="ship on friday")? [y/N]' in out.output
     assert 'Allow add_note(text="and on monday")? [y/N]' in out.output
     assert "Done. Tool results: noted in NOTES.md" in out.output
     assert "Done. Tool results: the user denied add_note (user:" in out.output
     assert (tmp_path / "NOTES.md").read_text() == "- ship on friday\n"  # only the first ran
-    shown = runner.invoke(app, ["sessions", "show", _session_id(out.output), "--db", str(db)])
+    shown = runner.invoke(app, ["sessions", "show", session_id(out.output), "--db", str(db)])
     lines = [line.strip() for line in shown.output.splitlines() if "approval:" in line]
     who = lines[0].rsplit(" by ", 1)[1] if lines else ""
     assert who.startswith("user:")

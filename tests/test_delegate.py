@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 from stoker.agent.delegate import DelegateConfig, delegate_tool, spawn_depth
+from stoker.providers.base import ProviderWrapper
 from stoker.providers.sim.model import tool_call
 from stoker.tools import tool
 from stoker.wire.blocks import Block, TextBlock
@@ -135,18 +136,12 @@ async def test_children_probe_their_own_depth() -> None:
     assert result.text == "done: done: depth=1 | done: depth=1"
 
 
-class _Logging:
+class _Logging(ProviderWrapper):
     """Wraps a provider and logs when each lineage's calls start and end."""
 
     def __init__(self, inner: Any, log: list[tuple[str, str]]) -> None:
-        self.inner, self.log = inner, log
-
-    @property
-    def name(self) -> str:
-        return self.inner.name
-
-    def model_info(self, model: str) -> Any:
-        return self.inner.model_info(model)
+        super().__init__(inner)
+        self.log = log
 
     async def complete(self, request: Any, context: Any) -> Any:
         self.log.append(("start", context.session_id))

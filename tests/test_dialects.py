@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Callable
+from operator import attrgetter
 from typing import Any
 
 import anthropic.types
@@ -426,6 +427,41 @@ SDK_MODELS: dict[str, Callable[[dict[str, Any]], Any]] = {
     "openai_responses": openai.types.responses.Response.model_validate,
 }
 
+# Where each SDK puts the token counts of USAGE, and what they must read there.
+SDK_USAGE: dict[str, tuple[tuple[str, ...], tuple[int, ...]]] = {
+    "anthropic": (
+        (
+            "input_tokens",
+            "cache_creation_input_tokens",
+            "cache_read_input_tokens",
+            "output_tokens",
+        ),
+        (120, 380, 2000, 42),
+    ),
+    "openai_chat": (
+        (
+            "prompt_tokens",
+            "prompt_tokens_details.cached_tokens",
+            "prompt_tokens_details.cache_write_tokens",
+            "completion_tokens",
+            "total_tokens",
+        ),
+        (2500, 2000, 380, 42, 2542),
+    ),
+    "openai_responses": (
+        (
+            "input_tokens",
+            "input_tokens_details.cached_tokens",
+            "input_tokens_details.cache_write_tokens",
+            "input_tokens_details.cache_write_tokens_details.ttl_30m_tokens",
+            "input_tokens_details.cache_write_tokens_details.ttl_12h_tokens",
+            "output_tokens",
+            "total_tokens",
+        ),
+        (2500, 2000, 380, 300, 80, 42, 2542),
+    ),
+}
+
 
 @pytest.mark.parametrize("dialect", DIALECTS)
 def test_official_sdk_parses_rendered_responses(dialect: str) -> None:
@@ -433,46 +469,14 @@ def test_official_sdk_parses_rendered_responses(dialect: str) -> None:
     sdk = SDK_MODELS[dialect](body)
     # Every field we sent was understood and kept: nothing dropped, nothing coerced.
     assert sdk.model_dump(mode="json", exclude_unset=True) == body
+    fields, counts = SDK_USAGE[dialect]
+    assert attrgetter(*fields)(sdk.usage) == counts
     if dialect == "anthropic":
-        u = sdk.usage
-        seen = (
-            u.input_tokens,
-            u.cache_creation_input_tokens,
-            u.cache_read_input_tokens,
-            u.output_tokens,
-        )
-        call = json.dumps(sdk.content[-1].input)
-        assert (seen, call) == ((120, 380, 2000, 42), '{"b": 1, "a": 2}')
+        assert json.dumps(sdk.content[-1].input) == '{"b": 1, "a": 2}'
     elif dialect == "openai_chat":
-        u = sdk.usage
-        d = u.prompt_tokens_details
-        seen = (
-            u.prompt_tokens,
-            d.cached_tokens,
-            d.cache_write_tokens,
-            u.completion_tokens,
-            u.total_tokens,
-        )
-        call = sdk.choices[0].message.tool_calls[0].function.arguments
-        assert (seen, call) == ((2500, 2000, 380, 42, 2542), ARGS)
+        assert sdk.choices[0].message.tool_calls[0].function.arguments == ARGS
     else:
-        u = sdk.usage
-        d = u.input_tokens_details
-        ttl = d.cache_write_tokens_details
-        seen = (
-            u.input_tokens,
-            d.cached_tokens,
-            d.cache_write_tokens,
-            ttl.ttl_30m_tokens,
-            ttl.ttl_12h_tokens,
-            u.output_tokens,
-            u.total_tokens,
-        )
-        assert (seen, sdk.output[-1].arguments, sdk.output_text) == (
-            (2500, 2000, 380, 300, 80, 42, 2542),
-            ARGS,
-            "Reading.",
-        )
+        assert (sdk.output[-1].arguments, sdk.output_text) == (ARGS, "Reading.")
 
 
 def _completion(usage: dict[str, Any], **extra: Any) -> dict[str, Any]:

@@ -12,11 +12,9 @@ from tests.doc_examples import (
     Block,
     Services,
     blocks,
-    check_block,
+    check_with,
     docs_pages,
-    have_tools,
-    needs_services,
-    services,
+    live_services,
 )
 
 BLOCKS = [b for page in docs_pages() for b in blocks(page)]
@@ -24,10 +22,7 @@ BLOCKS = [b for page in docs_pages() for b in blocks(page)]
 
 @pytest.fixture(scope="module")
 def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Services]:
-    missing = have_tools()
-    if missing:
-        pytest.skip(f"the docs' shell examples need {', '.join(missing)}")
-    with services(tmp_path_factory.mktemp("docs-services")) as found:
+    with live_services(tmp_path_factory.mktemp("docs-services"), "the docs'") as found:
         yield found
 
 
@@ -40,5 +35,4 @@ def test_the_docs_have_examples_of_every_kind() -> None:
 @pytest.mark.slow  # a process (or several `stoker` commands) per block
 @pytest.mark.parametrize("block", BLOCKS, ids=[b.id for b in BLOCKS])
 def test_docs_example(block: Block, request: pytest.FixtureRequest, tmp_path: Path) -> None:
-    live = request.getfixturevalue("live") if needs_services(block) else None
-    check_block(block, live, tmp_path)
+    check_with(block, request, tmp_path)

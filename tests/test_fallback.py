@@ -12,7 +12,7 @@ from stoker import Agent
 from stoker.agent.fallback import Route, sendable, transient, why
 from stoker.clock import FrozenClock
 from stoker.errors import AuthenticationError, InvalidRequest, ProviderError, ProviderTimeout
-from stoker.providers.base import CallContext, Completion
+from stoker.providers.base import CallContext, Completion, ProviderWrapper
 from stoker.providers.retry import RetryableError, RetryPolicy, call_with_retries
 from stoker.providers.sim.engine import SimEngine
 from stoker.providers.sim.provider import SimProvider
@@ -26,22 +26,15 @@ async def _no_wait(_seconds: float) -> None:
     return None
 
 
-class Overloadable:
+class Overloadable(ProviderWrapper):
     """The simulator behind a real retry loop: while `down`, every attempt is a 529."""
 
     def __init__(self, inner: SimProvider) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.down = False
         self.refuse = False
         self.attempts = 0
         self.policy = RetryPolicy(max_retries=3, sleep=_no_wait)
-
-    @property
-    def name(self) -> str:
-        return self.inner.name
-
-    def model_info(self, model: str) -> Any:
-        return self.inner.model_info(model)
 
     async def complete(self, request: Request, context: CallContext) -> Completion:
         async def attempt() -> Completion:

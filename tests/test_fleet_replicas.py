@@ -12,6 +12,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -19,6 +20,7 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from stoker.bench.fleet_replicas import (
+    FleetReplicaFigures,
     NewDatabase,
     OpenStore,
     fleet_replica_run,
@@ -66,24 +68,25 @@ async def databases(store: SqlEventStore, tmp_path: Path) -> AsyncIterator[NewDa
         await s.close()
 
 
+async def _one_together_alone(
+    databases: NewDatabase, model: str, **run: Any
+) -> list[FleetReplicaFigures]:
+    """The same fleet run on one replica, on four that share notes, on four that do not."""
+    shared = await shared_tokens(databases, model)
+    return [
+        await fleet_replica_run(
+            databases, replicas=replicas, shared_notes=notes, shared=shared, **run
+        )
+        for replicas, notes in ((1, True), (4, True), (4, False))
+    ]
+
+
 async def test_replicas_sharing_notes_shard_openai_keys_like_one_gateway(
     databases: NewDatabase,
 ) -> None:
-    shared = await shared_tokens(databases, "gpt-5")
-    runs = {
-        setup: await fleet_replica_run(
-            databases,
-            wire="openai gpt-5 (L)",
-            rate=60,
-            replicas=replicas,
-            shared_notes=notes,
-            sessions=60,
-            shared=shared,
-            tail_minutes=0,
-        )
-        for setup, replicas, notes in (("one", 1, True), ("shared", 4, True), ("alone", 4, False))
-    }
-    one, together, alone = runs["one"], runs["shared"], runs["alone"]
+    one, together, alone = await _one_together_alone(
+        databases, "gpt-5", wire="openai gpt-5 (L)", rate=60, sessions=60, tail_minutes=0
+    )
     # Alone, each replica sees a quarter of the rate: too few keys, which overflow.
     assert alone.overflows > one.overflows + 10
     assert alone.first_calls_full < one.first_calls_full - 0.2
@@ -96,21 +99,9 @@ async def test_replicas_sharing_notes_shard_openai_keys_like_one_gateway(
 async def test_one_replica_keeps_the_shared_entry_warm_for_the_whole_fleet(
     databases: NewDatabase,
 ) -> None:
-    shared = await shared_tokens(databases, "claude-sonnet-4-6")
-    runs = [
-        await fleet_replica_run(
-            databases,
-            wire="anthropic",
-            rate=10,
-            replicas=replicas,
-            shared_notes=notes,
-            sessions=20,
-            shared=shared,
-            tail_minutes=11,
-        )
-        for replicas, notes in ((1, True), (4, True), (4, False))
-    ]
-    one, together, alone = runs
+    one, together, alone = await _one_together_alone(
+        databases, "claude-sonnet-4-6", wire="anthropic", rate=10, sessions=20, tail_minutes=11
+    )
     assert one.shared_keep_warm > 0  # the fleet's entry is kept while sessions may come
     assert alone.shared_keep_warm > one.shared_keep_warm  # each replica pings it
     assert together.shared_keep_warm == one.shared_keep_warm

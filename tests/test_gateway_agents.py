@@ -16,7 +16,7 @@ from stoker.gateway.signature import key_digest, signature
 from stoker.store.base import SqlEventStore
 from stoker.tools import ToolProgress
 from tests.store_fixtures import reopen
-from tests.test_gateway_support import make_rig
+from tests.test_gateway_support import answered, make_rig
 
 
 def _wire(payload: dict[str, Any]) -> tuple[str, str]:
@@ -56,11 +56,10 @@ MOVES_CACHE = {"provider", "key"}  # same bytes, another cache: declared, so it 
 async def test_a_changed_setting_changes_the_signature_and_rebuilds(
     store: SqlEventStore, name: str
 ) -> None:
-    rig = make_rig(store, api_key="sk-ant-api03-first-key-aaaaaaaaaaaaaaaa")
+    rig, sid, entry = await answered(
+        store, "first question", api_key="sk-ant-api03-first-key-aaaaaaaaaaaaaaaa"
+    )
     gw = rig.gateway
-    sid = await gw.create_session("alice")
-    await gw.send("alice", sid, "first question")
-    entry = gw.agents.peek(sid)
     before = rig.sim.requests[-1]
     old = gw.pool.signature_of(gw.defaults, "alice")
 
@@ -125,12 +124,8 @@ async def test_evicting_one_session_leaves_the_others(store: SqlEventStore) -> N
 async def test_reasoning_change_applied_in_place_keeps_the_same_system_prompt_object(
     store: SqlEventStore,
 ) -> None:
-    rig = make_rig(store)
+    rig, sid, entry = await answered(store)
     gw = rig.gateway
-    sid = await gw.create_session("alice")
-    await gw.send("alice", sid, "hello")
-    entry = gw.agents.peek(sid)
-    assert entry is not None
     session, system, tools = entry.session, entry.session.prefix.system, entry.session.prefix.tools
 
     reply = await gw.send("alice", sid, "/reasoning high")
@@ -154,10 +149,8 @@ async def test_reasoning_change_rebuilds_when_it_moves_the_cache_namespace(
     store: SqlEventStore,
 ) -> None:
     """OpenAI's effort rewrites hidden system instructions: a new prefix, so a rebuild."""
-    gw = make_rig(store).gateway
-    sid = await gw.create_session("alice", {"model": "gpt-5.5"})
-    await gw.send("alice", sid, "hello")
-    entry = gw.agents.peek(sid)
+    rig, sid, entry = await answered(store, model="gpt-5.5")
+    gw = rig.gateway
     reply = await gw.send("alice", sid, "/reasoning high")
     assert reply.text.endswith("rebuilt")
     assert sid not in gw.agents
@@ -212,11 +205,8 @@ async def test_a_rebuilt_agent_sends_identical_tools_and_system_and_reads_the_ca
 async def test_another_process_writing_to_the_session_rebuilds_the_cached_agent(
     store: SqlEventStore,
 ) -> None:
-    rig = make_rig(store)
+    rig, sid, entry = await answered(store, "one")
     gw = rig.gateway
-    sid = await gw.create_session("alice")
-    await gw.send("alice", sid, "one")
-    entry = gw.agents.peek(sid)
 
     other_store = reopen(store)
     try:

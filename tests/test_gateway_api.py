@@ -12,14 +12,13 @@ import pytest
 from starlette.routing import Route
 
 from stoker.gateway.app import create_app
-from stoker.providers.base import CallContext, Completion
+from stoker.providers.base import CallContext, Completion, ProviderWrapper
 from stoker.providers.sim.provider import SimProvider
 from stoker.store.base import SqlEventStore
 from stoker.wire.request import Request
 from tests.test_gateway_support import (
     TOKENS,
     Rig,
-    Wrapped,
     auth,
     client,
     make_rig,
@@ -190,7 +189,7 @@ async def test_a_streamed_message_sends_text_tool_status_and_a_final_usage_event
         assert r.status_code == 404
 
 
-class _Probe(Wrapped):
+class _Probe(ProviderWrapper):
     """Counts provider calls in flight; each takes a little time so overlaps can show."""
 
     def __init__(self, inner: SimProvider) -> None:

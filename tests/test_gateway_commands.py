@@ -6,15 +6,13 @@ import pytest
 
 from stoker.errors import StokerError
 from stoker.store.base import SqlEventStore
-from tests.test_gateway_support import auth, client, make_rig
+from tests.test_gateway_support import answered, auth, client, make_rig
 
 
 @pytest.mark.parametrize("command", ["/new", "/reset", "/clear", "/model claude-sonnet-4-5"])
 async def test_session_commands_evict_the_cached_agent(store: SqlEventStore, command: str) -> None:
-    gw = make_rig(store).gateway
-    sid = await gw.create_session("alice", {"model": "claude-sonnet-4-6"})
-    await gw.send("alice", sid, "hello")
-    entry = gw.agents.peek(sid)
+    rig, sid, entry = await answered(store, model="claude-sonnet-4-6")
+    gw = rig.gateway
     reply = await gw.send("alice", sid, command)
     assert sid not in gw.agents
     assert reply.kind == "command"

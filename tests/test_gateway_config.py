@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import hashlib
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
@@ -158,6 +160,18 @@ async def test_a_gateway_with_unusable_defaults_fails_at_start(tmp_path: Path) -
         await store.close()
 
 
+@asynccontextmanager
+async def _built(config: GatewayConfig, tmp_path: Path) -> AsyncIterator[Gateway]:
+    """The gateway `stoker serve` builds from `config`, on a database in `tmp_path`;
+    closed, and its store, after."""
+    gateway = build_gateway(config, store=SQLiteStore(tmp_path / "s.db"))
+    try:
+        yield gateway
+    finally:
+        await gateway.close()
+        await gateway.store.close()
+
+
 async def test_keep_warm_caps_come_from_the_file_and_reach_the_gateway(tmp_path: Path) -> None:
     path = tmp_path / "gateway.toml"
     path.write_text("[keep_warm]\nenabled = false\nhourly_usd = 2.5\ntotal_usd = 40\n")
@@ -166,15 +180,11 @@ async def test_keep_warm_caps_come_from_the_file_and_reach_the_gateway(tmp_path:
         False,
         SpendLimits(hourly_usd=2.5, total_usd=40.0),
     )
-    gateway = build_gateway(config, store=SQLiteStore(tmp_path / "s.db"))
-    try:
+    async with _built(config, tmp_path) as gateway:
         assert gateway.keep_warm.scheduler.limits == SpendLimits(hourly_usd=2.5, total_usd=40.0)
         sid = await gateway.create_session("alice")
         await gateway.send("alice", sid, "hello")
         assert sid not in gateway.keep_warm.scheduler  # switched off: no timer
-    finally:
-        await gateway.close()
-        await gateway.store.close()
     path.write_text("[keep_warm]\nhourly_usd = -1\n")
     with pytest.raises(ConfigError, match=r"keep_warm\.hourly_usd"):
         load_config(path, env={})
@@ -191,15 +201,11 @@ async def test_provider_timeouts_come_from_the_file_and_reach_the_provider(
     )
     config = load_config(path, env={"ANTHROPIC_API_KEY": "sk-ant-test-key"})
     assert config.timeouts == Timeouts(connect=3.0, first_byte=45.0, total=900.0)
-    gateway = build_gateway(config, store=SQLiteStore(tmp_path / "s.db"))
-    try:
+    async with _built(config, tmp_path) as gateway:
         provider = gateway.pool.provider_for(config.defaults)
         inner = getattr(provider, "inner", None)
         assert isinstance(inner, AnthropicProvider)
         assert inner.retry.timeouts == config.timeouts  # the SDK client is made from these
-    finally:
-        await gateway.close()
-        await gateway.store.close()
     path.write_text("[timeouts]\ntotal_seconds = 0\n")
     with pytest.raises(ConfigError, match=r"timeouts\.total_seconds"):
         load_config(path, env={})
@@ -213,11 +219,8 @@ async def test_the_approval_timeout_comes_from_the_file_and_reaches_the_gateway(
     path.write_text("[approvals]\ntimeout_seconds = 90\n")
     config = load_config(path, env={})
     assert config.approval_timeout == 90.0
-    gateway = build_gateway(config, store=SQLiteStore(tmp_path / "s.db"))
-    try:
+    async with _built(config, tmp_path) as gateway:
         assert gateway.approvals.timeout == 90.0
-    finally:
-        await gateway.store.close()
     path.write_text("[approvals]\ntimeout_seconds = 0\n")
     with pytest.raises(ConfigError, match=r"approvals\.timeout_seconds"):
         load_config(path, env={})

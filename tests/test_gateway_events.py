@@ -23,8 +23,7 @@ async def _one_turn(c: httpx.AsyncClient) -> str:
 async def test_events_are_the_stored_log_without_the_operators_prompt(
     store: SqlEventStore,
 ) -> None:
-    rig = make_rig(store)
-    async with client(rig) as c:
+    async with client(make_rig(store)) as c:
         sid = await _one_turn(c)
         page = await c.get(f"/v1/sessions/{sid}/events", headers=auth("alice"))
         later = await c.get(f"/v1/sessions/{sid}/events?after=1&limit=2", headers=auth("alice"))
@@ -45,8 +44,7 @@ async def test_events_are_the_stored_log_without_the_operators_prompt(
 async def test_a_followed_stream_ends_after_its_timeout_and_resumes_by_last_event_id(
     store: SqlEventStore,
 ) -> None:
-    rig = make_rig(store)
-    async with client(rig) as c:
+    async with client(make_rig(store)) as c:
         sid = await _one_turn(c)
         total = len(await store.events(sid))
         path = f"/v1/sessions/{sid}/events?stream=true&timeout=1"

@@ -11,16 +11,16 @@ import pytest
 from stoker.errors import ConfigError, ProviderError
 from stoker.gateway.config import load_config
 from stoker.gateway.session_settings import SessionSettings
-from stoker.providers.base import CallContext, Completion
+from stoker.providers.base import CallContext, Completion, ProviderWrapper
 from stoker.store.base import SqlEventStore
 from stoker.wire.request import Request
 from tests.helpers import SYSTEM
-from tests.test_gateway_support import Wrapped, make_rig
+from tests.test_gateway_support import make_rig
 
 PRIMARY = "claude-sonnet-4-6"
 
 
-class Outage(Wrapped):
+class Outage(ProviderWrapper):
     """The simulator, but the primary model is overloaded while `down`."""
 
     down = False

@@ -13,12 +13,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from stoker.errors import ProviderError
 from stoker.gateway.openai_history import Conversation, Said
-from stoker.providers.base import CallContext, Completion
+from stoker.providers.base import CallContext, Completion, ProviderWrapper
 from stoker.store.base import SqlEventStore
 from stoker.wire.request import Request
-from tests.test_gateway_support import Wrapped, auth, client, make_rig, sse_events
+from tests.test_gateway_support import FailsOnce, auth, client, make_rig, sse_events
 
 CHAT = "/v1/chat/completions"
 # The history a client holds after its first message "first", plus its second message.
@@ -33,6 +32,11 @@ async def _chat(
     c: httpx.AsyncClient, messages: list[dict[str, Any]], *, user: str = "alice"
 ) -> httpx.Response:
     return await c.post(CHAT, json={"model": "stoker", "messages": messages}, headers=auth(user))
+
+
+async def _first(c: httpx.AsyncClient) -> str:
+    """The session a chat of one message ("first") went to."""
+    return (await _chat(c, RESENT[:1])).headers["x-stoker-session"]
 
 
 async def _turns(c: httpx.AsyncClient, sid: str, user: str = "alice") -> list[tuple[str, str]]:
@@ -86,8 +90,7 @@ async def test_an_edited_history_starts_a_new_session_and_leaves_the_old_one(
     store: SqlEventStore,
 ) -> None:
     async with client(make_rig(store)) as c:
-        r = await _chat(c, [{"role": "user", "content": "first"}])
-        old = r.headers["x-stoker-session"]
+        old = await _first(c)
         edited = [
             {"role": "user", "content": "first"},
             {"role": "assistant", "content": "Understood: first, edited by the client"},
@@ -104,33 +107,20 @@ async def test_a_message_sent_another_way_makes_the_resent_history_stale(
     store: SqlEventStore,
 ) -> None:
     async with client(make_rig(store)) as c:
-        r = await _chat(c, [{"role": "user", "content": "first"}])
-        sid = r.headers["x-stoker-session"]
+        sid = await _first(c)
         await c.post(f"/v1/sessions/{sid}/messages", json={"text": "aside"}, headers=auth("alice"))
         r = await _chat(c, RESENT)
         assert r.headers["x-stoker-session"] != sid  # the client never saw "aside"
         assert [u for u, _ in await _turns(c, sid)] == ["first", "aside"]
 
 
-class _FailsOnce(Wrapped):
-    """The simulator, but its next call fails as a provider's 503 would, once armed."""
-
-    armed = False
-
-    async def complete(self, request: Request, context: CallContext) -> Completion:
-        if self.armed:
-            self.armed = False
-            raise ProviderError("overloaded", provider="sim", status=503)
-        return await self.inner.complete(request, context)
-
-
 async def test_a_message_the_provider_failed_is_resent_into_the_same_session(
     store: SqlEventStore,
 ) -> None:
     rig = make_rig(store)
-    failing = rig.provider = _FailsOnce(rig.sim)
+    failing = rig.provider = FailsOnce(rig.sim, status=503, armed=False)
     async with client(rig) as c:
-        sid = (await _chat(c, [{"role": "user", "content": "first"}])).headers["x-stoker-session"]
+        sid = await _first(c)
         failing.armed = True
         error = openai_error(await _chat(c, RESENT), 502)
         assert error["code"] == "provider_error"
@@ -155,8 +145,7 @@ async def test_another_users_identical_history_never_reaches_the_session(
     store: SqlEventStore,
 ) -> None:
     async with client(make_rig(store)) as c:
-        r = await _chat(c, [{"role": "user", "content": "first"}])
-        alice = r.headers["x-stoker-session"]
+        alice = await _first(c)
         r = await _chat(c, RESENT, user="bob")
         assert r.status_code == 200
         assert r.headers["x-stoker-session"] != alice
@@ -167,7 +156,7 @@ async def test_usage_reports_the_cache_in_openai_names_and_the_ttls_in_x_stoker(
     store: SqlEventStore,
 ) -> None:
     async with client(make_rig(store)) as c:
-        first = (await _chat(c, [{"role": "user", "content": "first"}])).json()
+        first = (await _chat(c, RESENT[:1])).json()
         r = await _chat(c, RESENT)
         sid = r.headers["x-stoker-session"]
         recorded = (await c.get(f"/v1/sessions/{sid}/usage", headers=auth("alice"))).json()
@@ -354,7 +343,7 @@ async def test_errors_are_in_openais_shape_with_the_gateways_type_as_code(
         assert await _sessions(c) == []
 
 
-class _Broken(Wrapped):
+class _Broken(ProviderWrapper):
     """The simulator with a bug: every call raises what no handler expects."""
 
     async def complete(self, request: Request, context: CallContext) -> Completion:

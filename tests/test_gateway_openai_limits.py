@@ -22,11 +22,11 @@ from stoker.gateway.app import create_app
 from stoker.gateway.errors import InvalidParam
 from stoker.gateway.openai_limits import Cut, Limits, stop_sequences, token_limit
 from stoker.gateway.server import serve_in_thread
-from stoker.providers.base import CallContext, Completion
+from stoker.providers.base import CallContext, Completion, ProviderWrapper
 from stoker.store.base import SqlEventStore
 from stoker.store.sqlite import SQLiteStore
 from stoker.wire.request import Request
-from tests.test_gateway_support import TOKENS, Rig, Wrapped, auth, client, make_rig, tokens
+from tests.test_gateway_support import TOKENS, Rig, auth, client, make_rig, tokens
 
 KEY = TOKENS["alice"]
 # The simulator answers "Understood: " and the message. By the estimate (the tokenizer of
@@ -34,7 +34,7 @@ KEY = TOKENS["alice"]
 ANSWER = "Understood: first"
 
 
-class _Trickle(Wrapped):
+class _Trickle(ProviderWrapper):
     """The simulator, its answer streamed three characters at a time (it sends one delta)."""
 
     async def complete(self, request: Request, context: CallContext) -> Completion:

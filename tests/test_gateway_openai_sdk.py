@@ -36,14 +36,14 @@ from stoker.errors import ProviderError
 from stoker.gateway.app import create_app
 from stoker.gateway.openai_compat import MODEL_CREATED
 from stoker.gateway.server import serve_in_thread
-from stoker.providers.base import CallContext, Completion
+from stoker.providers.base import CallContext, Completion, ProviderWrapper
 from stoker.providers.sim.provider import SimProvider
 from stoker.store.sqlite import SQLiteStore
 from stoker.wire.blocks import ImageBlock, TextBlock
 from stoker.wire.messages import UserMessage
 from stoker.wire.request import Request
 from tests.images import png
-from tests.test_gateway_support import TOKENS, Rig, Wrapped, make_rig, tokens
+from tests.test_gateway_support import TOKENS, Rig, make_rig, tokens
 
 KEY = TOKENS["alice"]
 
@@ -70,7 +70,7 @@ def turns(url: str, sid: str) -> list[str]:
     return [t["user"] for t in r.json()["turns"]]
 
 
-class _Gated(Wrapped):
+class _Gated(ProviderWrapper):
     """The simulator, answering only once `gate` is set (from the test's thread)."""
 
     def __init__(self, inner: SimProvider) -> None:
@@ -388,7 +388,7 @@ def test_a_failed_responses_stream_ends_with_events_the_sdk_parses(rig: Rig) -> 
     assert failed[-1].response.error.code == "server_error"  # one of the codes it may hold
 
 
-class _Failing(Wrapped):
+class _Failing(ProviderWrapper):
     """The simulator, but its next `failures` calls fail as a provider's 503 would."""
 
     failures = 0

@@ -15,7 +15,6 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
@@ -27,13 +26,11 @@ from starlette.routing import Route
 from stoker.agent.agent import Agent
 from stoker.errors import ProviderError
 from stoker.gateway.auth import token_digest
-from stoker.providers.base import CallContext, Completion, ProviderWrapper
 from stoker.providers.sim.server import create_app, serve_in_background
 from stoker.session_views import show_session
 from stoker.store.base import SqlEventStore
-from stoker.wire.request import Request as StokerRequest
 from tests.helpers import SYSTEM, make_registry, sim_agent
-from tests.test_gateway_support import make_rig
+from tests.test_gateway_support import FailsOnce, make_rig
 
 ROOT = Path(__file__).resolve().parent.parent
 TOKEN = "retry-test-token-0001"
@@ -41,20 +38,6 @@ TOKEN = "retry-test-token-0001"
 
 async def _user_texts(store: SqlEventStore, sid: str) -> list[str]:
     return [t.user for t in (await show_session(store, sid)).turns]
-
-
-class FailsOnce(ProviderWrapper):
-    """The provider, failing its first call as an overloaded upstream would."""
-
-    def __init__(self, inner: Any) -> None:
-        super().__init__(inner)
-        self.failed = False
-
-    async def complete(self, request: StokerRequest, context: CallContext) -> Completion:
-        if not self.failed:
-            self.failed = True
-            raise ProviderError("upstream overloaded", provider="sim", status=529)
-        return await self.inner.complete(request, context)
 
 
 async def test_a_retry_after_a_provider_failure_finishes_the_turn_once(

@@ -12,14 +12,17 @@ from typing import Any
 import httpx
 
 from stoker.clock import FrozenClock
+from stoker.errors import ProviderError
 from stoker.gateway.app import create_app
 from stoker.gateway.auth import TokenTable, token_digest
+from stoker.gateway.cache import CachedAgent
 from stoker.gateway.providers import ProviderRoute
 from stoker.gateway.service import Gateway
 from stoker.gateway.session_settings import SessionSettings
-from stoker.providers.base import Provider
+from stoker.providers.base import CallContext, Completion, Provider, ProviderWrapper
 from stoker.providers.sim.provider import SimProvider
 from stoker.store.base import SqlEventStore
+from stoker.wire.request import Request
 from tests.helpers import SYSTEM, make_registry
 
 TOKENS = {"alice": "alice-secret-token-0001", "bob": "bob-secret-token-0002"}
@@ -60,18 +63,19 @@ class Rig:
         )
 
 
-class Wrapped:
-    """A provider that is `inner` but for what a subclass changes (usually `complete`)."""
+class FailsOnce(ProviderWrapper):
+    """The provider, failing its next call as an overloaded upstream would while `armed`
+    (from the start, unless told otherwise); after that, itself again."""
 
-    def __init__(self, inner: SimProvider) -> None:
-        self.inner = inner
+    def __init__(self, inner: Provider, *, status: int = 529, armed: bool = True) -> None:
+        super().__init__(inner)
+        self.status, self.armed = status, armed
 
-    @property
-    def name(self) -> str:
-        return self.inner.name
-
-    def model_info(self, model: str) -> Any:
-        return self.inner.model_info(model)
+    async def complete(self, request: Request, context: CallContext) -> Completion:
+        if self.armed:
+            self.armed = False
+            raise ProviderError("upstream overloaded", provider="sim", status=self.status)
+        return await self.inner.complete(request, context)
 
 
 def make_rig(store: SqlEventStore, **kwargs: Any) -> Rig:
@@ -81,6 +85,19 @@ def make_rig(store: SqlEventStore, **kwargs: Any) -> Rig:
     kwargs.setdefault("registry", make_registry())
     rig.gateway = Gateway(store=store, provider_factory=rig.factory, clock=clock, **kwargs)
     return rig
+
+
+async def answered(
+    store: SqlEventStore, first: str = "hello", model: str | None = None, **kwargs: Any
+) -> tuple[Rig, str, CachedAgent]:
+    """A rig whose gateway answered `first` in a new session of alice's (on `model`), and
+    the agent it keeps for that session."""
+    rig = make_rig(store, **kwargs)
+    sid = await rig.gateway.create_session("alice", {"model": model} if model else None)
+    await rig.gateway.send("alice", sid, first)
+    entry = rig.gateway.agents.peek(sid)
+    assert entry is not None
+    return rig, sid, entry
 
 
 @asynccontextmanager

@@ -4,12 +4,8 @@ provider factory; the provider spec and its key."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
-import httpx
 import pytest
 from typer.testing import CliRunner
 
@@ -20,31 +16,22 @@ from stoker.gateway.providers import ProviderRoute, default_provider_factory
 from stoker.providers.google import GoogleProvider
 from stoker.providers.select import select_provider
 from stoker.providers.sim.server import create_app, serve_in_background
+from tests.provider_rigs import cli_run
 
 
 def test_run_with_the_google_provider_against_the_served_sim(tmp_path: Path) -> None:
     key = "AIza-cli-end-to-end"
-    with serve_in_background(create_app()) as served:
-        env = {
-            **os.environ,
-            "GEMINI_API_KEY": key,
-            "GOOGLE_GEMINI_BASE_URL": served.url,
-            "STOKER_HOME": str(tmp_path),
-        }
-        env.pop("GOOGLE_API_KEY", None)
-        command = ["run", "--provider", "google:gemini-2.5-flash", "--workdir", str(tmp_path)]
-        done = subprocess.run(
-            [sys.executable, "-m", "stoker", *command, "hi"],
-            capture_output=True,
-            text=True,
-            env=env,
-            timeout=60,
-            check=False,
-        )
-        stats = httpx.get(served.url + "/stats", headers={"x-api-key": key}).json()
+    env = {"GEMINI_API_KEY": key, "STOKER_HOME": str(tmp_path)}
+    done, requests = cli_run(
+        "google:gemini-2.5-flash",
+        tmp_path,
+        env,
+        url_in="GOOGLE_GEMINI_BASE_URL",
+        unset=("GOOGLE_API_KEY",),
+    )
     assert done.returncode == 0, done.stderr
     assert "Understood: hi" in done.stdout
-    assert stats["keys"][stats["you"]]["models"]["gemini-2.5-flash"]["requests"] == 1
+    assert requests == 1
     assert key not in done.stdout + done.stderr
 
 

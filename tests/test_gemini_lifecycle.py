@@ -5,12 +5,14 @@ lifecycle call a record with its cost; nothing left behind when the agent closes
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from stoker import Agent
 from stoker.agent.fallback import Route
 from stoker.agent.keepwarm import KeepWarm
+from stoker.agent.session import Session
 from stoker.cache.models import model_info
 from stoker.cache.planner import CachePolicy
 from stoker.cache.prices import PriceBook
@@ -44,8 +46,15 @@ class Down(ProviderWrapper):
 GUARANTEED = CachePolicy(keep_warm=TimePolicy(implicit_trust=0.0))
 
 
-def _agent(clock: FrozenClock, policy: CachePolicy | None = None) -> tuple[Agent, SimProvider]:
-    provider = SimProvider(engine=SimEngine(), clock=clock)
+def _agent(
+    clock: FrozenClock,
+    policy: CachePolicy | None = None,
+    *,
+    engine: SimEngine | None = None,
+    **options: Any,
+) -> tuple[Agent, SimProvider]:
+    """An agent on the simulated Gemini; `engine` is another process's provider state."""
+    provider = SimProvider(engine=engine or SimEngine(), clock=clock)
     agent = Agent(
         MODEL,
         provider=provider,
@@ -54,8 +63,20 @@ def _agent(clock: FrozenClock, policy: CachePolicy | None = None) -> tuple[Agent
         clock=clock,
         cache_policy=policy or CachePolicy(),
         keep_warm=False,
+        **options,
     )
     return agent, provider
+
+
+async def _cached_then_idle(clock: FrozenClock) -> tuple[SimProvider, Session, KeepWarm]:
+    """A session whose first call made an explicit cache, watched through a minute idle."""
+    agent, provider = _agent(clock, GUARANTEED)
+    session = agent.session()
+    await session.send("read_file the plan, please")
+    warm = KeepWarm(clock)
+    warm.watch(session)
+    await warm.idle(60)
+    return provider, session, warm
 
 
 async def test_a_gap_past_the_implicit_lifetime_is_crossed_with_pings() -> None:
@@ -113,12 +134,7 @@ async def test_an_explicit_cache_carries_the_prefix_across_a_gap_and_is_deleted_
 
 async def test_a_cache_the_history_no_longer_starts_with_is_deleted_at_once() -> None:
     clock = FrozenClock()
-    agent, provider = _agent(clock, GUARANTEED)
-    session = agent.session()
-    await session.send("read_file the plan, please")
-    warm = KeepWarm(clock)
-    warm.watch(session)
-    await warm.idle(60)
+    provider, session, warm = await _cached_then_idle(clock)
     assert session.records[0].purpose == "cache_create"
     await session.rebase(reason="a new system prompt", system=SYSTEM + " Be brief.")
     await session.send("go on")
@@ -137,16 +153,7 @@ async def test_a_resumed_conversation_carries_its_history_across_a_gap_in_a_new_
         session = await agent.open(store, "g1")
         await session.send("read_file the plan, please")
         await agent.aclose()  # the process ends: its cache is deleted
-        again = SimProvider(engine=provider.engine, clock=clock)
-        later = Agent(
-            MODEL,
-            provider=again,
-            registry=make_registry(),
-            system=SYSTEM,
-            clock=clock,
-            cache_policy=GUARANTEED,
-            keep_warm=False,
-        )
+        later, _ = _agent(clock, GUARANTEED, engine=provider.engine)
         resumed = await later.open(store, "g1", create=False)
         await resumed.send("go on")
         # its history was billed in the other process: no cache before this first call
@@ -163,12 +170,7 @@ async def test_a_resumed_conversation_carries_its_history_across_a_gap_in_a_new_
 
 async def test_the_agent_sweeps_what_a_dead_process_left_behind() -> None:
     clock = FrozenClock()
-    agent, provider = _agent(clock, GUARANTEED)
-    session = agent.session()
-    await session.send("read_file the plan, please")
-    warm = KeepWarm(clock)
-    warm.watch(session)
-    await warm.idle(60)
+    provider, _, _ = await _cached_then_idle(clock)
     (held,) = provider.engine.google.list_caches(at=clock.now(), workspace="default")
     # a new process: the old one died without deleting its cache
     restarted = SimProvider(engine=provider.engine, clock=clock)
@@ -254,17 +256,7 @@ async def test_lifecycle_calls_are_spans_with_their_storage() -> None:
 
     observed = Observed()
     clock = FrozenClock()
-    provider = SimProvider(engine=SimEngine(), clock=clock)
-    agent = Agent(
-        MODEL,
-        provider=provider,
-        registry=make_registry(),
-        system=SYSTEM,
-        clock=clock,
-        cache_policy=GUARANTEED,
-        keep_warm=False,
-        telemetry=observed.telemetry,
-    )
+    agent, _ = _agent(clock, GUARANTEED, telemetry=observed.telemetry)
     session = agent.session()
     await session.send("read_file the plan, please")
     (created,) = (r for r in session.records if r.purpose == "cache_create")

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from urllib.parse import urlparse
 
 import httpx
@@ -20,25 +20,14 @@ from stoker.providers.google import GoogleProvider
 from stoker.providers.retry import RetryPolicy
 from stoker.providers.sim._http import workspace_of
 from stoker.providers.sim.server import ServedSim, create_app, serve_in_background
-from stoker.tools import DispatchPolicy, tool
+from stoker.tools import DispatchPolicy
 from stoker.wire.messages import user_text
 from stoker.wire.prefix import CacheParams, Prefix
 from stoker.wire.request import CacheObject, Request
+from tests.provider_rigs import SYSTEM, word_count  # SYSTEM: above Gemini's 1,024-token minimum
 
 KEY = "AIza-test-key-never-shown-0123456789"
 MODEL = "gemini-2.5-flash"
-# Stands in for a real system prompt: Gemini 2.5 Flash caches prefixes of 1,024 tokens up.
-SYSTEM = "You help a Python team review their pull requests carefully. " * 120
-
-
-@tool
-def word_count(text: str) -> str:
-    """Count the words in a text.
-
-    Args:
-        text: The text to count.
-    """
-    return str(len(text.split()))
 
 
 @pytest.fixture(scope="module")
@@ -61,38 +50,38 @@ def _agent(transport: str, url: str, key: str = KEY) -> Agent:
     )
 
 
-@pytest.mark.parametrize("transport", ["http", "inprocess"])
-async def test_the_readme_example_reads_the_cache_on_its_second_turn(
-    transport: str, served: str
-) -> None:
-    async with _agent(transport, served, key=f"{KEY}-{transport}-readme") as agent:
-        session = agent.session()
-        result = await session.send("word count of 'one two three'")
-        assert "3" in result.text
-        calls = [c for m in session.history for c in getattr(m, "tool_calls", ())]
-        assert [json.loads(c.input_json) for c in calls] == [{"text": "one two three"}]
-        second = await session.send("Thanks. Anything else?")
-        assert second.records[0].usage.read >= result.records[-1].usage.input_total
-        review = session.fork(policy=DispatchPolicy(allowed=frozenset()))
-        answer = await review.send("Anything worth remembering?")
-        assert answer.records[0].usage.read >= second.records[-1].usage.input_total
-        assert answer.records[0].explanation.verdict == "hit"
+@pytest.fixture(params=["http", "inprocess"])
+async def either(request: pytest.FixtureRequest, served: str) -> AsyncIterator[Agent]:
+    """An agent over loopback HTTP or in process, with a workspace of its own."""
+    key = f"{KEY}-{request.param}-{request.function.__name__}"
+    async with _agent(request.param, served, key=key) as agent:
+        yield agent
 
 
-@pytest.mark.parametrize("transport", ["http", "inprocess"])
-async def test_a_streamed_turn_delivers_text_and_reads_the_cache(
-    transport: str, served: str
-) -> None:
-    async with _agent(transport, served, key=f"{KEY}-{transport}-stream") as agent:
-        session = agent.session()
-        await session.send("Hello there")
-        pieces: list[str] = []
-        async for event in session.stream("Tell me more, please"):
-            text = getattr(event, "text", None)
-            if type(event).__name__ == "TextDelta" and text:
-                pieces.append(text)
-        assert "".join(pieces) == session.history[-1].text
-        assert session.records[-1].usage.read > 0
+async def test_the_readme_example_reads_the_cache_on_its_second_turn(either: Agent) -> None:
+    session = either.session()
+    result = await session.send("word count of 'one two three'")
+    assert "3" in result.text
+    calls = [c for m in session.history for c in getattr(m, "tool_calls", ())]
+    assert [json.loads(c.input_json) for c in calls] == [{"text": "one two three"}]
+    second = await session.send("Thanks. Anything else?")
+    assert second.records[0].usage.read >= result.records[-1].usage.input_total
+    review = session.fork(policy=DispatchPolicy(allowed=frozenset()))
+    answer = await review.send("Anything worth remembering?")
+    assert answer.records[0].usage.read >= second.records[-1].usage.input_total
+    assert answer.records[0].explanation.verdict == "hit"
+
+
+async def test_a_streamed_turn_delivers_text_and_reads_the_cache(either: Agent) -> None:
+    session = either.session()
+    await session.send("Hello there")
+    pieces: list[str] = []
+    async for event in session.stream("Tell me more, please"):
+        text = getattr(event, "text", None)
+        if type(event).__name__ == "TextDelta" and text:
+            pieces.append(text)
+    assert "".join(pieces) == session.history[-1].text
+    assert session.records[-1].usage.read > 0
 
 
 async def test_the_sdk_client_talks_to_the_loopback_server(server: ServedSim) -> None:

@@ -211,29 +211,15 @@ async def test_provenance_records_carry_every_field_from_a_tool_context(
             run_id="run-7",
         )
 
+    def user(action: str, provenance: Provenance, **texts: str) -> WriteRecord:
+        return WriteRecord(
+            timestamp=STAMP, target="user", action=action, provenance=provenance, **texts
+        )
+
     assert memory.read_log() == [
-        WriteRecord(
-            timestamp=STAMP,
-            target="user",
-            action="add",
-            text="Ann deploys on Fridays.",
-            provenance=who(1),
-        ),
-        WriteRecord(
-            timestamp=STAMP,
-            target="user",
-            action="replace",
-            old_text="Ann deploys on Fridays.",
-            new_text="Ann: Mon.",
-            provenance=who(2),
-        ),
-        WriteRecord(
-            timestamp=STAMP,
-            target="user",
-            action="remove",
-            old_text="Ann: Mon.",
-            provenance=Provenance(origin=DIRECT),
-        ),
+        user("add", who(1), text="Ann deploys on Fridays."),
+        user("replace", who(2), old_text="Ann deploys on Fridays.", new_text="Ann: Mon."),
+        user("remove", Provenance(origin=DIRECT), old_text="Ann: Mon."),
     ]
     assert skills.read_log() == [
         WriteRecord(

@@ -13,7 +13,7 @@ from stoker.errors import ConfigError
 from stoker.store.base import SqlEventStore
 from stoker.wire.usage import Usage
 from tests.accounting_helpers import body, openai_message, text, user
-from tests.test_gateway_support import make_rig
+from tests.test_gateway_support import answered, make_rig
 
 
 @pytest.mark.parametrize(
@@ -65,10 +65,8 @@ def test_the_openai_simulator_reads_what_another_spelling_wrote() -> None:
 async def test_model_command_with_another_spelling_is_not_a_switch(
     store: SqlEventStore,
 ) -> None:
-    gw = make_rig(store).gateway
-    sid = await gw.create_session("alice", {"model": "claude-sonnet-4-6"})
-    await gw.send("alice", sid, "hello")
-    entry = gw.agents.peek(sid)
+    rig, sid, entry = await answered(store, model="claude-sonnet-4-6")
+    gw = rig.gateway
     reply = await gw.send("alice", sid, "/model anthropic/claude-sonnet-4-6")
     assert reply.kind == "command"
     assert "already claude-sonnet-4-6" in reply.text

@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -23,9 +21,9 @@ from stoker.store.sqlite import SQLiteStore
 from stoker.wire.blocks import Block, TextBlock, ToolResultBlock, ToolUseBlock
 from stoker.wire.messages import AssistantMessage, Message, UserMessage, tool_results
 from stoker.wire.request import Request
+from tests.child_processes import run_python
 from tests.helpers import SYSTEM, make_registry
 
-ROOT = Path(__file__).resolve().parent.parent
 DIALECTS = {  # model, the sim's OpenAI API
     "anthropic": ("claude-sonnet-4-6", "openai_responses"),
     "openai_responses": ("gpt-5.6", "openai_responses"),
@@ -160,15 +158,5 @@ async def test_malformed_histories_resume_in_a_new_process(tmp_path: Path) -> No
             sub.mkdir()
             sid = await _survives(sub, dialect, name, args)
             sessions.append((str(sub / "fuzz.db"), dialect, sid))
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-c",
-        SCRIPT.format(sessions=sessions),
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )
-    out, err = await asyncio.wait_for(proc.communicate(), timeout=120)
-    assert proc.returncode == 0, err.decode()
-    assert out.decode().strip() == f"resumed {len(sessions)}"
+    out = await run_python("-c", SCRIPT.format(sessions=sessions), seconds=120)
+    assert out.strip() == f"resumed {len(sessions)}"

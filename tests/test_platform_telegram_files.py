@@ -13,16 +13,14 @@ from stoker.cache.models import ModelInfo
 from stoker.gateway.images import WITHOUT_TEXT
 from stoker.platforms.access import RateLimit
 from stoker.platforms.bridge import MAX_ATTEMPTS
-from stoker.providers.base import CallContext, Completion
+from stoker.providers.base import ProviderWrapper
 from stoker.providers.sim.provider import SimProvider
 from stoker.store.base import SqlEventStore
 from stoker.wire.blocks import MAX_IMAGE_BYTES, ImageBlock, TextBlock
 from stoker.wire.messages import UserMessage
-from stoker.wire.request import Request
 from tests.images import png
 from tests.platform_checks import Crash, chat_rig, restarted, running
 from tests.telegram_rig import USER, Api, api, bridge
-from tests.test_gateway_support import Wrapped
 
 __all__ = ["api"]
 
@@ -121,14 +119,11 @@ async def test_what_the_model_cannot_take_gets_a_clear_reply_and_the_caption_its
     assert await store.pending_updates("telegram") == []
 
 
-class _TextOnly(Wrapped):
+class _TextOnly(ProviderWrapper):
     """The simulator, serving its model as one that reads text only."""
 
     def model_info(self, model: str) -> ModelInfo:
         return replace(self.inner.model_info(model), images=False)
-
-    async def complete(self, request: Request, context: CallContext) -> Completion:
-        return await self.inner.complete(request, context)
 
 
 async def test_a_chat_whose_model_reads_text_only_is_told_and_its_caption_answered(

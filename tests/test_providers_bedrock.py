@@ -5,7 +5,6 @@ docs/provider-caching.md, "Bedrock"), and the README's example through the AWS S
 from __future__ import annotations
 
 import json
-import logging
 from pathlib import Path
 from typing import Any
 
@@ -29,11 +28,10 @@ from stoker.wire.request import Breakpoint, Request
 from stoker.wire.usage import Usage
 from tests.provider_rigs import (
     SYSTEM,
-    assert_secret_nowhere,
     in_process_example,
-    readme_example,
+    loopback_keeps_secrets,
+    served_example,
     served_sim,
-    through_loopback,
     word_count,
 )
 
@@ -193,15 +191,7 @@ def test_telemetry_names_the_provider_as_the_genai_conventions_do() -> None:
 
 
 async def test_readme_example_through_the_aws_sdk_against_the_served_simulator() -> None:
-    with served_sim() as served:
-        spec = f"bedrock:us.{SONNET}"
-        async with Agent(
-            spec, tools=[word_count], system=SYSTEM, config=config(served.url)
-        ) as agent:
-            example = await readme_example(agent)
-        sent = served.app.state.sim.received[-1][1]
-    assert example.second_turn_read > 0
-    assert example.fork_read > 0
+    _, sent = await served_example(f"bedrock:us.{SONNET}", config)
     assert {"cachePoint": {"type": "default"}} in sent["messages"][-1]["content"]
 
 
@@ -229,16 +219,16 @@ async def test_readme_example_on_the_in_process_simulator() -> None:
 async def test_the_sdk_talks_to_loopback_and_the_keys_reach_no_log_record_or_error(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.DEBUG)
-    db = tmp_path / "s.db"
-    seen = await through_loopback(
-        f"bedrock:{SONNET}", config, refused_key="AKIASOMEONEELSE00001", db=db
+    seen = await loopback_keeps_secrets(
+        f"bedrock:{SONNET}",
+        config,
+        (SECRET, TOKEN),
+        tmp_path,
+        caplog,
+        refused_key="AKIASOMEONEELSE00001",
     )
     assert isinstance(seen.provider, BedrockProvider)
     assert seen.provider.base_url == seen.url
-    assert seen.url.startswith("http://127.0.0.1:")
-    for secret in (SECRET, TOKEN):
-        assert_secret_nowhere(secret, caplog, db=db, shown=seen.shown)
     stoker_logs = "\n".join(r.getMessage() for r in caplog.records if r.name.startswith("stoker"))
     assert KEY_ID not in stoker_logs
     assert KEY_ID not in seen.shown

@@ -4,13 +4,11 @@ example through the `openai` SDK against `stoker sim serve` and in process."""
 
 from __future__ import annotations
 
-import logging
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from stoker import Agent
 from stoker.cache.accounting.implicit import ImplicitAccountant, ImplicitSettings
 from stoker.cache.models import model_info
 from stoker.cache.planner import plan
@@ -22,13 +20,9 @@ from stoker.wire.dialects import deepseek
 from stoker.wire.messages import UserMessage
 from stoker.wire.usage import Usage
 from tests.provider_rigs import (
-    SYSTEM,
-    assert_secret_nowhere,
     in_process_example,
-    readme_example,
-    served_sim,
-    through_loopback,
-    word_count,
+    loopback_keeps_secrets,
+    served_example,
 )
 
 KEY = "sk-deepseek-test-91b2"
@@ -117,14 +111,7 @@ def config(url: str) -> Config:
 
 
 async def test_readme_example_through_the_openai_sdk_against_the_served_simulator() -> None:
-    with served_sim() as served:
-        async with Agent(
-            "deepseek:deepseek-chat", tools=[word_count], system=SYSTEM, config=config(served.url)
-        ) as agent:
-            example = await readme_example(agent)
-        sent = served.app.state.sim.received[-1][1]
-    assert example.second_turn_read > 0
-    assert example.fork_read > 0
+    _, sent = await served_example("deepseek:deepseek-chat", config)
     assert "max_tokens" in sent
     assert "prompt_cache_key" not in sent
 
@@ -136,12 +123,6 @@ async def test_readme_example_on_the_in_process_simulator() -> None:
 async def test_the_sdk_talks_to_loopback_and_the_key_reaches_no_log_record_or_error(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.DEBUG)
-    db = tmp_path / "s.db"
-    seen = await through_loopback(
-        "deepseek:deepseek-chat", config, refused_key="sk-someone-else", db=db
-    )
+    seen = await loopback_keeps_secrets("deepseek:deepseek-chat", config, (KEY,), tmp_path, caplog)
     assert isinstance(seen.provider, DeepSeekProvider)
     assert seen.provider.base_url == seen.url + "/deepseek"
-    assert seen.url.startswith("http://127.0.0.1:")
-    assert_secret_nowhere(KEY, caplog, db=db, shown=seen.shown)

@@ -6,7 +6,6 @@ SDK against `stoker sim serve` and on the in-process simulator."""
 from __future__ import annotations
 
 import json
-import logging
 from pathlib import Path
 from typing import Any
 
@@ -26,12 +25,10 @@ from stoker.wire.prefix import CacheParams, Prefix
 from stoker.wire.request import Breakpoint, Request
 from tests.provider_rigs import (
     SYSTEM,
-    assert_secret_nowhere,
     in_process_example,
-    readme_example,
+    loopback_keeps_secrets,
+    served_example,
     served_sim,
-    through_loopback,
-    word_count,
 )
 
 CLAUDE = "anthropic/claude-sonnet-4.6"
@@ -143,13 +140,7 @@ async def test_usage_carries_cache_writes_and_the_cost_the_record_keeps() -> Non
 
 
 async def test_readme_example_through_the_openai_sdk_against_the_served_simulator() -> None:
-    with served_sim() as served:
-        async with Agent(
-            f"openrouter:{CLAUDE}", tools=[word_count], system=SYSTEM, config=config(served.url)
-        ) as agent:
-            example = await readme_example(agent)
-    assert example.second_turn_read > 0
-    assert example.fork_read > 0
+    example, _ = await served_example(f"openrouter:{CLAUDE}", config)
     assert all(r.cost_usd is not None and r.cost_usd > 0 for r in example.turns[0])
 
 
@@ -160,15 +151,9 @@ async def test_readme_example_on_the_in_process_simulator() -> None:
 async def test_the_sdk_talks_to_loopback_and_the_key_reaches_no_log_record_or_error(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.DEBUG)
-    db = tmp_path / "s.db"
-    seen = await through_loopback(
-        f"openrouter:{CLAUDE}", config, refused_key="sk-someone-else", db=db
-    )
+    seen = await loopback_keeps_secrets(f"openrouter:{CLAUDE}", config, (KEY,), tmp_path, caplog)
     assert isinstance(seen.provider, OpenRouterProvider)
     assert seen.provider.base_url == seen.url + "/openrouter/api/v1"
-    assert seen.url.startswith("http://127.0.0.1:")
-    assert_secret_nowhere(KEY, caplog, db=db, shown=seen.shown)
 
 
 async def test_a_turn_falls_back_from_bedrock_to_openrouter_as_a_declared_break() -> None:

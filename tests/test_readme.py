@@ -14,10 +14,8 @@ from tests.doc_examples import (
     Block,
     Services,
     blocks,
-    check_block,
-    have_tools,
-    needs_services,
-    services,
+    check_with,
+    live_services,
 )
 
 README = Path(__file__).resolve().parent.parent / "README.md"
@@ -58,17 +56,13 @@ OTHER_BLOCKS = [b for b in blocks(README) if not (b.language == "python" and ("a
 
 @pytest.fixture(scope="module")
 def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Services]:
-    missing = have_tools()
-    if missing:
-        pytest.skip(f"the README's shell examples need {', '.join(missing)}")
-    with services(tmp_path_factory.mktemp("readme-services")) as found:
+    with live_services(tmp_path_factory.mktemp("readme-services"), "the README's") as found:
         yield found
 
 
 @pytest.mark.parametrize("block", OTHER_BLOCKS, ids=[b.id for b in OTHER_BLOCKS])
 def test_readme_example(block: Block, request: pytest.FixtureRequest, tmp_path: Path) -> None:
-    live = request.getfixturevalue("live") if needs_services(block) else None
-    check_block(block, live, tmp_path)
+    check_with(block, request, tmp_path)
 
 
 def test_the_readme_fits_on_a_screen_or_two_and_its_links_resolve() -> None:

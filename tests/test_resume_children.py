@@ -5,33 +5,24 @@ they had (the parent's part included) and the new message, reading all of it."""
 from __future__ import annotations
 
 import json
-import uuid
 from typing import Any
 
 import pytest
 
-from stoker.providers.sim.server import create_app, serve_in_background
 from stoker.store.base import SqlEventStore
+from tests.child_processes import children
 from tests.helpers import without_markers
-from tests.store_fixtures import location
-from tests.test_resume_process import ROOT, run_script
 
 pytestmark = pytest.mark.slow  # child processes, each importing the SDKs
-
-SCRIPT = ROOT / "tests/scripts/resume_children_across_processes.py"
 
 
 async def test_each_child_role_resumes_in_a_new_process_as_it_would_have_continued(
     store: SqlEventStore,
 ) -> None:
-    where, schema = location(store)
-    await store.list_sessions()
-    key, sid = f"sk-sim-{uuid.uuid4().hex}", f"main-{uuid.uuid4().hex[:8]}"
-    args = (where, schema or "-")
-    with serve_in_background(create_app()) as served:
-        sim = served.app.state.sim
-        made = json.loads(await run_script(SCRIPT, "create", *args, served.url, key, sid))
-        sent = sim.sent_by(key)
+    async with children(store, "resume_children_across_processes.py") as procs:
+        sid = procs.sid
+        made = json.loads(await procs.run("create"))
+        sent = procs.sent()
         callers: list[str] = made["callers"]
         assert len(sent) == len(callers)
         roles = {}
@@ -43,9 +34,9 @@ async def test_each_child_role_resumes_in_a_new_process_as_it_would_have_continu
             stored = await store.load(child)
             assert stored.last_record is not None
             assert len(stored.messages) == len(last["messages"]) + 1, role  # + its answer
-            before = len(sim.sent_by(key))
-            out = await run_script(SCRIPT, "resume", *args, served.url, key, child)
-            resumed, (first,) = json.loads(out), sim.sent_by(key)[before:]
+            before = len(procs.sent())
+            out = await procs.run("resume", child)
+            resumed, (first,) = json.loads(out), procs.sent()[before:]
             assert json.dumps(without_markers(first["tools"])) == json.dumps(
                 without_markers(last["tools"])
             ), role
@@ -64,26 +55,19 @@ def _settings(payload: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in payload.items() if k not in ("messages", "tools", "system")}
 
 
-COMPACTED = ROOT / "tests/scripts/compacted_across_processes.py"
-
-
 async def test_a_compacted_session_resumes_in_a_new_process_with_the_compacted_history(
     store: SqlEventStore,
 ) -> None:
-    where, schema = location(store)
-    await store.list_sessions()
-    key, sid = f"sk-sim-{uuid.uuid4().hex}", f"long-{uuid.uuid4().hex[:8]}"
-    args = (where, schema or "-")
-    with serve_in_background(create_app()) as served:
-        sim = served.app.state.sim
-        made = json.loads(await run_script(COMPACTED, "create", *args, served.url, key, sid))
+    async with children(store, "compacted_across_processes.py") as procs:
+        sid = procs.sid
+        made = json.loads(await procs.run("create"))
         assert made["turns"] >= 3
-        last = sim.sent_by(key)[-1]  # the live session's call after its compaction
+        last = procs.sent()[-1]  # the live session's call after its compaction
         stored = await store.load(sid)
         assert stored.epoch == 1
         assert stored.messages[0].text.startswith("Summary of the earlier part")
-        out = await run_script(COMPACTED, "resume", *args, served.url, key, sid)
-        resumed, (first,) = json.loads(out), sim.sent_by(key)[len(sim.sent_by(key)) - 1 :]
+        out = await procs.run("resume")
+        resumed, (first,) = json.loads(out), procs.sent()[len(procs.sent()) - 1 :]
         # byte for byte the compacted history the live session sent, then its stored
         # answer and the new message; never the history it replaced
         assert first["system"] == last["system"]

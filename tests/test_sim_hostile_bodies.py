@@ -14,25 +14,15 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, example, given, settings
-from hypothesis import strategies as st
 from starlette.testclient import TestClient
 
 from stoker.clock import FrozenClock
 from stoker.providers.sim.server import create_app
-from tests.hostile_http import (
-    deep_values,
-    encode,
-    escaped_surrogates,
-    huge_numbers,
-    json_values,
-    paths,
-    removed,
-    replaced,
-)
+from tests.hostile_http import encode
+from tests.sim_bodies import broken
 
 IMAGE = (  # a 1x1 PNG
     "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="
@@ -149,6 +139,21 @@ RESPONSES = {
     "prompt_cache_options": {"mode": "explicit", "ttl": "30m"},
     "stream": False,
 }
+RESULT_AS_OBJECT = {
+    "model": "claude-sonnet-4-6",
+    "max_tokens": 64,
+    "messages": [
+        {"role": "user", "content": "read_file app.py"},
+        {
+            "role": "assistant",
+            "content": [{"type": "tool_use", "id": "t1", "name": "read_file", "input": {}}],
+        },
+        {
+            "role": "user",
+            "content": [{"type": "tool_result", "tool_use_id": "t1", "content": {"a": {"b": 1}}}],
+        },
+    ],
+}
 WIRES = {
     "/v1/messages": ANTHROPIC,
     "/v1/messages/count_tokens": {k: v for k, v in ANTHROPIC.items() if k != "max_tokens"},
@@ -156,31 +161,12 @@ WIRES = {
     "/v1/responses": RESPONSES,
     "/v1/responses/input_tokens": RESPONSES,
 }
-odd = json_values | huge_numbers | deep_values | escaped_surrogates
 
 
 @pytest.fixture(scope="module")
 def client() -> Iterator[TestClient]:
     with TestClient(create_app(clock=FrozenClock()), raise_server_exceptions=True) as c:
         yield c
-
-
-@st.composite
-def broken(draw: st.DrawFn, good: dict[str, Any]) -> bytes:
-    """`good` broken in one to three places, or not JSON at all."""
-    if draw(st.integers(0, 9)) == 0:
-        return draw(st.binary(max_size=100))
-    body: Any = good
-    for _ in range(draw(st.integers(1, 3))):
-        where = draw(st.sampled_from(list(paths(body))))
-        action = draw(st.sampled_from(["replace", "remove", "stream"]))
-        if action == "remove" and where:
-            body = removed(body, where)
-        elif action == "stream" and isinstance(body, dict):
-            body = {**body, "stream": True}
-        else:
-            body = replaced(body, where, draw(odd))
-    return encode(body)
 
 
 def _check(client: TestClient, path: str, content: bytes) -> None:
@@ -212,6 +198,7 @@ def test_no_body_makes_the_simulator_fail(client: TestClient, path: str) -> None
     @example(content=encode({**WIRES[path], "input": []}))
     @example(content=encode({"model": "gpt-4.1", "messages": [{"role": "system", "content": "x"}]}))
     @example(content=encode({"model": "gpt-4.1", "input": [], "instructions": "x"}))
+    @example(content=encode(RESULT_AS_OBJECT))  # was a 500: the sim model sliced a dict
     def one(content: bytes) -> None:
         _check(client, path, content)
 

@@ -27,9 +27,10 @@ from stoker.agent.session import CANCELLED
 from stoker.providers.sim.model import Call, ScriptedModel
 from stoker.store.base import SqlEventStore
 from stoker.testing import assert_no_undeclared_breaks
+from stoker.tools import Tool
 from stoker.wire.blocks import ToolResultBlock
 from stoker.wire.messages import AssistantMessage, UserMessage
-from tests.helpers import make_registry, sim_agent
+from tests.helpers import make_registry, sim_agent, wipe
 
 
 async def _events(stream: Any) -> list[Any]:
@@ -122,16 +123,23 @@ async def test_an_approval_is_answered_from_the_stream() -> None:
     assert ran == ["a.txt"]  # only the approved call ran
 
 
-async def test_asking_for_the_next_event_before_answering_an_approval_is_an_error() -> None:
-    @tool(risky=True)
-    def wipe(path: str) -> str:
-        """Delete a file.
+def _held_until(release: asyncio.Event) -> Tool:
+    """A tool named "slow" that finishes only once `release` is set."""
+
+    @tool
+    async def slow(text: str) -> str:
+        """Take a long time.
 
         Args:
-            path: The file.
+            text: Anything.
         """
-        return "wiped"
+        await release.wait()
+        return "finished"
 
+    return slow
+
+
+async def test_asking_for_the_next_event_before_answering_an_approval_is_an_error() -> None:
     model = ScriptedModel([Call(name="wipe", arguments={"path": "a"}), "ok"])
     agent, _ = sim_agent(model=model, tools=[wipe])
     async with agent.session().stream("wipe a") as events:
@@ -147,17 +155,7 @@ async def test_leaving_a_stream_early_cancels_the_turn_and_the_next_turn_is_clea
     store: SqlEventStore, where: str
 ) -> None:
     release = asyncio.Event()
-
-    @tool
-    async def slow(text: str) -> str:
-        """Take a long time.
-
-        Args:
-            text: Anything.
-        """
-        await release.wait()
-        return "finished"
-
+    slow = _held_until(release)
     model = ScriptedModel([Call(name="slow", arguments={"text": "x"}), "fine, second turn"])
     agent, provider = sim_agent(model=model, tools=[slow])
     provider.latency = 0.2 if where == "model" else 0.0  # the call is under way when we leave
@@ -191,17 +189,7 @@ async def test_leaving_a_stream_early_cancels_the_turn_and_the_next_turn_is_clea
 
 async def test_a_stream_dropped_without_closing_cancels_its_turn() -> None:
     release = asyncio.Event()
-
-    @tool
-    async def slow(text: str) -> str:
-        """Take a long time.
-
-        Args:
-            text: Anything.
-        """
-        await release.wait()
-        return "finished"
-
+    slow = _held_until(release)
     model = ScriptedModel([Call(name="slow", arguments={"text": "x"}), "ok", "next"])
     agent, _ = sim_agent(model=model, tools=[slow])
     session = agent.session()

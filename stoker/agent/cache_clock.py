@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from stoker.agent.calls import live_for
@@ -60,13 +60,7 @@ class PlannedWarm:
         return self.action != "expire"
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "action": self.action,
-            "at": self.at,
-            "covers_until": self.covers_until,
-            "cost_usd": self.cost_usd,
-            "reason": self.reason,
-        }
+        return asdict(self)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -250,6 +250,8 @@ def measured(
         record = replace(record, cache_read=min(record.usage.read, state.explicit.tokens))
     if route is not None:
         record = replace(record, fallback_of=site.prefix.params.model)
+    if (gap := state.take_gap()) is not None:
+        record = replace(record, idle_before=gap)
     return record
 
 

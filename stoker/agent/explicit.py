@@ -189,24 +189,39 @@ def _record(
     )
 
 
+class Owner(Protocol):
+    """A session as its cache's lifecycle calls see it (`warmth.GapView`, `calls.CallSite`)."""
+
+    @property
+    def session_id(self) -> str: ...
+    @property
+    def role(self) -> str: ...
+    @property
+    def prefix(self) -> Prefix: ...
+    @property
+    def history(self) -> tuple[Message, ...]: ...
+    @property
+    def info(self) -> ModelInfo: ...
+
+
 async def carry_out(
     plan_: WarmPlan,
+    owner: Owner,
     *,
-    session_id: str,
-    role: str,
-    prefix: Prefix,
-    history: Sequence[Message],
-    info: ModelInfo,
     state: CacheState,
     agent: SessionAgent,
     seq: int,
     facts: Callable[[str, Request], CallFacts],
     gap: bool = True,
+    history: Sequence[Message] | None = None,
 ) -> CacheRecord | None:
     """Make the lifecycle call `plan_` names; its record (`state` told what the session
     now holds), or None when it failed (logged; the gap is marked, as a failed keep-warm).
     `gap=False`: not an idle gap's (`head`): its cost is no keep-warm spend, and a failure
-    marks nothing."""
+    marks nothing. `history` replaces the owner's (`head` caches the tools and system
+    alone)."""
+    session_id, role, prefix, info = owner.session_id, owner.role, owner.prefix, owner.info
+    history = owner.history if history is None else history
     caches = cache_objects(agent.provider)
     if caches is None:
         return None
@@ -287,21 +302,11 @@ def for_gap(plan_: WarmPlan | None, started_at: float) -> WarmPlan | None:
     return replace(plan_, action="expire", reason=why)
 
 
-class FirstCall(Protocol):
+class FirstCall(Owner, Protocol):
     """A session as its next model call sees it (`stoker.agent.calls.CallSite`)."""
 
     @property
-    def session_id(self) -> str: ...
-    @property
-    def role(self) -> str: ...
-    @property
     def parent_id(self) -> str | None: ...
-    @property
-    def prefix(self) -> Prefix: ...
-    @property
-    def history(self) -> tuple[Message, ...]: ...
-    @property
-    def info(self) -> ModelInfo: ...
 
 
 async def head(
@@ -331,16 +336,13 @@ async def head(
         return None
     record = await carry_out(
         found,
-        session_id=site.session_id,
-        role=site.role,
-        prefix=site.prefix,
-        history=(),
-        info=site.info,
+        site,
         state=state,
         agent=agent,
         seq=len(records),
         facts=facts,
         gap=False,
+        history=(),
     )
     if record is not None:
         notify(record)
@@ -348,41 +350,22 @@ async def head(
 
 
 async def release(
+    owner: Owner,
     *,
-    session_id: str,
-    role: str,
-    prefix: Prefix,
-    history: Sequence[Message],
-    info: ModelInfo,
     state: CacheState,
     agent: SessionAgent,
     seq: int,
+    facts: Callable[[str, Request], CallFacts],
 ) -> CacheRecord | None:
     """Delete the cache the session made, if it still lives (its agent closes); the
     record, or None."""
     held = state.explicit
     now = agent.clock.now()
-    if held is None or held.owner != session_id or held.expires_at <= now:
+    if held is None or held.owner != owner.session_id or held.expires_at <= now:
         return None
-
-    def facts(purpose: str, request: Request) -> CallFacts:
-        model = prefix.params.model
-        return CallFacts(
-            session_id=session_id,
-            role=role,
-            provider=agent.provider.name,
-            model=model,
-            purpose=purpose,
-            max_tokens=request.max_tokens,
-        )
-
     return await carry_out(
         _delete(now, "its agent closed"),
-        session_id=session_id,
-        role=role,
-        prefix=prefix,
-        history=history,
-        info=info,
+        owner,
         state=state,
         agent=agent,
         seq=seq,

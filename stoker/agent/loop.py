@@ -12,18 +12,17 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, Literal, TypeVar
 
-from stoker.cache.pricing import total_cost
+from stoker.cache.pricing import RecordTotals
 from stoker.providers.base import Completion
 from stoker.wire.blocks import ToolResultBlock, ToolUseBlock
 from stoker.wire.messages import Message, UserMessage, tool_results
 from stoker.wire.record import CacheRecord
-from stoker.wire.usage import Usage
 
 T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class TurnResult(Generic[T]):
+class TurnResult(RecordTotals, Generic[T]):
     """What a turn produced: the final text, how it ended, and what it cost.
 
     `output` is the answer as the type the turn asked for (`send(..., output=Invoice)`),
@@ -36,14 +35,6 @@ class TurnResult(Generic[T]):
     records: tuple[CacheRecord, ...]
     notice: str = ""  # what the caller should know, e.g. that the previous turn was cut off
     output: T | None = None
-
-    @property
-    def usage(self) -> Usage:
-        return Usage.total(r.usage for r in self.records)
-
-    @property
-    def cost_usd(self) -> float | None:
-        return total_cost(r.cost_usd for r in self.records)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import time
 from collections import OrderedDict
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from opentelemetry import context as otel_context
 from opentelemetry import metrics, trace
@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from opentelemetry.trace import TracerProvider
 
 Attributes = dict[str, AttributeValue]
+T = TypeVar("T")
 
 # Bucket boundaries the GenAI conventions advise for these two histograms.
 TOKEN_BUCKETS = [4**i for i in range(14)]
@@ -295,6 +296,11 @@ def _names(value: str, signal: str) -> list[str]:
     return [n for n in names if n != "none"]
 
 
+def _exporters(value: str, signal: str, otlp: Callable[[], T], console: Callable[[], T]) -> list[T]:
+    """One exporter per name `value` lists (OTEL_<signal>_EXPORTER), traces' or metrics'."""
+    return [otlp() if name == "otlp" else console() for name in _names(value, signal)]
+
+
 def exporting(settings: TelemetrySettings) -> OtelTelemetry:
     """Telemetry with its own SDK providers (not the global ones: a host program's setup
     stays its own), exporting as `settings` say; they flush at process exit too."""
@@ -303,7 +309,6 @@ def exporting(settings: TelemetrySettings) -> OtelTelemetry:
     from opentelemetry.sdk.metrics import MeterProvider
     from opentelemetry.sdk.metrics.export import (
         ConsoleMetricExporter,
-        MetricExporter,
         PeriodicExportingMetricReader,
     )
     from opentelemetry.sdk.resources import Resource
@@ -311,7 +316,6 @@ def exporting(settings: TelemetrySettings) -> OtelTelemetry:
     from opentelemetry.sdk.trace.export import (
         BatchSpanProcessor,
         ConsoleSpanExporter,
-        SpanExporter,
     )
 
     if settings.protocol != "http/protobuf":
@@ -322,20 +326,20 @@ def exporting(settings: TelemetrySettings) -> OtelTelemetry:
     headers = dict(settings.headers) or None
     resource = Resource.create({"service.name": settings.service_name})
     tracer_provider = TracerProvider(resource=resource)
-    for name in _names(settings.traces, "TRACES"):
-        spans: SpanExporter = (
-            OTLPSpanExporter(endpoint=settings.traces_endpoint, headers=headers)
-            if name == "otlp"
-            else ConsoleSpanExporter()
-        )
-        tracer_provider.add_span_processor(BatchSpanProcessor(spans))
-    readers = []
-    for name in _names(settings.metrics, "METRICS"):
-        exporter: MetricExporter = (
-            OTLPMetricExporter(endpoint=settings.metrics_endpoint, headers=headers)
-            if name == "otlp"
-            else ConsoleMetricExporter()
-        )
-        readers.append(PeriodicExportingMetricReader(exporter))
+    spans = _exporters(
+        settings.traces,
+        "TRACES",
+        lambda: OTLPSpanExporter(endpoint=settings.traces_endpoint, headers=headers),
+        ConsoleSpanExporter,
+    )
+    for exporter in spans:
+        tracer_provider.add_span_processor(BatchSpanProcessor(exporter))
+    metrics = _exporters(
+        settings.metrics,
+        "METRICS",
+        lambda: OTLPMetricExporter(endpoint=settings.metrics_endpoint, headers=headers),
+        ConsoleMetricExporter,
+    )
+    readers = [PeriodicExportingMetricReader(exporter) for exporter in metrics]
     meter_provider = MeterProvider(resource=resource, metric_readers=readers)
     return OtelTelemetry(tracer_provider, meter_provider)

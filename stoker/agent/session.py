@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import replace
 from typing import Any, TypeVar, overload
 
@@ -30,7 +31,7 @@ from stoker.agent.review import ReviewOutcome
 from stoker.agent.seams import Callbacks
 from stoker.agent.session_base import SessionBase
 from stoker.agent.stream import TurnStream, hooks_for
-from stoker.agent.telemetry import CallFacts, TurnFacts
+from stoker.agent.telemetry import TurnFacts
 from stoker.cache.record import notify
 from stoker.cache.time_policy import WarmPlan
 from stoker.errors import ConfigError
@@ -46,7 +47,6 @@ from stoker.wire.events import (
 )
 from stoker.wire.messages import AssistantMessage, UserMessage, tool_results, user_text
 from stoker.wire.record import CacheRecord
-from stoker.wire.request import Request
 
 T = TypeVar("T")
 
@@ -183,6 +183,21 @@ class Session(SessionBase):
     def _output_spec(self, output: Any) -> OutputSpec[Any] | None:
         return OutputSpec.of(self._agent.output if output is None else output)
 
+    @asynccontextmanager
+    async def _turning(self) -> AsyncIterator[None]:
+        """Holds the session for one turn; a cancelled turn is settled before it lets go."""
+        async with self._lock:
+            self._gap_plan = self._own_plan()  # what the time policy meant for this gap
+            self._leave_detour()
+            self._state.turn_starts(self._agent.clock.now())
+            try:
+                yield
+            except asyncio.CancelledError:
+                await asyncio.shield(self._settle_cancelled())
+                raise
+            finally:
+                self._state.turn_ended()
+
     async def _turn(
         self,
         text: str | UserMessage,
@@ -192,67 +207,47 @@ class Session(SessionBase):
         retry: bool,
         spec: OutputSpec[Any] | None,
     ) -> TurnResult[Any]:
-        async with self._lock:
-            self._gap_plan = self._own_plan()  # what the time policy meant for this gap
-            self._leave_detour()
-            self._state.turn_starts(self._agent.clock.now())
-            try:
-                return await self._run(text, note=note, hooks=hooks, retry=retry, spec=spec)
-            except asyncio.CancelledError:
-                await asyncio.shield(self._settle_cancelled())
-                raise
-            finally:
-                self._state.turn_ended()
-
-    async def _run(
-        self,
-        text: str | UserMessage,
-        *,
-        note: str | None,
-        hooks: Callbacks,
-        retry: bool,
-        spec: OutputSpec[Any] | None,
-    ) -> TurnResult[Any]:
-        words = text if isinstance(text, str) else text.prompt
-        unanswered = self._cut_off()
-        message: UserMessage | None = None
-        notice = ""
-        if spec is not None and not self._native(spec):  # the schema goes with the message
-            note = "\n\n".join(n for n in (note, spec.instruction()) if n)
-        if not (retry and unanswered is not None and unanswered == words):
-            if unanswered is not None:
-                notice = CUT_OFF
-                note = "\n\n".join(n for n in (note, f"({CUT_OFF}.)") if n)
-            message = await self._user_message(text, note, hooks)
-        steps = TurnSteps(
-            append=self._append,
-            call_model=lambda: self._call_model(hooks),
-            run_tools=lambda calls: self._run_tools(calls, hooks),
-            status=lambda line: hooks.on_status(line) if hooks.on_status else None,
-            max_iterations=self._max_iterations or self._agent.max_iterations,
-        )
-        with self._agent.telemetry.turn(self._turn_facts()) as span:
-            result = await run_turn(steps, message)
-            if spec is not None and result.exit == "answered":
-                result = await validated(
-                    result,
-                    spec,
-                    lambda words: run_turn(steps, user_text(words)),
-                    retries=self._agent.output_retries,
-                )
-            if notice:
-                result = replace(result, notice=notice)
-            span.ended(result)
-            review = self._agent.review
-            if review is not None and self._role == "main":  # under this turn's span
-                self._reviews.after_turn(
-                    self,
-                    result,
-                    review,
-                    on_summary=hooks.on_review,
-                    on_error=hooks.on_review_error,
-                )
-        return result
+        async with self._turning():
+            words = text if isinstance(text, str) else text.prompt
+            unanswered = self._cut_off()
+            message: UserMessage | None = None
+            notice = ""
+            if spec is not None and not self._native(spec):  # the schema goes with the message
+                note = "\n\n".join(n for n in (note, spec.instruction()) if n)
+            if not (retry and unanswered is not None and unanswered == words):
+                if unanswered is not None:
+                    notice = CUT_OFF
+                    note = "\n\n".join(n for n in (note, f"({CUT_OFF}.)") if n)
+                message = await self._user_message(text, note, hooks)
+            steps = TurnSteps(
+                append=self._append,
+                call_model=lambda: self._call_model(hooks),
+                run_tools=lambda calls: self._run_tools(calls, hooks),
+                status=lambda line: hooks.on_status(line) if hooks.on_status else None,
+                max_iterations=self._max_iterations or self._agent.max_iterations,
+            )
+            with self._agent.telemetry.turn(self._turn_facts()) as span:
+                result = await run_turn(steps, message)
+                if spec is not None and result.exit == "answered":
+                    result = await validated(
+                        result,
+                        spec,
+                        lambda words: run_turn(steps, user_text(words)),
+                        retries=self._agent.output_retries,
+                    )
+                if notice:
+                    result = replace(result, notice=notice)
+                span.ended(result)
+                review = self._agent.review
+                if review is not None and self._role == "main":  # under this turn's span
+                    self._reviews.after_turn(
+                        self,
+                        result,
+                        review,
+                        on_summary=hooks.on_review,
+                        on_error=hooks.on_review_error,
+                    )
+            return result
 
     def _native(self, spec: OutputSpec[Any]) -> bool:
         """Whether the prefix already asks every request for this output natively."""
@@ -312,17 +307,6 @@ class Session(SessionBase):
             return None
         return warmth.plan(self._gap_view(), self._state, self._agent, gaps=gaps)
 
-    def _gap_view(self) -> warmth.GapView:
-        settled = not self._unanswered and self._declared_break is None and self._detour is None
-        return warmth.GapView(
-            session_id=self._id,
-            role=self._role,
-            settled=settled,
-            prefix=self._prefix,
-            history=tuple(self._history),
-            info=self._info(),
-        )
-
     def _own_plan(self) -> WarmPlan | None:
         return warmth.own_plan(self._gap_view(), self._state, self._agent)
 
@@ -341,11 +325,7 @@ class Session(SessionBase):
                 seq=len(self._records),
                 facts=self._call_facts,
             )
-            if record is not None:
-                self._records.append(record)
-                notify(record)
-                await self._emit(CacheRecorded(session_id=self._id, record=record))
-            return record
+            return await self._kept(record)
 
     async def _user_message(
         self, text: str | UserMessage, note: str | None, hooks: Callbacks
@@ -447,16 +427,6 @@ class Session(SessionBase):
             role=self._role,
             provider=self._agent.provider.name,
             model=self._prefix.params.model,
-        )
-
-    def _call_facts(self, purpose: str, request: Request) -> CallFacts:
-        return CallFacts(
-            session_id=self._id,
-            role=self._role,
-            provider=self._agent.provider.name,
-            model=self._prefix.params.model,
-            purpose=purpose,
-            max_tokens=request.max_tokens,
         )
 
     async def _run_tools(

@@ -14,7 +14,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any, Self
 
-from stoker.agent import calls, explicit, tool_runs
+from stoker.agent import calls, explicit, tool_runs, warmth
 from stoker.agent.compaction import Compacted, Summary, compact, due, request_tokens
 from stoker.agent.delegate import FanOut
 from stoker.agent.fallback import Detour
@@ -32,6 +32,7 @@ from stoker.agent.starts import (
     declared,
     fork_start,
 )
+from stoker.agent.telemetry import CallFacts
 from stoker.cache.models import ModelInfo
 from stoker.cache.pricing import cost_usd
 from stoker.cache.record import notify
@@ -54,6 +55,7 @@ from stoker.wire.fingerprint import EMPTY_CHAIN, chain_step
 from stoker.wire.messages import AssistantMessage, Message
 from stoker.wire.prefix import Prefix
 from stoker.wire.record import CacheRecord
+from stoker.wire.request import Request
 from stoker.wire.usage import Usage
 
 log = logging.getLogger(__name__)
@@ -62,14 +64,8 @@ log = logging.getLogger(__name__)
 class SessionBase:
     """A session's state and its changes between turns; `Session` is what programs use.
 
-    The public surface below is `Session`'s, this class's included.
-
-    Public surface (everything else is private):
-      id, role, parent_id, agent, prefix, history, records
-      stream(text), send(text), send_sync(text), drain()
-      fork(), branch(), rebase(reason=...), adopt(agent)
-      compact()   (a summary replaces the older history; turns also compact when due)
-      warm_plan(), warm()   (keep-warm across idle gaps, see `stoker.agent.keepwarm`)
+    The public surface is listed once, on `Session` (session.py), this class's included;
+    everything else is private.
     """
 
     __slots__ = (
@@ -292,20 +288,22 @@ class SessionBase:
             return None
         async with self._lock:
             record = await explicit.release(
-                session_id=self._id,
-                role=self._role,
-                prefix=self._prefix,
-                history=tuple(self._history),
-                info=self._info(),
+                self._gap_view(),
                 state=self._state,
                 agent=self._agent,
                 seq=len(self._records),
+                facts=self._call_facts,
             )
-            if record is not None:
-                self._records.append(record)
-                notify(record)
-                await self._emit(CacheRecorded(session_id=self._id, record=record))
-            return record
+            return await self._kept(record)
+
+    async def _kept(self, record: CacheRecord | None) -> CacheRecord | None:
+        """A record made between turns (a keep-warm, a release) joins the session's records,
+        its observers and its events like a turn's call."""
+        if record is not None:
+            self._records.append(record)
+            notify(record)
+            await self._emit(CacheRecorded(session_id=self._id, record=record))
+        return record
 
     async def compact(
         self, *, reason: str = "requested", callbacks: Callbacks | None = None
@@ -425,6 +423,27 @@ class SessionBase:
         self, prefix: Prefix, known: Mapping[str, Tool] | None = None
     ) -> dict[str, Tool]:
         return tool_runs.advertised(prefix, self._agent, known)
+
+    def _gap_view(self) -> warmth.GapView:
+        settled = not self._unanswered and self._declared_break is None and self._detour is None
+        return warmth.GapView(
+            session_id=self._id,
+            role=self._role,
+            settled=settled,
+            prefix=self._prefix,
+            history=tuple(self._history),
+            info=self._info(),
+        )
+
+    def _call_facts(self, purpose: str, request: Request) -> CallFacts:
+        return CallFacts(
+            session_id=self._id,
+            role=self._role,
+            provider=self._agent.provider.name,
+            model=self._prefix.params.model,
+            purpose=purpose,
+            max_tokens=request.max_tokens,
+        )
 
     def _cost(self, usage: Usage) -> float | None:
         return cost_usd(usage, self._info())

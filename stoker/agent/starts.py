@@ -315,11 +315,15 @@ def branch_start(source: Snapshot, *, at: int | None) -> SessionStart:
 
 
 def restored_state(stored: StoredSession) -> CacheState:
-    """The cache state of a stored session: its hash chain and its last call."""
+    """The cache state of a stored session: its hash chain, its last call, and what its
+    last process planned by: the 1-hour entries it holds, the idle gaps it watched, when
+    its last turn ended (keep-warm calls since do not end a turn)."""
     chain: list[str] = []
     for m in stored.messages:
         chain.append(chain_step(chain[-1] if chain else EMPTY_CHAIN, m))
-    state = CacheState(chain=chain, written=dict(stored.writes))
+    state = CacheState(
+        chain=chain, written=dict(stored.writes), held=dict(stored.holds), gaps=list(stored.gaps)
+    )
     last_record, messages = stored.last_record, stored.messages
     if last_record is not None:
         count = last_record.fingerprints.message_count
@@ -332,7 +336,8 @@ def restored_state(stored: StoredSession) -> CacheState:
         state.last_cached = last_record.usage.read + last_record.usage.written
         breakpoints = last_record.breakpoints
         state.live_ttl = breakpoints[-1].ttl if breakpoints and state.last_cached else None
-        state.idle_since = last_record.started_at
+        turned = stored.last_turn_at
+        state.idle_since = last_record.started_at if turned is None else turned
         state.recorded_upto = count
         state.own_write = next(
             ((bp.message, bp.block) for bp in reversed(breakpoints) if bp.message is not None),

@@ -27,13 +27,14 @@ class CacheState:
     last_cached: int = 0  # tokens the newest entry covers (read + written)
     live_ttl: Ttl | None = None  # the TTL of that entry, from `last_started`
     written: dict[str, BlockRef] = field(default_factory=dict)  # prefix key -> its last write
-    held: dict[str, BlockRef] = field(default_factory=dict)  # prefix key -> its newest 1h write
+    held: dict[str, BlockRef] = field(default_factory=dict)  # prefix key -> furthest 1h write
     own_write: BlockRef | None = None  # where this session's own last call wrote
     recorded_upto: int = 0
     chain: list[str] = field(default_factory=list)
     render_memo: dict[str, Any] = field(default_factory=dict)
     idle_since: float | None = None  # start of the last turn's last call
     gaps: list[float] = field(default_factory=list)  # idle gaps between turns, seconds
+    unrecorded_gap: float | None = None  # the newest gap, until a record carries it
     warm_spent: float = 0.0  # keep-warm spent in this gap, base-input tokens
     warm_spent_usd: float = 0.0  # keep-warm spent by the session in all
     warm_failed_at: float | None = None  # a keep-warm failed; none again until a call
@@ -49,6 +50,7 @@ class CacheState:
             gaps=list(self.gaps),
             written=dict(self.written),
             held=dict(self.held),
+            unrecorded_gap=None,  # the parent's to record, not the copy's
         )
 
     def last_write(self, prefix: Prefix) -> BlockRef | None:
@@ -92,14 +94,25 @@ class CacheState:
             self.written[key_of(request.prefix)] = self.own_write
         long = [(b.message, b.block) for b in request.breakpoints if b.ttl == "1h"]
         newest = max(((m, b) for m, b in long if m is not None), default=None)
-        if newest is not None and self.last_cached:
-            self.held[key_of(request.prefix)] = newest
+        key = key_of(request.prefix)
+        if (
+            newest is not None
+            and self.last_cached
+            and (key not in self.held or self.held[key] < newest)
+        ):
+            self.held[key] = newest  # the furthest, as the store keeps it (`record_ops`)
 
     def turn_starts(self, now: float) -> None:
-        """A user turn begins: the gap since the last one is an observation."""
+        """A user turn begins: the gap since the last one is an observation, which the
+        turn's first record carries to the store (`take_gap`) for a resumed session."""
         if self.idle_since is not None:
             self.gaps.append(now - self.idle_since)
+            self.unrecorded_gap = self.gaps[-1]
         self.warm_spent = 0.0
+
+    def take_gap(self) -> float | None:
+        gap, self.unrecorded_gap = self.unrecorded_gap, None
+        return gap
 
     def turn_ended(self) -> None:
         self.idle_since = self.last_started

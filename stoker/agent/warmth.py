@@ -21,6 +21,7 @@ from stoker.agent.telemetry import CallFacts
 from stoker.cache.fleet import shared_tokens
 from stoker.cache.models import ModelInfo
 from stoker.cache.planner import BlockRef, last_cacheable, stripped_from
+from stoker.cache.pricing import input_units
 from stoker.cache.record import build_record
 from stoker.cache.time_policy import (
     Idle,
@@ -37,7 +38,6 @@ from stoker.wire.messages import Message, user_text
 from stoker.wire.prefix import Prefix
 from stoker.wire.record import CacheRecord, Explanation
 from stoker.wire.request import Breakpoint, Request
-from stoker.wire.usage import Usage
 
 log = logging.getLogger(__name__)
 
@@ -298,16 +298,6 @@ def after_gap(record: CacheRecord, plan: WarmPlan | None) -> CacheRecord:
     return replace(record, explanation=explanation)
 
 
-def units(usage: Usage, info: ModelInfo) -> float:
-    """Input of `usage` in base-input tokens (what the time policy counts)."""
-    return (
-        usage.uncached
-        + info.write_5m * usage.written_5m
-        + info.write_1h * usage.written_1h
-        + info.read * usage.read
-    )
-
-
 async def keep_warm(
     view: GapView,
     state: CacheState,
@@ -327,18 +317,7 @@ async def keep_warm(
     if plan_ is None or not plan_.sends or now < plan_.at or state.last_started is None:
         return None
     if plan_.action in explicit.LIFECYCLE:  # an explicit cache: create, extend, delete
-        return await explicit.carry_out(
-            plan_,
-            session_id=view.session_id,
-            role=view.role,
-            prefix=view.prefix,
-            history=view.history,
-            info=view.info,
-            state=state,
-            agent=agent,
-            seq=seq,
-            facts=facts,
-        )
+        return await explicit.carry_out(plan_, view, state=state, agent=agent, seq=seq, facts=facts)
     if now >= plan_.at + agent.cache_policy.keep_warm.margin:
         return None  # too late to be sure the entry is still there: let it go
     info = view.info
@@ -360,7 +339,7 @@ async def keep_warm(
             return None
         record = warm_record(view, state, agent, plan_, sent, completion, seq=seq)
         span.recorded(record)
-    spent = units(completion.usage, info)
+    spent = input_units(completion.usage, info)
     if shared:  # the session's own entry is untouched: only the fleet's moved on
         agent.fleet.spend(view.prefix, spent)
     else:

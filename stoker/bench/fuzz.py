@@ -130,9 +130,7 @@ class CacheMachine(RuleBasedStateMachine):
         self.records: list[CacheRecord] = []  # every call's, sub-agents' and keep-warm's too
         self.asked = 0
         self.notes_runnable = False  # the session object got `NOTES` by a rebase
-        self.restored_at: float | None = None  # when the session was last opened from the store
         self.unwatched: set[int] = set()  # ids of records after a gap with no keep-warm
-        self.just_restored = False  # no turn yet since the session was opened from the store
 
     # -- plumbing -----------------------------------------------------------------------------
 
@@ -142,7 +140,7 @@ class CacheMachine(RuleBasedStateMachine):
 
     def _agent(self) -> Agent:
         provider = SimProvider(engine=self.engine, clock=self.clock)
-        auditor = Auditor(provider, self.ledger, forgotten=self._forgotten)
+        auditor = Auditor(provider, self.ledger)
         self.auditors.append(auditor)
         tools = [*TOOLS, delegate_tool(), *([_extra()] if self.extra_tool else [])]
         return Agent(
@@ -158,27 +156,12 @@ class CacheMachine(RuleBasedStateMachine):
             fleet=self.fleet,
         )
 
-    def _forgotten(self, created_at: float) -> bool:
-        """A 1-hour entry written before the session was last restored from the store: a
-        known gap (the store keeps no long-lived writes, so a resumed session cannot keep
-        them within reach), counted apart in `known_misses`, not failed."""
-        return self.restored_at is not None and created_at < self.restored_at
-
     def _restored(self) -> None:
         self.keep_warm.watch(self.session)
         self.notes_runnable = False
-        self.restored_at = self.clock.now()
-        self.just_restored = True
 
     def _send(self, session: Session, text: str) -> None:
-        start = len(self.records)
         self._run(session.send(text))
-        if session is self.session and self.just_restored:
-            # A known gap: a restored session has not the idle gaps its last process saw,
-            # so its time policy may have meant a keep-warm the last process chose not to
-            # send, and says "keep-warm not run" of a gap it did not watch.
-            self.unwatched |= {id(r) for r in self.records[start:]}
-            self.just_restored = False
 
     def _ask(self, text: str) -> str:
         """`text`, made unique: two forks asking the same on the same history would share
@@ -327,13 +310,9 @@ class CacheMachine(RuleBasedStateMachine):
 
     # -- what must always hold ------------------------------------------------------------------
 
-    def known_misses(self) -> int:
-        """Calls that missed a 1-hour entry their session forgot on a resume (`_forgotten`)."""
-        return sum(v.known for a in self.auditors for v in a.violations)
-
     @invariant()
     def every_call_reads_the_best_it_could(self) -> None:
-        violations = [v for a in self.auditors for v in a.violations if not v.known]
+        violations = [v for a in self.auditors for v in a.violations]
         assert violations == [], violations
 
     @invariant()
@@ -350,8 +329,6 @@ class CacheMachine(RuleBasedStateMachine):
                 f"{session_id}: {len(judged)} calls, {len(mine)} records"
             )
             for judgement, r in zip(judged, mine, strict=True):
-                if judgement.waived:
-                    continue
                 verdict = r.explanation.verdict
                 assert verdict not in BROKEN, f"{r.session_id} #{r.seq}: {r.explanation}"
                 if r.role == "main" and r.purpose == "turn" and verdict == "expired":

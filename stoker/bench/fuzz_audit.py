@@ -15,7 +15,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
@@ -37,15 +36,13 @@ Judged = Literal["read_all", "expired", "missed", "inconsistent"]
 
 @dataclass(slots=True, kw_only=True)
 class Violation:
-    """A call that read less than a live entry covered. `known`: a gap the caller waives
-    (see `Auditor.forgotten`)."""
+    """A call that read less than a live entry covered."""
 
     call: int
     session_id: str
     read: int
     best: int
     why: str
-    known: bool = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -65,7 +62,6 @@ class Judgement:
     live: int  # the longest prefix of the call a live entry in the book covered
     known: int  # the same, live or not
     detail: str = ""
-    waived: bool = False  # the auditor waived this call's miss (`Auditor.forgotten`)
     first: bool = False  # the session's first call
 
 
@@ -90,7 +86,6 @@ class UsageLedger:
         at: float,
         model: str,
         session_id: str,
-        waived: bool = False,
     ) -> Judgement:
         """Judge a call that started at `at` against the book, then write its usage in."""
         keys = [rendered.key(i) for i in range(len(rendered.blocks))]
@@ -114,7 +109,6 @@ class UsageLedger:
             live=live,
             known=known,
             detail=problem,
-            waived=waived and judged == "missed",
             first=session_id not in self.judgements,
         )
         self.judgements.setdefault(session_id, []).append(found)
@@ -173,8 +167,6 @@ def disagreement(judgement: Judgement, record: CacheRecord) -> str | None:
     """Why the ledger's judgement and the record's verdict cannot both be true, or None."""
     verdict = record.explanation.verdict
     where = f"{record.session_id} #{record.seq} ({record.purpose}): {verdict!r}"
-    if judgement.waived:
-        return None
     if judgement.judged in ("missed", "inconsistent"):
         return f"{where}; usage alone: {judgement.detail}"
     if record.declared_break or verdict == "declared" or record.purpose != "turn":
@@ -191,24 +183,16 @@ def disagreement(judgement: Judgement, record: CacheRecord) -> str | None:
 
 class Auditor(ProviderWrapper):
     """The simulator, checked call by call: what each call read against the best it could
-    (by the simulator's own entries), and by the usage ledger (by the usage alone).
-
-    `forgotten(created_at)`: whether a 1-hour entry written at `created_at` is one the
-    calling session cannot know of (it was restored from a store since, and the store
-    keeps no long-lived writes); a miss of it is marked `known`, not waived silently.
-    """
+    (by the simulator's own entries), and by the usage ledger (by the usage alone)."""
 
     def __init__(
         self,
         inner: SimProvider,
         ledger: UsageLedger | None = None,
-        *,
-        forgotten: Callable[[float], bool] | None = None,
     ) -> None:
         super().__init__(inner)
         self.sim = inner
         self.ledger = ledger if ledger is not None else UsageLedger()
-        self.forgotten = forgotten
         self.violations: list[Violation] = []
         self.calls = 0
 
@@ -217,28 +201,20 @@ class Auditor(ProviderWrapper):
         at = self.sim.clock.now()
         rendered = self.ledger.render(payload, self.sim.workspace)
         entries = self.sim.engine.anthropic.entries(self.sim.workspace)
-        best, held = 0, None
+        best = 0
         for i, block in enumerate(rendered.blocks):
             entry = entries.get(rendered.key(i))
             if entry is not None and entry.live(at):
-                best, held = block.cum, entry
+                best = block.cum
         completion = await self.sim.complete(request, context)
         self.calls += 1
         read = completion.usage.read
-        known = (
-            read != best
-            and held is not None
-            and held.ttl == "1h"
-            and self.forgotten is not None
-            and self.forgotten(held.created_at)
-        )
         self.ledger.judge(
             rendered,
             completion.usage,
             at=at,
             model=request.prefix.params.model,
             session_id=context.session_id,
-            waived=known,
         )
         if read != best:
             self.violations.append(
@@ -248,7 +224,6 @@ class Auditor(ProviderWrapper):
                     read=read,
                     best=best,
                     why=f"{dict(completion.facts)}",
-                    known=known,
                 )
             )
         return completion

@@ -38,6 +38,7 @@ from rich.table import Table
 from stoker.bench.cache import SYSTEM, TOOLS, WorkloadModel, hard
 from stoker.bench.children import child_server, free_port
 from stoker.cache.models import model_info
+from stoker.cache.pricing import input_units
 from stoker.clock import FrozenClock
 from stoker.config import DEFAULT_MODEL
 from stoker.providers.sim._http import workspace_of
@@ -255,13 +256,7 @@ def proxied_workload(home: Path, *, optimize: bool) -> tuple[list[Sent], Path]:
 
 
 def _units(usage: Usage) -> float:
-    info = model_info(DEFAULT_MODEL)
-    return (
-        usage.uncached
-        + info.write_5m * usage.written_5m
-        + info.write_1h * usage.written_1h
-        + info.read * usage.read
-    )
+    return input_units(usage, model_info(DEFAULT_MODEL))
 
 
 def _percentile(values: list[float], q: float) -> float:

@@ -107,11 +107,10 @@ def _diff_params(prev: Request, cur: Request) -> Explanation | None:
     a, b = prev.prefix.params.to_dict(), cur.prefix.params.to_dict()
     for key in dict.fromkeys([*a, *b]):
         if a.get(key) != b.get(key):
-            return Explanation(
-                verdict="diverged",
-                slot=f"params.{key}",
-                classification="parameter change",
-                detail=f"{key} changed from {a.get(key)!r} to {b.get(key)!r}",
+            return _diverged(
+                f"params.{key}",
+                "parameter change",
+                f"{key} changed from {a.get(key)!r} to {b.get(key)!r}",
             )
     return None
 
@@ -122,38 +121,30 @@ def _diff_tools(prev: Request, cur: Request) -> Explanation | None:
         return None
     old_names, new_names = prev.prefix.tool_names, cur.prefix.tool_names
     if sorted(old) == sorted(new):
-        return Explanation(
-            verdict="diverged",
-            slot="tools",
-            classification="reorder",
-            detail=f"same tools in another order: {list(old_names)} -> {list(new_names)}",
+        return _diverged(
+            "tools",
+            "reorder",
+            f"same tools in another order: {list(old_names)} -> {list(new_names)}",
         )
     for i, (a, b) in enumerate(zip(old, new, strict=False)):
         if a != b:
             if old_names[i] != new_names[i] and set(old_names) != set(new_names):
                 gone = sorted(set(old_names) - set(new_names))
                 came = sorted(set(new_names) - set(old_names))
-                return Explanation(
-                    verdict="diverged",
-                    slot=f"tools[{i}]",
-                    classification="added/removed",
-                    detail=f"tools added {came}, removed {gone}",
+                return _diverged(
+                    f"tools[{i}]", "added/removed", f"tools added {came}, removed {gone}"
                 )
             path, cls = _walk(json.loads(a), json.loads(b), f"tools[{i}]")
-            return Explanation(
-                verdict="diverged",
-                slot=path,
+            return _diverged(
+                path,
+                cls,
+                f"definition of tool {new_names[i]!r} changed",
                 offset=_first_diff(a.decode("utf-8"), b.decode("utf-8")),
-                classification=cls,
-                detail=f"definition of tool {new_names[i]!r} changed",
             )
     came = sorted(set(new_names) - set(old_names))
     gone = sorted(set(old_names) - set(new_names))
-    return Explanation(
-        verdict="diverged",
-        slot=f"tools[{min(len(old), len(new))}]",
-        classification="added/removed",
-        detail=f"tools added {came}, removed {gone}",
+    return _diverged(
+        f"tools[{min(len(old), len(new))}]", "added/removed", f"tools added {came}, removed {gone}"
     )
 
 
@@ -162,13 +153,11 @@ def _diff_system(prev: Request, cur: Request) -> Explanation | None:
     if a == b:
         return None
     i = _first_diff(a, b)
-    return Explanation(
-        verdict="diverged",
-        slot="system[0]",
+    return _diverged(
+        "system[0]",
+        classify_text(a, b),
+        f"system prompt changed: {a[max(0, i - 10) : i + 30]!r} -> {b[max(0, i - 10) : i + 30]!r}",
         offset=len(a[:i].encode("utf-8")),
-        classification=classify_text(a, b),
-        detail=f"system prompt changed: {a[max(0, i - 10) : i + 30]!r} "
-        f"-> {b[max(0, i - 10) : i + 30]!r}",
     )
 
 
@@ -178,38 +167,36 @@ def _diff_messages(prev: Request, cur: Request) -> Explanation | None:
         return None  # append-only: tuple equality checks identity first, so this is cheap
     for j, a in enumerate(old):
         if j >= len(new):
-            return Explanation(
-                verdict="diverged",
-                slot=f"messages[{j}]",
-                classification="removed",
-                detail=f"history shrank from {len(old)} to {len(new)} messages",
+            return _diverged(
+                f"messages[{j}]",
+                "removed",
+                f"history shrank from {len(old)} to {len(new)} messages",
             )
         b = new[j]
         if a is b or (a.block_fingerprints == b.block_fingerprints and a.role == b.role):
             continue
         if a.role != b.role:
-            return Explanation(
-                verdict="diverged",
-                slot=f"messages[{j}]",
-                classification="changed",
-                detail=f"role {a.role} became {b.role}",
-            )
+            return _diverged(f"messages[{j}]", "changed", f"role {a.role} became {b.role}")
         for k, (x, y) in enumerate(zip(a.content, b.content, strict=False)):
             if x != y:
                 path, cls = _walk(block_to_dict(x), block_to_dict(y), f"messages[{j}].content[{k}]")
-                return Explanation(
-                    verdict="diverged",
-                    slot=path,
-                    classification=cls,
-                    detail=f"an earlier {a.role} message was edited instead of appended to",
+                return _diverged(
+                    path, cls, f"an earlier {a.role} message was edited instead of appended to"
                 )
-        return Explanation(
-            verdict="diverged",
-            slot=f"messages[{j}].content[{min(len(a.content), len(b.content))}]",
-            classification="added/removed",
-            detail=f"an earlier {a.role} message gained or lost blocks",
+        return _diverged(
+            f"messages[{j}].content[{min(len(a.content), len(b.content))}]",
+            "added/removed",
+            f"an earlier {a.role} message gained or lost blocks",
         )
     return None
+
+
+def _diverged(
+    slot: str, classification: str, detail: str, *, offset: int | None = None
+) -> Explanation:
+    return Explanation(
+        verdict="diverged", slot=slot, offset=offset, classification=classification, detail=detail
+    )
 
 
 def first_divergence(prev: Request, cur: Request) -> Explanation | None:

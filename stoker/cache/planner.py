@@ -120,6 +120,34 @@ def stripped_from(messages: Sequence[Message]) -> BlockRef | None:
     return None
 
 
+def readable_part(messages: Sequence[Message], ref: BlockRef) -> BlockRef:
+    """On a model that strips earlier thinking: how much of an entry written at `ref`
+    a request on `messages` can still read, when the session wrote it within `ref`'s
+    own turn. Once a later user turn has begun, that turn's thinking is gone, so the
+    entry matches only up to the last block before the turn's first assistant message
+    with thinking; after a model switch back the previous write can lie in any earlier
+    turn, not only the last. Not for a 1-hour entry the session holds: a child's anchor
+    was written by a request that began a turn of its own (the thinking already dropped,
+    as the parent sends it once its turn is over), and a seal goes where thinking is cut
+    (`stoker.agent.warmth`)."""
+    at = ref[0]
+    ended = any(isinstance(m, UserMessage) and m.text for m in messages[at + 1 :])
+    if not ended:
+        return ref
+    start = next(
+        (i for i in range(at, -1, -1) if isinstance(messages[i], UserMessage) and messages[i].text),
+        -1,
+    )
+    for i in range(start + 1, at + 1):
+        message = messages[i]
+        if isinstance(message, AssistantMessage) and any(
+            isinstance(b, ThinkingBlock | RedactedThinkingBlock) for b in message.content
+        ):
+            cut = last_cacheable(messages[:i])
+            return cut if cut is not None and cut < ref else ref
+    return ref
+
+
 MAX_MARKERS = 4  # Anthropic's limit per request
 
 
@@ -173,6 +201,8 @@ def plan_anthropic(
     if anchor is None or not _valid(messages, anchor) or not anchor < rolling:
         anchor = None
     stripped = stripped_from(messages) if strips_thinking else None
+    if strips_thinking and previous is not None and previous != held and _valid(messages, previous):
+        previous = readable_part(messages, previous)  # (a held entry is a child's or a seal)
     cut = stripped
     if cut is not None and positions_between(messages, cut, rolling) < lookback:
         cut = None  # the rolling marker's window reaches it

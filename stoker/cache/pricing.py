@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from stoker.cache.models import ModelInfo
+from stoker.wire.record import CacheRecord
 from stoker.wire.usage import Usage
 
 
@@ -17,6 +18,17 @@ def cost_usd(usage: Usage, info: ModelInfo) -> float | None:
 def uncached_cost_usd(usage: Usage, info: ModelInfo) -> float | None:
     """What the same tokens would have cost with no cache at all (the baseline for savings)."""
     return None if info.price is None else info.price.uncached_cost(usage)
+
+
+def input_units(usage: Usage, info: ModelInfo) -> float:
+    """The input of `usage` in base-input tokens: what the time policy and the benches
+    count, since a price in dollars is not known for every model."""
+    return (
+        usage.uncached
+        + info.write_5m * usage.written_5m
+        + info.write_1h * usage.written_1h
+        + info.read * usage.read
+    )
 
 
 def total_cost(costs: Iterable[float | None]) -> float | None:
@@ -55,3 +67,19 @@ def sum_costs(costs: Iterable[float | None]) -> CostTotal:
             usd += c
             priced += 1
     return CostTotal(usd=usd, priced=priced, unpriced=unpriced)
+
+
+class RecordTotals:
+    """`usage` and `cost_usd` summed over a value's `records` (a turn as `send` returns
+    it, a turn as a view shows it)."""
+
+    __slots__ = ()
+    records: Sequence[CacheRecord]
+
+    @property
+    def usage(self) -> Usage:
+        return Usage.total(r.usage for r in self.records)
+
+    @property
+    def cost_usd(self) -> float | None:
+        return total_cost(r.cost_usd for r in self.records)

@@ -163,6 +163,20 @@ class WarmPlan:
         return self.action != "expire"
 
 
+def ending(action: Action, *, at: float, ttl: Ttl, reason: str) -> WarmPlan:
+    """A plan that spends and saves nothing: the entry ends at `at` (expires, is deleted)."""
+    return WarmPlan(
+        action=action,
+        at=at,
+        ttl=ttl,
+        covers_until=at,
+        cost=0.0,
+        saves=0.0,
+        chance=0.0,
+        reason=reason,
+    )
+
+
 def return_chance(
     gaps: Sequence[float], *, elapsed: float, within: float, horizon: float, weight: float
 ) -> float:
@@ -195,16 +209,7 @@ def decide(
     menu = lifetimes(info)
 
     def expire(reason: str) -> WarmPlan:
-        return WarmPlan(
-            action="expire",
-            at=expires,
-            ttl="5m",
-            covers_until=expires,
-            cost=0.0,
-            saves=0.0,
-            chance=0.0,
-            reason=reason,
-        )
+        return ending("expire", at=expires, ttl="5m", reason=reason)
 
     if not policy.enabled:
         return expire("keep-warm is off")

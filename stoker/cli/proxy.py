@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import asyncio
-from pathlib import Path
 
 import typer
 
@@ -12,12 +11,12 @@ from stoker.cache.prices import PriceBook
 from stoker.cli.errors import fail
 from stoker.cli.options import AsJson, Db
 from stoker.cli.render import console
-from stoker.cli.report import show
+from stoker.cli.report import report_files, show
 from stoker.cli.settings import settings
 from stoker.errors import StokerError
 from stoker.proxy.report import proxy_report
 from stoker.report.build import Report
-from stoker.report.output import report_json, write_files
+from stoker.report.output import report_json
 from stoker.store.open import open_store
 
 
@@ -91,13 +90,8 @@ def report_proxy(
         async with open_store(config.database) as store:
             return await proxy_report(store, prices=PriceBook.load(config.prices_file), limit=limit)
 
-    try:
-        report = asyncio.run(read())
-        written = write_files(
-            report, html=Path(html) if html else None, png=Path(png) if png else None
-        )
-    except StokerError as exc:
-        fail(str(exc))
+    written = report_files(lambda: asyncio.run(read()), html, png)
+    report = written.report
     if as_json:
         typer.echo(report_json(report))
         return

@@ -4,6 +4,7 @@ audit`: the same report of the calls in a trace file an agent exported."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from pathlib import Path
 
 import typer
@@ -17,7 +18,7 @@ from stoker.cli.render import console, cost_text, counted
 from stoker.cli.settings import settings
 from stoker.config import Config
 from stoker.errors import StokerError
-from stoker.report.build import LineageReport
+from stoker.report.build import LineageReport, Report
 from stoker.report.output import Written, report_json, write_files, write_report
 from stoker.session_ids import resolve
 from stoker.store import open_store
@@ -87,6 +88,17 @@ def show(written: Written) -> None:
             console.print(f"wrote {path}")
 
 
+def report_files(make: Callable[[], Report], html: str | None, png: str | None) -> Written:
+    """`make`'s report, its HTML page and PNG chart written where asked; a refusal on the
+    way (a bad trace, a missing extra, a path it cannot write) ends the command."""
+    try:
+        return write_files(
+            make(), html=Path(html) if html else None, png=Path(png) if png else None
+        )
+    except StokerError as exc:
+        fail(str(exc))
+
+
 async def _full_id(config: Config, given: str) -> str:
     async with open_store(config.database) as store:
         return await resolve(store, given)
@@ -139,14 +151,10 @@ def audit(
     from stoker.audit import audit_file
 
     config = settings(db=db)
-    try:
-        report = audit_file(Path(trace), prices=PriceBook.load(config.prices_file))
-        written = write_files(
-            report, html=Path(html) if html else None, png=Path(png) if png else None
-        )
-    except StokerError as exc:
-        fail(str(exc))
+    written = report_files(
+        lambda: audit_file(Path(trace), prices=PriceBook.load(config.prices_file)), html, png
+    )
     if as_json:
-        typer.echo(report_json(report))
+        typer.echo(report_json(written.report))
     else:
         show(written)

@@ -22,7 +22,7 @@ from pydantic_core import ErrorDetails
 from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import Message, Receive, Scope, Send
 
 from stoker.errors import StokerError
 from stoker.gateway.auth import TokenTable
@@ -37,6 +37,7 @@ from stoker.gateway.errors import (
 )
 from stoker.gateway.openai_errors import error_type, is_openai_path
 from stoker.gateway.service import Gateway
+from stoker.http_server import HttpMiddleware
 
 M = TypeVar("M", bound=BaseModel)
 log = logging.getLogger(__name__)
@@ -235,7 +236,7 @@ async def on_http_error(request: Request, exc: Exception) -> Response:
     )
 
 
-class InternalErrors:
+class InternalErrors(HttpMiddleware):
     """Turns an exception no handler took into a JSON 500 on a connection that stays open.
 
     Starlette's own last resort sends the same 500 and then re-raises, and uvicorn,
@@ -247,13 +248,7 @@ class InternalErrors:
     hung up mid-body is not an error here: `stoker.http_server` logs it in one line.
     """
 
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
+    async def http(self, scope: Scope, receive: Receive, send: Send) -> None:
         started = False
 
         async def tracked(message: Message) -> None:

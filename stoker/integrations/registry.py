@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from stoker.errors import ConfigError, ToolError
@@ -24,77 +24,44 @@ from stoker.integrations.errors import (
 )
 from stoker.integrations.toolkit import IntegrationContext, Toolkit, ToolSpec
 from stoker.integrations.view import ToolkitView
+from stoker.tools.registry import Registry
 
 logger = logging.getLogger(__name__)
 
 
-class ToolkitRegistry:
+class ToolkitRegistry(Registry[Toolkit]):
     """Toolkits by name, plus a `generation` that changes whenever they do.
 
     `call_timeout` bounds every `call`, whatever the toolkit does about timeouts
     itself. Like `ToolRegistry`, it is not locked: change it from the event loop.
     """
 
-    __slots__ = ("_generation", "_toolkits", "call_timeout")
+    __slots__ = ("call_timeout",)
+    kind = "toolkit"
 
     def __init__(self, toolkits: Iterable[Toolkit] = (), *, call_timeout: float = 60.0) -> None:
         if call_timeout <= 0:
             raise ConfigError(f"call_timeout must be > 0 seconds, got {call_timeout}")
+        super().__init__()
         self.call_timeout = call_timeout
-        self._toolkits: dict[str, Toolkit] = {}
-        self._generation = 0
         for toolkit in toolkits:
             self.register(toolkit)
 
-    @property
-    def generation(self) -> int:
-        """Incremented by every register/unregister."""
-        return self._generation
-
-    @property
-    def names(self) -> tuple[str, ...]:
-        """The registered toolkit names, sorted."""
-        return tuple(sorted(self._toolkits))
-
-    def __contains__(self, name: object) -> bool:
-        return name in self._toolkits
-
-    def __iter__(self) -> Iterator[Toolkit]:
-        return iter([self._toolkits[n] for n in self.names])
-
-    def __len__(self) -> int:
-        return len(self._toolkits)
-
-    def get(self, name: str) -> Toolkit:
-        """The toolkit called `name`; `UnknownToolkit` listing the known names otherwise."""
-        try:
-            return self._toolkits[name]
-        except KeyError:
-            raise UnknownToolkit(name, self._toolkits) from None
+    def _unknown_error(self, name: str) -> Exception:
+        return UnknownToolkit(name, self._entries)
 
     def register(self, toolkit: Toolkit, *, replace: bool = False) -> None:
         """Add `toolkit`; a name already registered fails unless `replace` is true.
 
-        A replaced toolkit is not closed: the caller owns it.
+        A replaced toolkit is not closed: the caller owns it (and unregistering one
+        does not close it either).
         """
         if not isinstance(toolkit, Toolkit):
             raise ToolError(f"register() takes a Toolkit, got {toolkit!r}")
         name = toolkit.name
         if not isinstance(name, str) or not name:
             raise ToolError(f"a toolkit needs a non-empty name, got {name!r}")
-        if name in self._toolkits and not replace:
-            raise ToolError(
-                f"a toolkit named {name!r} is already registered; pass replace=True to swap it"
-            )
-        self._toolkits[name] = toolkit
-        self._generation += 1
-
-    def unregister(self, name: str) -> Toolkit:
-        """Remove and return the toolkit called `name` (the caller closes it)."""
-        toolkit = self.get(name)
-        del self._toolkits[name]
-        self._generation += 1
-        return toolkit
+        self._add(name, toolkit, replace=replace)
 
     def prewarm(self, cache: ToolkitCache) -> ToolkitView:
         """The view the cache alone can give, without fetching or waiting.
@@ -117,7 +84,7 @@ class ToolkitRegistry:
         remembered by the cache); it never fails the view.
         """
         generation = self._generation
-        toolkits = {n: self._toolkits[n] for n in self.names}
+        toolkits = {n: self._entries[n] for n in self.names}
         found: dict[str, tuple[ToolSpec, ...]] = {}
         pending: list[Toolkit] = []
         for name, toolkit in toolkits.items():

@@ -108,7 +108,23 @@ def timestamp(clock: Clock) -> str:
     return dt.datetime.fromtimestamp(clock.now(), tz=dt.UTC).isoformat(timespec="milliseconds")
 
 
-def append_record(path: Path, record: WriteRecord) -> None:
+def log_write(
+    path: Path,
+    clock: Clock,
+    *,
+    target: str,
+    action: str,
+    provenance: Provenance | None,
+    **texts: str,
+) -> None:
+    """Append one write to the log at `path`, stamped now (no provenance: an unknown one)."""
+    record = WriteRecord(
+        timestamp=timestamp(clock),
+        target=target,
+        action=action,
+        provenance=provenance if provenance is not None else Provenance(),
+        **texts,
+    )
     append_line(path, record.to_json())
 
 

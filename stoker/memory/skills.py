@@ -32,7 +32,7 @@ from pathlib import Path
 from stoker.clock import Clock, SystemClock
 from stoker.memory._files import atomic_write, locked, read_text
 from stoker.memory.errors import InvalidSkill, SkillExists, SkillNotFound
-from stoker.memory.provenance import Provenance, WriteRecord, append_record, read_log, timestamp
+from stoker.memory.provenance import Provenance, WriteRecord, log_write, read_log
 
 logger = logging.getLogger(__name__)
 
@@ -240,14 +240,9 @@ class SkillStore:
         return parse_skill(name, text), text
 
     def _log(self, name: str, action: str, provenance: Provenance | None, **texts: str) -> None:
-        record = WriteRecord(
-            timestamp=timestamp(self._clock),
-            target=name,
-            action=action,
-            provenance=provenance if provenance is not None else Provenance(),
-            **texts,
+        log_write(
+            self.log_path, self._clock, target=name, action=action, provenance=provenance, **texts
         )
-        append_record(self.log_path, record)
 
     def _not_found(self, name: str) -> SkillNotFound:
         known = ", ".join(self.names()) or "(none yet)"

@@ -38,7 +38,7 @@ from stoker.memory.errors import (
     InvalidEntry,
     MemoryStoreError,
 )
-from stoker.memory.provenance import Provenance, WriteRecord, append_record, read_log, timestamp
+from stoker.memory.provenance import Provenance, WriteRecord, log_write, read_log
 
 logger = logging.getLogger(__name__)
 
@@ -216,14 +216,14 @@ class MemoryStore:
                 if len(text) > budget and len(text) > size:
                     raise BudgetExceeded(path.name, len(text), budget)
                 atomic_write(path, text)
-                record = WriteRecord(
-                    timestamp=timestamp(self._clock),
+                log_write(
+                    self.log_path,
+                    self._clock,
                     target=target,
                     action=action,
-                    provenance=provenance if provenance is not None else Provenance(),
+                    provenance=provenance,
                     **texts,
                 )
-                append_record(self.log_path, record)
                 logger.debug("%s %s: %d characters", action, path, len(text))
                 size = len(text)
         return MemoryWrite(

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, TypeVar
 
 from starlette.routing import BaseRoute
 
@@ -127,6 +127,16 @@ def read_by_type(
     adapter whose stored updates say what they are parses them."""
     read = readers.get(str(raw.get("type")))
     return read(raw) if read is not None else None
+
+
+T = TypeVar("T")
+
+
+def started(client: T | None, platform: str) -> T:
+    """An adapter's platform client, which exists only between `start` and `stop`."""
+    if client is None:
+        raise RuntimeError(f"the {platform} adapter is not started")
+    return client
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -8,11 +8,12 @@ import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Any, Generic, Self, TypeVar
+from typing import Any, Generic, TypeVar
 
 import httpx2
 
 from stoker.errors import ProviderError, ProviderTimeout
+from stoker.providers._adapter import SdkAdapter
 from stoker.providers.retry import (
     RetryableError,
     Timeouts,
@@ -50,20 +51,14 @@ class LoopBoundClient(Generic[C]):
             self._client = None
 
 
-class ClosesClient:
-    """`aclose()` and `async with` for a provider holding a `LoopBoundClient` in `_client`."""
+class ClosesClient(SdkAdapter):
+    """An adapter holding a `LoopBoundClient` in `_client`, closed by `aclose()`."""
 
     _client: LoopBoundClient[Any]
 
     async def aclose(self) -> None:
         """Close the HTTP connections (call it when the provider is no longer needed)."""
         await self._client.aclose()
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -15,12 +15,9 @@ from dataclasses import replace
 import anthropic
 
 from stoker.cache.models import ModelInfo, fallback_info, with_prices
-from stoker.cache.prices import PriceBook
-from stoker.clock import Clock, SystemClock
 from stoker.errors import ConfigError
 from stoker.providers._sdk import Answer, ClosesClient, LoopBoundClient, Target, send
 from stoker.providers.base import CallContext, Completion
-from stoker.providers.retry import RetryPolicy, call_with_retries
 from stoker.wire.dialects import anthropic as dialect
 from stoker.wire.dialects import anthropic_stream
 from stoker.wire.request import Request
@@ -33,24 +30,12 @@ LONG_REQUEST_TOKENS = 21_333  # 10 minutes at the SDK's assumed 128k tokens per 
 class AnthropicProvider(ClosesClient):
     """Claude models through the Messages API (or any server that speaks it)."""
 
-    def __init__(
-        self,
-        *,
-        api_key: str | None = None,
-        base_url: str | None = None,
-        retry: RetryPolicy | None = None,
-        clock: Clock | None = None,
-        key_env: str = KEY_ENV,
-        prices: PriceBook | None = None,
-    ) -> None:
+    NAME = NAME
+    KEY_ENV = KEY_ENV
+
+    def _start(self) -> None:
         """Without `api_key` (or `base_url`) the SDK finds its own, as `AsyncAnthropic()`
         does: ANTHROPIC_API_KEY or ANTHROPIC_AUTH_TOKEN (ANTHROPIC_BASE_URL)."""
-        self.prices = prices
-        self._api_key = api_key or None
-        self.base_url = base_url
-        self.retry = retry or RetryPolicy()
-        self.clock: Clock = clock or SystemClock()
-        self.key_env = key_env
         self._client = LoopBoundClient(self._new_client)
         if self._api_key is None:
             found = self._new_client()  # the SDK reads its variables when it is built
@@ -62,10 +47,6 @@ class AnthropicProvider(ClosesClient):
 
     def __repr__(self) -> str:
         return f"AnthropicProvider(base_url={self.base_url!r})"
-
-    @property
-    def name(self) -> str:
-        return NAME
 
     def model_info(self, model: str) -> ModelInfo:
         """Known models from the table; a new one gets Anthropic's usual facts. Priced by
@@ -89,8 +70,6 @@ class AnthropicProvider(ClosesClient):
         if stream != request.stream:
             request = replace(request, stream=stream)
         payload = dialect.render_request(request)
-        started = 0.0
-
         target = Target(
             sdk=anthropic,
             provider=NAME,
@@ -101,8 +80,6 @@ class AnthropicProvider(ClosesClient):
         )
 
         async def attempt() -> Answer:
-            nonlocal started
-            started = self.clock.now()
             return await send(
                 self._client.get().messages,
                 payload,
@@ -114,7 +91,7 @@ class AnthropicProvider(ClosesClient):
                 on_thinking=context.on_thinking,
             )
 
-        answer, retries = await call_with_retries(attempt, policy=self.retry, provider=NAME)
+        answer, started, retries = await self._attempts(attempt)
         return Completion(
             message=answer.message, usage=answer.usage, started_at=started, retries=retries
         )

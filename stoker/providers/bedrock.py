@@ -22,15 +22,16 @@ from typing import Any
 
 from stoker.cache.models import ModelInfo, fallback_info, with_prices
 from stoker.cache.prices import PriceBook
-from stoker.clock import Clock, SystemClock
+from stoker.clock import Clock
 from stoker.errors import ConfigError, ProviderError, ProviderTimeout
+from stoker.providers._adapter import SdkAdapter
 from stoker.providers.base import CallContext, Completion
 from stoker.providers.retry import (
     RetryableError,
     RetryPolicy,
     broken_stream,
-    call_with_retries,
     failure,
+    relay,
 )
 from stoker.wire.dialects import bedrock as dialect
 from stoker.wire.dialects import bedrock_stream
@@ -72,8 +73,11 @@ def _redact_sdk_logs(secrets: tuple[str, ...]) -> None:
             logger.addFilter(_Redacted(secrets))
 
 
-class BedrockProvider:
+class BedrockProvider(SdkAdapter):
     """Claude models on Bedrock (or any server that speaks its Converse API)."""
+
+    NAME = NAME
+    KEY_ENV = KEY_ENV
 
     def __init__(
         self,
@@ -97,26 +101,20 @@ class BedrockProvider:
             )
         self.region = region
         self.profile = profile
-        self.base_url = base_url
         self._credentials = {
             "aws_access_key_id": access_key_id,
             "aws_secret_access_key": secret_access_key,
             "aws_session_token": session_token,
         }
-        self.retry = retry or RetryPolicy()
-        self.clock: Clock = clock or SystemClock()
-        self.key_env = key_env
-        self.prices = prices
         self._client: Any = None
         self._context: Any = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        super().__init__(
+            base_url=base_url, retry=retry, clock=clock, key_env=key_env, prices=prices
+        )
 
     def __repr__(self) -> str:
         return f"BedrockProvider(region={self.region!r}, base_url={self.base_url!r})"
-
-    @property
-    def name(self) -> str:
-        return NAME
 
     def model_info(self, model: str) -> ModelInfo:
         """Known Bedrock ids (and their inference profiles) from the table; another id
@@ -173,21 +171,12 @@ class BedrockProvider:
             context, self._context, self._client = self._context, None, None
             await context.__aexit__(None, None, None)
 
-    async def __aenter__(self) -> BedrockProvider:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
-
     async def complete(self, request: Request, context: CallContext) -> Completion:
         stream = request.stream or context.streams
         payload = dialect.render_request(request)
         model = request.prefix.params.model
-        started = 0.0
 
         async def attempt() -> tuple[AssistantMessage, Usage]:
-            nonlocal started
-            started = self.clock.now()
             client = await self._sdk()
             try:
                 if not stream:
@@ -197,9 +186,7 @@ class BedrockProvider:
             except Exception as exc:  # botocore's errors share no base we can import eagerly
                 raise self._mapped(exc, model) from (None if _auth(exc) else exc)
 
-        (message, usage), retries = await call_with_retries(
-            attempt, policy=self.retry, provider=NAME
-        )
+        (message, usage), started, retries = await self._attempts(attempt)
         return Completion(message=message, usage=usage, started_at=started, retries=retries)
 
     async def _streamed(
@@ -213,11 +200,7 @@ class BedrockProvider:
                 async for event in response["stream"]:
                     waiting.reschedule(None)
                     text = accumulator.feed(event)
-                    if text and context.on_text is not None:
-                        context.on_text(text)
-                        emitted = True
-                    if accumulator.thinking and context.on_thinking is not None:
-                        context.on_thinking(accumulator.thinking)
+                    if relay(text, accumulator.thinking, context.on_text, context.on_thinking):
                         emitted = True
         except TimeoutError:
             raise RetryableError(

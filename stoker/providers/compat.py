@@ -11,7 +11,7 @@ and what each reports beside the usage: OpenRouter its cost, llama.cpp its timin
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from stoker.cache.models import Family, ModelInfo, fallback_info, with_prices
 from stoker.cache.prices import PriceBook
@@ -48,11 +48,11 @@ class _KeyedProvider(OpenAIProvider):
     the data of the subclass (its name, URL, quirks, dialect, key variable, and the model
     families whose facts it serves)."""
 
-    NAME: Family
+    NAME: ClassVar[Family]
     URL: str
     SERVER_QUIRKS: ServerQuirks
     DIALECT: str
-    KEY_ENV: str
+    KEY_ENV: ClassVar[str]
     FAMILIES: tuple[str, ...]
 
     def __init__(

@@ -18,13 +18,11 @@ import asyncio
 import json
 from collections.abc import Collection
 from dataclasses import dataclass
-from typing import Any, Self
+from typing import Any
 
 import httpx2
 
 from stoker.cache.models import ModelInfo, fallback_info, with_prices
-from stoker.cache.prices import PriceBook
-from stoker.clock import Clock, SystemClock
 from stoker.errors import (
     AuthenticationError,
     ConfigError,
@@ -32,9 +30,10 @@ from stoker.errors import (
     ProviderTimeout,
     WireError,
 )
+from stoker.providers._adapter import SdkAdapter
 from stoker.providers.base import CallContext, Completion
 from stoker.providers.caches import CacheCall, owned
-from stoker.providers.retry import RetryableError, RetryPolicy, call_with_retries, failure
+from stoker.providers.retry import RetryableError, failure, relay
 from stoker.wire.dialects import gemini as dialect
 from stoker.wire.dialects import gemini_caches as caches
 from stoker.wire.dialects import gemini_stream
@@ -60,25 +59,19 @@ class _Clients:
         await self.http.aclose()
 
 
-class GoogleProvider:
+class GoogleProvider(SdkAdapter):
     """Gemini models through the Gemini API (or any server that speaks it, such as
     `stoker sim serve`)."""
 
-    def __init__(
-        self,
-        *,
-        api_key: str | None = None,
-        base_url: str | None = None,
-        retry: RetryPolicy | None = None,
-        clock: Clock | None = None,
-        key_env: str = KEY_ENV,
-        prices: PriceBook | None = None,
-    ) -> None:
+    NAME = NAME
+    KEY_ENV = KEY_ENV
+
+    def _start(self) -> None:
         """Without `api_key` the SDK finds its own, as `genai.Client()` does:
         GOOGLE_API_KEY or GEMINI_API_KEY."""
         from google import genai  # the `google` extra; it takes a second to import
 
-        if not api_key:
+        if self._api_key is None:
             try:
                 genai.Client(vertexai=False)  # the SDK reads its variables when it is built
             except ValueError:
@@ -88,22 +81,12 @@ class GoogleProvider:
                     "Config that holds it)"
                 ) from None
         self._genai = genai
-        self.prices = prices
-        self._api_key = api_key or None
-        self.base_url = base_url
-        self.retry = retry or RetryPolicy()
-        self.clock: Clock = clock or SystemClock()
-        self.key_env = key_env
         self.made: set[str] = set()  # explicit caches this provider object created
         self._clients: _Clients | None = None
         self._loop: object = None
 
     def __repr__(self) -> str:
         return f"GoogleProvider(base_url={self.base_url!r})"
-
-    @property
-    def name(self) -> str:
-        return NAME
 
     def model_info(self, model: str) -> ModelInfo:
         """Known models from the table; a new one gets Gemini's usual facts. Priced by the
@@ -138,12 +121,6 @@ class GoogleProvider:
         if clients is not None:
             await clients.close()
 
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
-
     # -- generateContent -------------------------------------------------------------------
 
     def _arguments(self, payload: dict[str, Any], *, raw: bool) -> dict[str, Any]:
@@ -166,11 +143,8 @@ class GoogleProvider:
         stream = request.stream or context.streams
         payload = dialect.render_request(request)
         model = request.prefix.params.model
-        started = 0.0
 
         async def attempt() -> tuple[AssistantMessage, Usage]:
-            nonlocal started
-            started = self.clock.now()
             models = self._client().models
             if stream:
                 body = await self._streamed(models, payload, model, context)
@@ -183,9 +157,7 @@ class GoogleProvider:
             except WireError as exc:
                 raise RetryableError(f"a malformed answer: {exc}") from exc
 
-        (message, usage), retries = await call_with_retries(
-            attempt, policy=self.retry, provider=NAME
-        )
+        (message, usage), started, retries = await self._attempts(attempt)
         return Completion(message=message, usage=usage, started_at=started, retries=retries)
 
     async def _streamed(
@@ -205,11 +177,7 @@ class GoogleProvider:
                     exclude={"sdk_http_response", "automatic_function_calling_history", "parsed"},
                 )
                 text = accumulator.feed(wire)
-                if text and context.on_text is not None:
-                    context.on_text(text)
-                    emitted = True
-                if accumulator.thinking and context.on_thinking is not None:
-                    context.on_thinking(accumulator.thinking)
+                if relay(text, accumulator.thinking, context.on_text, context.on_thinking):
                     emitted = True
         except Exception as exc:
             if isinstance(exc, self._genai.errors.APIError):
@@ -260,15 +228,10 @@ class GoogleProvider:
     # -- explicit cache objects (stoker.providers.caches) ------------------------------------
 
     async def _cache_call(self, make: Any, *, model: str = "") -> tuple[Any, float, int]:
-        started = 0.0
-
         async def attempt() -> Any:
-            nonlocal started
-            started = self.clock.now()
             return await self._call(make(self._client().caches), model)
 
-        result, retries = await call_with_retries(attempt, policy=self.retry, provider=NAME)
-        return result, started, retries
+        return await self._attempts(attempt)
 
     def _info(self, cached: Any) -> caches.CacheInfo:
         return caches.parse_cache(cached.model_dump(mode="json", by_alias=True, exclude_none=True))
@@ -283,13 +246,7 @@ class GoogleProvider:
         )
         info = self._info(result)
         self.made.add(info.name)
-        return CacheCall(
-            name=info.name,
-            tokens=info.tokens,
-            expires_at=info.expires_at,
-            started_at=started,
-            retries=retries,
-        )
+        return _called(info.name, info, started, retries)
 
     async def extend_cache(self, name: str, *, ttl: float) -> CacheCall:
         types = self._genai.types
@@ -298,26 +255,14 @@ class GoogleProvider:
             lambda c: c.update(name=name, config=config)
         )
         info = self._info(result)
-        return CacheCall(
-            name=name,
-            tokens=info.tokens,
-            expires_at=info.expires_at,
-            started_at=started,
-            retries=retries,
-        )
+        return _called(name, info, started, retries)
 
     async def delete_cache(self, name: str) -> CacheCall:
         found, _, _ = await self._cache_call(lambda c: c.get(name=name))
         info = self._info(found)
         _, started, retries = await self._cache_call(lambda c: c.delete(name=name))
         self.made.discard(name)
-        return CacheCall(
-            name=name,
-            tokens=info.tokens,
-            expires_at=info.expires_at,
-            started_at=started,
-            retries=retries,
-        )
+        return _called(name, info, started, retries)
 
     async def sweep_caches(self, scope: str, *, keep: Collection[str] = ()) -> list[str]:
         listed, _, _ = await self._cache_call(lambda c: c.list())
@@ -328,6 +273,16 @@ class GoogleProvider:
                 await self._cache_call(lambda c, name=name: c.delete(name=name))
                 gone.append(name)
         return gone
+
+
+def _called(name: str, info: caches.CacheInfo, started: float, retries: int) -> CacheCall:
+    return CacheCall(
+        name=name,
+        tokens=info.tokens,
+        expires_at=info.expires_at,
+        started_at=started,
+        retries=retries,
+    )
 
 
 def _body(text: str | None) -> Any:

@@ -19,11 +19,11 @@ import openai
 
 from stoker.cache.models import ModelInfo, fallback_info, known_models, with_prices
 from stoker.cache.prices import PriceBook
-from stoker.clock import Clock, SystemClock
+from stoker.clock import Clock
 from stoker.errors import ConfigError
 from stoker.providers._sdk import Answer, ClosesClient, LoopBoundClient, Target, send
 from stoker.providers.base import CallContext, Completion
-from stoker.providers.retry import RetryPolicy, call_with_retries
+from stoker.providers.retry import RetryPolicy
 from stoker.wire.dialects import (
     dialect_module,
     openai_chat,
@@ -106,6 +106,8 @@ def _path(body: dict[str, Any], dotted: str) -> Any:
 class OpenAIProvider(ClosesClient):
     """OpenAI models, or an OpenAI-compatible server when `base_url` points at one."""
 
+    KEY_ENV = KEY_ENV
+
     def __init__(
         self,
         *,
@@ -121,34 +123,38 @@ class OpenAIProvider(ClosesClient):
         prices: PriceBook | None = None,
         dialect: str | None = None,
     ) -> None:
-        """Without `api_key` (or `base_url`) the SDK finds its own, as `AsyncOpenAI()` does:
-        OPENAI_API_KEY (OPENAI_BASE_URL)."""
-        self.prices = prices
         if api not in ("chat", "responses"):
             raise ConfigError(f"api must be 'chat' or 'responses', not {api!r}")
         if cache_retention is not None and cache_retention not in RETENTIONS:
             raise ConfigError(
                 f"cache_retention must be one of {RETENTIONS}, not {cache_retention!r}"
             )
-        self._api_key = api_key or None
         self.api: Api = api
-        self.base_url = base_url
         self._name = name
         self.cache_retention = cache_retention
         self.quirks = quirks or QUIRKS["openai" if base_url is None else "generic"]
-        self.retry = retry or RetryPolicy()
-        self.clock: Clock = clock or SystemClock()
-        self.key_env = key_env
         # A compatible API's own Chat dialect (OpenRouter's, DeepSeek's, a local server's).
         self.dialect = dialect
+        super().__init__(
+            api_key=api_key,
+            base_url=base_url,
+            retry=retry,
+            clock=clock,
+            key_env=key_env,
+            prices=prices,
+        )
+
+    def _start(self) -> None:
+        """Without `api_key` (or `base_url`) the SDK finds its own, as `AsyncOpenAI()` does:
+        OPENAI_API_KEY (OPENAI_BASE_URL)."""
         self._client = LoopBoundClient(self._new_client)
         if self._api_key is None:
             try:
                 self._new_client()  # the SDK reads its variables when it is built
             except openai.OpenAIError:
                 raise ConfigError(
-                    f"the {name} provider has no API key: set {KEY_ENV} (the openai SDK "
-                    "reads it), or pass one (api_key=..., or a Config that holds it)"
+                    f"the {self._name} provider has no API key: set {KEY_ENV} (the openai "
+                    "SDK reads it), or pass one (api_key=..., or a Config that holds it)"
                 ) from None
 
     def __repr__(self) -> str:
@@ -203,8 +209,6 @@ class OpenAIProvider(ClosesClient):
             else openai_responses_stream.Accumulator
         )
         payload = module.render_request(request)
-        started = 0.0
-
         target = Target(
             sdk=openai,
             provider=self._name,
@@ -215,8 +219,6 @@ class OpenAIProvider(ClosesClient):
         )
 
         async def attempt() -> Answer:
-            nonlocal started
-            started = self.clock.now()
             client = self._client.get()
             resource: Any = client.chat.completions if self.api == "chat" else client.responses
             return await send(
@@ -230,7 +232,7 @@ class OpenAIProvider(ClosesClient):
                 on_thinking=context.on_thinking,
             )
 
-        answer, retries = await call_with_retries(attempt, policy=self.retry, provider=self._name)
+        answer, started, retries = await self._attempts(attempt)
         return Completion(
             message=answer.message,
             usage=answer.usage,

@@ -306,6 +306,24 @@ def parse_body(data: bytes, content_type: str, parse: Callable[[Any], T]) -> T:
         raise malformed_answer(exc, content_type=content_type, seen=seen) from exc
 
 
+def relay(
+    text: str | None,
+    thinking: str | None,
+    on_text: Callable[[str], object] | None,
+    on_thinking: Callable[[str], object] | None,
+) -> bool:
+    """Hand what one streamed chunk said to the caller; whether anything went out, after
+    which a broken stream is not retried (the caller would see its text twice)."""
+    emitted = False
+    if text and on_text is not None:
+        on_text(text)
+        emitted = True
+    if thinking and on_thinking is not None:
+        on_thinking(thinking)
+        emitted = True
+    return emitted
+
+
 async def read_stream(
     opened: AbstractAsyncContextManager[Any],
     accumulator: Accumulator,
@@ -334,11 +352,7 @@ async def read_stream(
                     lines += 1
                     frame = decoder.feed(line)
                     text = accumulator.feed_frame(frame[1]) if frame is not None else None
-                    if text and on_text is not None:
-                        on_text(text)
-                        emitted = True
-                    if accumulator.thinking and on_thinking is not None:
-                        on_thinking(accumulator.thinking)
+                    if relay(text, accumulator.thinking, on_text, on_thinking):
                         emitted = True
         if (last := decoder.flush()) is not None:
             accumulator.feed_frame(last[1])

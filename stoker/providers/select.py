@@ -94,16 +94,13 @@ def select_provider(
         if config is not None
         else (None, None, None, None)
     )
+    common: dict[str, Any] = {"clock": clock, "retry": retry, "prices": prices}
     # The SDKs take a second to import: only a provider that uses one pays for it.
     if kind == "anthropic":
         from stoker.providers.anthropic import AnthropicProvider
 
         provider: Provider = AnthropicProvider(
-            api_key=anthropic_key,
-            base_url=anthropic_url,
-            clock=clock,
-            retry=retry,
-            prices=prices,
+            api_key=anthropic_key, base_url=anthropic_url, **common
         )
         return ProviderChoice(provider=provider, model=model)
     if kind == "google":
@@ -112,12 +109,10 @@ def select_provider(
         provider = GoogleProvider(
             api_key=config.google_api_key if config else None,
             base_url=config.google_base_url if config else None,
-            clock=clock,
-            retry=retry,
-            prices=prices,
+            **common,
         )
         return ProviderChoice(provider=provider, model=model)
-    more = _more(kind, rest, spec, engine, config, clock=clock, retry=retry, prices=prices)
+    more = _more(kind, rest, spec, engine, config, **common)
     if more is not None:
         return more
     from stoker.providers.openai import OpenAIProvider
@@ -127,9 +122,7 @@ def select_provider(
             api_key=openai_key,
             api="responses" if kind == "openai" else "chat",
             base_url=openai_url,
-            clock=clock,
-            retry=retry,
-            prices=prices,
+            **common,
         )
         return ProviderChoice(provider=provider, model=model)
     if kind == "openai-compatible":
@@ -145,9 +138,7 @@ def select_provider(
             api="chat",
             base_url=url.strip(),
             name="openai-compatible",
-            clock=clock,
-            retry=retry,
-            prices=prices,
+            **common,
         )
         return ProviderChoice(provider=provider, model=name.strip())
     raise ConfigError(f"unknown provider {kind!r} in {spec!r}; expected one of: {', '.join(KINDS)}")

@@ -9,7 +9,7 @@ one nobody prices is counted apart, never allowed to hide the known totals.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from stoker.cache.explain import explain
@@ -101,6 +101,7 @@ class Miss:
     they come from this call's own tokens (read what the previous call left cached)."""
 
     call: int
+    lost_tokens: int = 0  # what it fell short of reading, of what was there before it
     verdict: str
     explanation: str
     fix: str
@@ -108,20 +109,9 @@ class Miss:
     saving_usd: float | None
     read_with_fix: int
     replayed: bool
-    lost_tokens: int = 0  # what it fell short of reading, of what was there before it
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "call": self.call,
-            "lost_tokens": self.lost_tokens,
-            "verdict": self.verdict,
-            "explanation": self.explanation,
-            "fix": self.fix,
-            "cost_usd": self.cost_usd,
-            "saving_usd": self.saving_usd,
-            "read_with_fix": self.read_with_fix,
-            "replayed": self.replayed,
-        }
+        return asdict(self)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -135,7 +125,7 @@ class WhatIf:
     detail: str
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "saving_usd": self.saving_usd, "detail": self.detail}
+        return asdict(self)
 
     def __str__(self) -> str:
         saved = "an unknown amount" if self.saving_usd is None else f"${self.saving_usd:,.5f}"

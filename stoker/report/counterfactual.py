@@ -43,16 +43,6 @@ def read_with_fix(usage: Usage, cached: int) -> Usage:
     )
 
 
-def units(usage: Usage, info: ModelInfo) -> float:
-    """Input cost of `usage` in base-input tokens."""
-    return (
-        usage.uncached
-        + info.write_5m * usage.written_5m
-        + info.write_1h * usage.written_1h
-        + info.read * usage.read
-    )
-
-
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Step:
     """One call of a conversation as a what-if sees it: its usage, what of its input an

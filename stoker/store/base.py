@@ -219,17 +219,23 @@ class SqlEventStore(ProxyLog, PlatformLog, GatewayLog, FleetLog):
     async def _load(self, session_id: str, *, epoch: int | None) -> StoredSession:
         rows = await self._read(
             "SELECT role, parent_id, root_id, created_at, prefix, config, last_record, "
-            "declared_break FROM sessions WHERE id = ?",
+            "declared_break, last_turn_at FROM sessions WHERE id = ?",
             (session_id,),
         )
         if not rows:
             raise SessionNotFound(session_id)
-        role, parent_id, root_id, created_at, prefix, config, last_record, pending = rows[0]
+        role, parent_id, root_id, created_at, prefix, config, last_record, pending, turned = rows[0]
         settings = json.loads(config)
         messages, used, epochs = await self._own_messages(session_id, epoch=epoch)
-        writes = await self._read(
-            "SELECT prefix_key, message, block FROM session_writes WHERE session_id = ?",
-            (session_id,),
+        writes, holds = [
+            await self._read(
+                f"SELECT prefix_key, message, block FROM {table} WHERE session_id = ?",
+                (session_id,),
+            )
+            for table in ("session_writes", "session_holds")
+        ]
+        gaps = await self._read(
+            "SELECT seconds FROM session_gaps WHERE session_id = ? ORDER BY seq", (session_id,)
         )
         forked_at = settings.get("forked_at")
         if parent_id is not None and isinstance(forked_at, int):
@@ -252,6 +258,9 @@ class SqlEventStore(ProxyLog, PlatformLog, GatewayLog, FleetLog):
             last_record=CacheRecord.from_dict(json.loads(last_record)) if last_record else None,
             declared_break=pending,
             writes={key: (int(m), int(b)) for key, m, b in writes},
+            holds={key: (int(m), int(b)) for key, m, b in holds},
+            gaps=tuple(float(g) for (g,) in gaps),
+            last_turn_at=turned,
             epoch=epochs,
         )
 
@@ -369,6 +378,8 @@ class SqlEventStore(ProxyLog, PlatformLog, GatewayLog, FleetLog):
                 ("events", "session_id"),
                 ("used_tools", "session_id"),
                 ("session_writes", "session_id"),
+                ("session_holds", "session_id"),
+                ("session_gaps", "session_id"),
                 ("client_histories", "session_id"),
                 ("platform_chats", "session_id"),
                 ("sessions", "id"),

@@ -19,20 +19,50 @@ from stoker.wire.events import (
     SessionCreated,
 )
 from stoker.wire.messages import AssistantMessage, UserMessage
+from stoker.wire.record import CacheRecord
 
 Op = tuple[str, tuple[Any, ...]]
 
 
-def write_op(session_id: str, key: str, message: int, block: int) -> Op:
+def write_op(
+    session_id: str, key: str, message: int, block: int, *, table: str = "session_writes"
+) -> Op:
     """Remember the furthest place a prefix wrote in a session: its own calls, or a fork's
-    first call at the end of its history (which may come after the session moved on)."""
+    first call at the end of its history (which may come after the session moved on).
+    `table="session_holds"`: the same for its 1-hour entries."""
     return (
-        "INSERT INTO session_writes (session_id, prefix_key, message, block) VALUES (?, ?, ?, ?) "
+        f"INSERT INTO {table} (session_id, prefix_key, message, block) VALUES (?, ?, ?, ?) "
         "ON CONFLICT (session_id, prefix_key) DO UPDATE SET message = excluded.message, "
-        "block = excluded.block WHERE (session_writes.message, session_writes.block) < "
+        f"block = excluded.block WHERE ({table}.message, {table}.block) < "
         "(excluded.message, excluded.block)",
         (session_id, key, message, block),
     )
+
+
+def record_ops(record: CacheRecord) -> list[Op]:
+    """What a call tells a later process (see `CacheState.after_refresh`): where the
+    prefix last wrote, the furthest 1-hour entry it holds, the idle gap its turn came after,
+    and when a turn's call began (a resumed session's idle time counts from the last)."""
+    sid, key = record.session_id, record.fingerprints.prefix_key
+    ops: list[Op] = []
+    last = record.breakpoints[-1] if record.breakpoints else None
+    if last is not None and last.message is not None:
+        ops.append(write_op(sid, key, last.message, last.block))
+    long = [(b.message, b.block) for b in record.breakpoints if b.ttl == "1h"]
+    held = max(((m, b) for m, b in long if m is not None), default=None)
+    if held is not None and record.usage.read + record.usage.written:
+        ops.append(write_op(sid, key, *held, table="session_holds"))
+    if record.idle_before is not None:
+        ops.append(
+            (
+                "INSERT INTO session_gaps (session_id, seq, seconds) "
+                "SELECT ?, COALESCE(MAX(seq), 0) + 1, ? FROM session_gaps WHERE session_id = ?",
+                (sid, record.idle_before, sid),
+            )
+        )
+    if record.purpose == "turn":
+        ops.append(("UPDATE sessions SET last_turn_at = ? WHERE id = ?", (record.started_at, sid)))
+    return ops
 
 
 def title(message: UserMessage) -> str:
@@ -50,7 +80,10 @@ def ops_for(event: Event, config: dict[str, Any] | None = None, *, header: bool 
     if isinstance(event, SessionCreated):
         anchor = event.config.get("anchor")
         if event.parent_id is not None and isinstance(anchor, dict):
-            ops.append(write_op(event.parent_id, anchor["prefix_key"], *anchor["at"]))
+            for table in ("session_writes", "session_holds"):  # a fork's anchor is 1-hour
+                ops.append(
+                    write_op(event.parent_id, anchor["prefix_key"], *anchor["at"], table=table)
+                )
         ops.append(
             (
                 "INSERT INTO sessions (id, root_id, parent_id, role, created_at, updated_at, "
@@ -98,9 +131,7 @@ def ops_for(event: Event, config: dict[str, Any] | None = None, *, header: bool 
                 (dumps(record.to_dict()), now, sid),
             )
         )
-        last = record.breakpoints[-1] if record.breakpoints else None
-        if last is not None and last.message is not None:
-            ops.append(write_op(sid, record.fingerprints.prefix_key, last.message, last.block))
+        ops += record_ops(record)
     elif isinstance(event, PrefixRebased):
         ops.append(
             (
@@ -126,6 +157,7 @@ def ops_for(event: Event, config: dict[str, Any] | None = None, *, header: bool 
             )
         )
         ops.append(("DELETE FROM session_writes WHERE session_id = ?", (sid,)))
+        ops.append(("DELETE FROM session_holds WHERE session_id = ?", (sid,)))
     elif isinstance(event, ConfigChanged) and config is not None:
         ops.append(
             (

@@ -17,6 +17,17 @@ class Migration:
     statements: tuple[str, ...]
 
 
+def _places(table: str) -> str:
+    """A table of one place per session and prefix (a message and a block in it)."""
+    return f"""CREATE TABLE {table} (
+                session_id TEXT NOT NULL,
+                prefix_key TEXT NOT NULL,
+                message INTEGER NOT NULL,
+                block INTEGER NOT NULL,
+                PRIMARY KEY (session_id, prefix_key)
+            )"""
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(
         version=1,
@@ -85,15 +96,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(
         version=5,
         name="where each prefix last wrote, so a switch back reads it after a restart",
-        statements=(
-            """CREATE TABLE session_writes (
-                session_id TEXT NOT NULL,
-                prefix_key TEXT NOT NULL,
-                message INTEGER NOT NULL,
-                block INTEGER NOT NULL,
-                PRIMARY KEY (session_id, prefix_key)
-            )""",
-        ),
+        statements=(_places("session_writes"),),
     ),
     Migration(
         version=6,
@@ -205,6 +208,21 @@ MIGRATIONS: tuple[Migration, ...] = (
                 PRIMARY KEY (holder, seq)
             )""",
             "CREATE INDEX fleet_notes_written ON fleet_notes (written_at)",
+        ),
+    ),
+    Migration(
+        version=11,
+        name="what a resumed session needs to plan as its last process did: the 1-hour "
+        "entries it holds, the idle gaps it watched, when its last turn's last call began",
+        statements=(
+            _places("session_holds"),
+            """CREATE TABLE session_gaps (
+                session_id TEXT NOT NULL,
+                seq INTEGER NOT NULL,
+                seconds DOUBLE PRECISION NOT NULL,
+                PRIMARY KEY (session_id, seq)
+            )""",
+            "ALTER TABLE sessions ADD COLUMN last_turn_at DOUBLE PRECISION",
         ),
     ),
 )

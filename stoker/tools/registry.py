@@ -10,27 +10,26 @@ sub-agents that differ from the parent").
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
+from typing import Generic, TypeVar
 
 from stoker.errors import ToolError
 from stoker.tools.tool import Tool
 from stoker.tools.toolset import Toolset
 
+T = TypeVar("T")
 
-class ToolRegistry:
-    """Toolsets by name, plus a `generation` that changes whenever they do.
 
-    The registry is mutable (integrations connect and disconnect); a gateway keys its
-    caches of resolved tools on `generation`. It is not locked: change it from one
-    thread (the event loop's), like the rest of a gateway's state.
-    """
+class Registry(Generic[T]):
+    """Values by name, plus a `generation` that changes whenever they do: what the
+    registries of toolsets and of toolkits (`stoker.integrations`) share. Not locked:
+    change it from one thread (the event loop's), like the rest of a gateway's state."""
 
-    __slots__ = ("_generation", "_toolsets")
+    __slots__ = ("_entries", "_generation")
+    kind = "entry"  # what an entry is called in errors
 
-    def __init__(self, toolsets: Iterable[Toolset] = ()) -> None:
-        self._toolsets: dict[str, Toolset] = {}
+    def __init__(self) -> None:
+        self._entries: dict[str, T] = {}
         self._generation = 0
-        for toolset in toolsets:
-            self.register(toolset)
 
     @property
     def generation(self) -> int:
@@ -39,43 +38,68 @@ class ToolRegistry:
 
     @property
     def names(self) -> tuple[str, ...]:
-        """The registered toolset names, sorted."""
-        return tuple(sorted(self._toolsets))
+        """The registered names, sorted."""
+        return tuple(sorted(self._entries))
 
     def __contains__(self, name: object) -> bool:
-        return name in self._toolsets
+        return name in self._entries
 
-    def __iter__(self) -> Iterator[Toolset]:
-        return iter([self._toolsets[n] for n in self.names])
+    def __iter__(self) -> Iterator[T]:
+        return iter([self._entries[n] for n in self.names])
 
     def __len__(self) -> int:
-        return len(self._toolsets)
+        return len(self._entries)
 
-    def get(self, name: str) -> Toolset:
-        """The toolset called `name`; ToolError listing the known names otherwise."""
+    def get(self, name: str) -> T:
+        """The entry called `name`; `_unknown_error` otherwise."""
         try:
-            return self._toolsets[name]
+            return self._entries[name]
         except KeyError:
-            raise ToolError(self._unknown([name])) from None
+            raise self._unknown_error(name) from None
+
+    def _unknown_error(self, name: str) -> Exception:
+        raise NotImplementedError
+
+    def _add(self, name: str, entry: T, *, replace: bool) -> None:
+        if name in self._entries and not replace:
+            raise ToolError(
+                f"a {self.kind} named {name!r} is already registered; pass replace=True to swap it"
+            )
+        self._entries[name] = entry
+        self._generation += 1
+
+    def unregister(self, name: str) -> T:
+        """Remove and return the entry called `name`."""
+        entry = self.get(name)
+        del self._entries[name]
+        self._generation += 1
+        return entry
+
+
+class ToolRegistry(Registry[Toolset]):
+    """Toolsets by name, plus a `generation` that changes whenever they do.
+
+    The registry is mutable (integrations connect and disconnect); a gateway keys its
+    caches of resolved tools on `generation`. It is not locked: change it from one
+    thread (the event loop's), like the rest of a gateway's state.
+    """
+
+    __slots__ = ()
+    kind = "toolset"
+
+    def __init__(self, toolsets: Iterable[Toolset] = ()) -> None:
+        super().__init__()
+        for toolset in toolsets:
+            self.register(toolset)
+
+    def _unknown_error(self, name: str) -> Exception:
+        return ToolError(self._unknown([name]))
 
     def register(self, toolset: Toolset, *, replace: bool = False) -> None:
         """Add `toolset`; a name already registered fails unless `replace` is true."""
         if not isinstance(toolset, Toolset):
             raise ToolError(f"register() takes a Toolset, got {toolset!r}")
-        if toolset.name in self._toolsets and not replace:
-            raise ToolError(
-                f"a toolset named {toolset.name!r} is already registered; "
-                "pass replace=True to swap it"
-            )
-        self._toolsets[toolset.name] = toolset
-        self._generation += 1
-
-    def unregister(self, name: str) -> Toolset:
-        """Remove and return the toolset called `name`."""
-        toolset = self.get(name)
-        del self._toolsets[name]
-        self._generation += 1
-        return toolset
+        self._add(toolset.name, toolset, replace=replace)
 
     def resolve(
         self, enabled: Iterable[str] | None = None, disabled: Iterable[str] = ()
@@ -88,7 +112,7 @@ class ToolRegistry:
         """
         wanted = self.names if enabled is None else _names(enabled, "enabled")
         dropped = set(_names(disabled, "disabled"))
-        unknown = sorted({n for n in (*wanted, *dropped) if n not in self._toolsets})
+        unknown = sorted({n for n in (*wanted, *dropped) if n not in self._entries})
         if unknown:
             raise ToolError(self._unknown(unknown))
         return self._tools(set(wanted) - dropped)
@@ -105,12 +129,12 @@ class ToolRegistry:
         """
         wanted = self.names if enabled is None else _names(enabled, "enabled")
         dropped = set(_names(disabled, "disabled"))
-        return self._tools({n for n in wanted if n in self._toolsets} - dropped)
+        return self._tools({n for n in wanted if n in self._entries} - dropped)
 
     def _tools(self, selected: set[str]) -> tuple[Tool, ...]:
         found: dict[str, tuple[Tool, str]] = {}
         for set_name in sorted(selected):
-            for t in self._toolsets[set_name].tools:
+            for t in self._entries[set_name].tools:
                 seen = found.get(t.name)
                 if seen is None:
                     found[t.name] = (t, set_name)

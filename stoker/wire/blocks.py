@@ -91,6 +91,16 @@ class ToolUseBlock:
         except ValueError as exc:  # e.g. an integer of more digits than Python converts
             raise WireError(f"tool call {self.id}: the arguments cannot be read: {exc}") from None
 
+    def arguments_or_empty(self) -> Any:
+        """The parsed arguments, in the model's own key order, or `{}` when they cannot be
+        read: what the APIs that take arguments as an object (Anthropic, Bedrock, Gemini)
+        are sent back, since they need an object and the call's error result has told the
+        model what was wrong."""
+        try:
+            return self.arguments()
+        except WireError:
+            return {}
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ToolResultBlock:

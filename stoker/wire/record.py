@@ -6,7 +6,7 @@ Records are values so the store can persist them without knowing how they were m
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Literal
 
 from stoker.wire.fingerprint import SlotFingerprints
@@ -59,13 +59,7 @@ class Explanation:
         )
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "verdict": self.verdict,
-            "detail": self.detail,
-            "slot": self.slot,
-            "offset": self.offset,
-            "classification": self.classification,
-        }
+        return asdict(self)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Explanation:
@@ -99,33 +93,25 @@ class CacheRecord:
     # (its cost is in `cost_usd`), and the tokens a call read from a cache it named.
     storage_token_hours: float = 0.0
     cache_read: int = 0
+    idle_before: float | None = None  # a turn's first call: seconds idle since the last turn
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "session_id": self.session_id,
-            "seq": self.seq,
-            "role": self.role,
-            "provider": self.provider,
-            "model": self.model,
-            "started_at": self.started_at,
-            "fingerprints": self.fingerprints.to_dict(),
-            "breakpoints": [
-                {"message": b.message, "block": b.block, "ttl": b.ttl} for b in self.breakpoints
-            ],
-            "usage": self.usage.to_dict(),
-            "cost_usd": self.cost_usd,
-            "retries": self.retries,
-            "declared_break": self.declared_break,
-            "explanation": self.explanation.to_dict(),
-            "purpose": self.purpose,
-            **({"fallback_of": self.fallback_of} if self.fallback_of is not None else {}),
-            **(
-                {"storage_token_hours": self.storage_token_hours}
-                if self.storage_token_hours
-                else {}
-            ),
-            **({"cache_read": self.cache_read} if self.cache_read else {}),
-        }
+        """Every field in order, the nested values in their JSON form; the newest fields
+        only when set, so a record that does not use them reads as it always did."""
+        out = {f.name: getattr(self, f.name) for f in fields(self)}
+        out.update(
+            fingerprints=self.fingerprints.to_dict(),
+            breakpoints=[asdict(b) for b in self.breakpoints],
+            usage=self.usage.to_dict(),
+            explanation=self.explanation.to_dict(),
+        )
+        for name in ("fallback_of", "idle_before"):  # an idle gap of 0 s stays: it was seen
+            if out[name] is None:
+                del out[name]
+        for name in ("storage_token_hours", "cache_read"):
+            if not out[name]:
+                del out[name]
+        return out
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> CacheRecord:
@@ -148,4 +134,5 @@ class CacheRecord:
             fallback_of=data.get("fallback_of"),
             storage_token_hours=float(data.get("storage_token_hours", 0.0)),
             cache_read=int(data.get("cache_read", 0)),
+            idle_before=data.get("idle_before"),
         )

@@ -30,6 +30,9 @@ class StoredSession:
     last_record: CacheRecord | None = None
     declared_break: str | None = None  # declared, not yet carried by a call
     writes: dict[str, tuple[int, int]] = field(default_factory=dict)  # prefix key -> last write
+    holds: dict[str, tuple[int, int]] = field(default_factory=dict)  # prefix key -> 1h write
+    gaps: tuple[float, ...] = ()  # the idle gaps between its turns, oldest first
+    last_turn_at: float | None = None  # when its last turn's last call began
     root_id: str = ""
     epoch: int = 0  # compactions the session made (its history is the newest one's)
     extra: dict[str, Any] = field(default_factory=dict)

@@ -12,27 +12,22 @@ import sys
 
 from stoker.agent.agent import Agent
 from stoker.agent.compaction import CompactionPolicy
-from stoker.providers.anthropic import AnthropicProvider
-from stoker.store.postgres import PostgresStore
-from stoker.store.sqlite import SQLiteStore
+from tests.scripts.child import SYSTEM, resume_and_report, served
 
-SYSTEM = "You are a test agent. " + "Follow the rules of the house carefully. " * 160
 WORDS = "word " * 400
 
 
 async def main(action: str, location: str, schema: str, url: str, key: str, sid: str) -> None:
-    store = SQLiteStore(location) if schema == "-" else PostgresStore(location, schema=schema)
-    provider = AnthropicProvider(api_key=key, base_url=url)
-    agent = Agent(
-        "claude-sonnet-4-6",
-        provider=provider,
-        system=SYSTEM,
-        max_tokens=512,
-        compaction=CompactionPolicy(window=8000),
-    )
-    try:
-        session = await agent.open(store, sid, create=action == "create")
+    async with served(location, schema, url, key) as (store, provider):
+        agent = Agent(
+            "claude-sonnet-4-6",
+            provider=provider,
+            system=SYSTEM,
+            max_tokens=512,
+            compaction=CompactionPolicy(window=8000),
+        )
         if action == "create":
+            session = await agent.open(store, sid)
             turns = 0
             while not (session.history and session.history[0].text.startswith("Summary of")):
                 await session.send(f"turn {turns} {WORDS}")
@@ -40,12 +35,7 @@ async def main(action: str, location: str, schema: str, url: str, key: str, sid:
             await session.send("after the compaction")
             print(json.dumps({"turns": turns}))
         else:
-            result = await session.send("and one more thing")
-            first = result.records[0]
-            print(json.dumps({"usage": first.usage.to_dict(), "why": first.explanation.verdict}))
-    finally:
-        await provider.aclose()
-        await store.close()
+            await resume_and_report(agent, store, sid, "and one more thing")
 
 
 if __name__ == "__main__":

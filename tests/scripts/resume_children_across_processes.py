@@ -15,24 +15,10 @@ from stoker.agent.agent import Agent
 from stoker.agent.delegate import delegate_tool
 from stoker.agent.review import ReviewConfig
 from stoker.cache.models import ModelInfo
-from stoker.providers.anthropic import AnthropicProvider
 from stoker.providers.base import CallContext, Completion, Provider
-from stoker.store.postgres import PostgresStore
-from stoker.store.sqlite import SQLiteStore
-from stoker.tools import DispatchPolicy, tool
+from stoker.tools import DispatchPolicy
 from stoker.wire.request import Request
-
-SYSTEM = "You are a test agent. " + "Follow the rules of the house carefully. " * 160
-
-
-@tool
-def read_file(path: str) -> str:
-    """Read a file.
-
-    Args:
-        path: Which file.
-    """
-    return f"contents of {path}"
+from tests.scripts.child import SYSTEM, read_file, resume_and_report, served
 
 
 class CallLog:
@@ -51,17 +37,15 @@ class CallLog:
 
 
 async def main(action: str, location: str, schema: str, url: str, key: str, sid: str) -> None:
-    store = SQLiteStore(location) if schema == "-" else PostgresStore(location, schema=schema)
-    provider = AnthropicProvider(api_key=key, base_url=url)
-    log = CallLog(provider)
-    agent = Agent(
-        "claude-sonnet-4-6",
-        provider=log,
-        tools=[read_file, delegate_tool()],
-        system=SYSTEM,
-        review=ReviewConfig(memory_every=2),
-    )
-    try:
+    async with served(location, schema, url, key) as (store, provider):
+        log = CallLog(provider)
+        agent = Agent(
+            "claude-sonnet-4-6",
+            provider=log,
+            tools=[read_file, delegate_tool()],
+            system=SYSTEM,
+            review=ReviewConfig(memory_every=2),
+        )
         if action == "create":
             session = await agent.open(store, sid)
             await session.send("please read_file 'a.md'")
@@ -72,13 +56,7 @@ async def main(action: str, location: str, schema: str, url: str, key: str, sid:
             await session.send("please delegate 'count the words of a.md'")
             print(json.dumps({"callers": log.callers}))
         else:
-            session = await agent.open(store, sid, create=False)
-            result = await session.send("and one more thing")
-            first = result.records[0]
-            print(json.dumps({"usage": first.usage.to_dict(), "why": first.explanation.verdict}))
-    finally:
-        await provider.aclose()
-        await store.close()
+            await resume_and_report(agent, store, sid, "and one more thing")
 
 
 if __name__ == "__main__":

@@ -7,9 +7,11 @@ because a provider would, but so a miss can be explained as "expired 40 s ago" o
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Protocol
+from typing import Generic, Protocol, TypeVar
 
+from stoker.cache.accounting.outcome import MissFact
 from stoker.wire.dialects._chain import ChainMemo
 
 
@@ -55,6 +57,43 @@ class EntryStore:
 
     def get(self, key: str) -> CacheEntry | None:
         return self._entries.get(key)
+
+    def readable(self, key: str, at: float) -> bool:
+        entry = self._entries.get(key)
+        return entry is not None and entry.live(at)
+
+    def miss(
+        self,
+        key: str,
+        at: float,
+        *,
+        tokens: int,
+        index: int | None = None,
+        ttl: Callable[[CacheEntry], str] | None = None,
+    ) -> MissFact | None:
+        """Why the entry at `key` cannot be read at `at` (evicted, expired, not yet
+        written); None when it can, or when nothing was ever there. `ttl` labels an
+        expired entry's TTL (default: the TTL it was written with)."""
+        entry = self._entries.get(key)
+        if entry is None:
+            return (
+                MissFact(cause="evicted", index=index, tokens=tokens)
+                if key in self._evicted
+                else None
+            )
+        if entry.expires_at <= at:
+            return MissFact(
+                cause="expired",
+                index=index,
+                tokens=tokens,
+                ttl=entry.ttl if ttl is None else ttl(entry),
+                expired_for=at - entry.expires_at,
+                idle=at - entry.last_used,
+            )
+        if entry.available_at > at:
+            wait = entry.available_at - at
+            return MissFact(cause="concurrent", index=index, tokens=tokens, available_in=wait)
+        return None
 
     def was_evicted(self, key: str) -> bool:
         return key in self._evicted
@@ -142,11 +181,39 @@ class StoreSettings(Protocol):
     def memo_capacity(self) -> int: ...
 
 
-def scoped_store(stores: dict[str, EntryStore], scope: str, s: StoreSettings) -> EntryStore:
-    """The entries of `scope` (a workspace, an organisation), made on first use."""
-    store = stores.get(scope)
-    if store is None:
-        store = stores[scope] = EntryStore(
-            max_entries=s.max_entries, forget_after=s.forget_after, memo_capacity=s.memo_capacity
-        )
-    return store
+S = TypeVar("S", bound=StoreSettings)
+
+
+class ScopedAccountant(Generic[S]):
+    """The entries an accountant keeps per isolation scope (a workspace, an organisation),
+    each scope's store made on first use, and the settings they were made with."""
+
+    __slots__ = ("_settings", "_stores")
+
+    def __init__(self, settings: S) -> None:
+        self._settings = settings
+        self._stores: dict[str, EntryStore] = {}
+
+    @property
+    def settings(self) -> S:
+        return self._settings
+
+    def entries(self, scope: str = "default") -> dict[str, CacheEntry]:
+        """A copy of the scope's entries (key -> entry), least recently used first."""
+        store = self._stores.get(scope)
+        return store.snapshot() if store else {}
+
+    def reset(self) -> None:
+        """Forget every entry of every scope."""
+        self._stores.clear()
+
+    def _store(self, scope: str) -> EntryStore:
+        store = self._stores.get(scope)
+        if store is None:
+            s = self._settings
+            store = self._stores[scope] = EntryStore(
+                max_entries=s.max_entries,
+                forget_after=s.forget_after,
+                memo_capacity=s.memo_capacity,
+            )
+        return store

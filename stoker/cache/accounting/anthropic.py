@@ -40,8 +40,8 @@ from itertools import islice
 from typing import Any
 
 from stoker.cache.accounting._anthropic_render import Rendered, render
-from stoker.cache.accounting._state import CacheEntry, EntryStore, scoped_store
-from stoker.cache.accounting.outcome import CacheBreakpoint, CacheOutcome, MissFact
+from stoker.cache.accounting._state import EntryStore, ScopedAccountant
+from stoker.cache.accounting.outcome import CacheBreakpoint, CacheOutcome, MissFact, outcome
 from stoker.cache.models import model_info
 from stoker.errors import ConfigError, InvalidRequest
 from stoker.wire.dialects._chain import DEFAULT_CAPACITY, ChainMemo
@@ -91,30 +91,13 @@ class AnthropicSettings:
         return self.min_cacheable.get(model, self.min_cacheable.get(info.name, info.min_cacheable))
 
 
-class AnthropicAccountant:
+class AnthropicAccountant(ScopedAccountant[AnthropicSettings]):
     """Entries per workspace and the simulator's algorithm over them. Not thread-safe."""
 
-    __slots__ = ("_settings", "_stores")
+    __slots__ = ()
 
     def __init__(self, settings: AnthropicSettings | None = None) -> None:
-        self._settings = settings or AnthropicSettings()
-        self._stores: dict[str, EntryStore] = {}
-
-    @property
-    def settings(self) -> AnthropicSettings:
-        return self._settings
-
-    def entries(self, workspace: str = "default") -> dict[str, CacheEntry]:
-        """A copy of the workspace's entries (key -> entry), least recently used first."""
-        store = self._stores.get(workspace)
-        return store.snapshot() if store else {}
-
-    def reset(self) -> None:
-        """Forget every entry of every workspace."""
-        self._stores.clear()
-
-    def _store(self, workspace: str) -> EntryStore:
-        return scoped_store(self._stores, workspace, self._settings)
+        super().__init__(settings or AnthropicSettings())
 
     def account(
         self,
@@ -151,25 +134,17 @@ class AnthropicAccountant:
             CacheBreakpoint(index=m.index, ttl=m.ttl, tokens=r.blocks[m.index].cum)
             for m in r.markers
         )
-
-        def outcome(usage: Usage, hit: int | None = None, *misses: MissFact) -> CacheOutcome:
-            return CacheOutcome(
-                usage=usage,
-                total_tokens=usage.input_total,
-                blocks=len(r.blocks),
-                breakpoints=breakpoints,
-                hit_index=hit,
-                misses=misses,
-            )
-
-        if not r.markers:
-            return outcome(Usage(uncached=total), None, MissFact(cause="no_breakpoints"))
-        minimum = s.minimum_for(model)
         blocks = r.blocks
+        if not r.markers:
+            fact = MissFact(cause="no_breakpoints")
+            return outcome(Usage(uncached=total), blocks=len(blocks), misses=(fact,))
+        minimum = s.minimum_for(model)
         last = blocks[r.markers[-1].index].cum
         if last < minimum:
             fact = MissFact(cause="below_minimum", tokens=last, minimum=minimum)
-            return outcome(Usage(uncached=total), None, fact)
+            return outcome(
+                Usage(uncached=total), blocks=len(blocks), breakpoints=breakpoints, misses=(fact,)
+            )
 
         hit = self._lookup(r, store, at)
         read = blocks[hit].cum if hit is not None else 0
@@ -182,7 +157,9 @@ class AnthropicAccountant:
         )
         misses = self._misses(r, store, at, read)
         self._update(r, store, at, minimum, hit)
-        return outcome(usage, hit, *misses)
+        return outcome(
+            usage, blocks=len(blocks), breakpoints=breakpoints, hit_index=hit, misses=misses
+        )
 
     def _window(self, r: Rendered, index: int) -> Iterator[list[int]]:
         """The positions a breakpoint checks, nearest first, each as block indices last-first."""
@@ -193,8 +170,7 @@ class AnthropicAccountant:
         for marker in reversed(r.markers):
             for position in self._window(r, marker.index):
                 for i in position:
-                    entry = store.get(r.key(i))
-                    if entry is not None and entry.live(at):
+                    if store.readable(r.key(i), at):
                         return i
         return None
 
@@ -222,28 +198,9 @@ class AnthropicAccountant:
                 block = r.blocks[i]
                 if block.cum <= read:
                     return None
-                key = r.key(i)
-                entry = store.get(key)
-                if entry is None:
-                    if store.was_evicted(key):
-                        return MissFact(cause="evicted", index=i, tokens=block.cum)
-                    continue
-                if entry.expires_at <= at:
-                    return MissFact(
-                        cause="expired",
-                        index=i,
-                        tokens=block.cum,
-                        ttl=entry.ttl,
-                        expired_for=at - entry.expires_at,
-                        idle=at - entry.last_used,
-                    )
-                if entry.available_at > at:
-                    return MissFact(
-                        cause="concurrent",
-                        index=i,
-                        tokens=block.cum,
-                        available_in=entry.available_at - at,
-                    )
+                fact = store.miss(r.key(i), at, index=i, tokens=block.cum)
+                if fact is not None:
+                    return fact
         return None
 
     def _beyond_window(
@@ -255,8 +212,7 @@ class AnthropicAccountant:
                 block = r.blocks[i]
                 if block.cum <= read:
                     return None
-                entry = store.get(r.key(i))
-                if entry is not None and entry.live(at):
+                if store.readable(r.key(i), at):
                     return MissFact(
                         cause="lookback", index=i, tokens=block.cum, positions_back=back
                     )

@@ -24,7 +24,7 @@ from typing import Any
 
 from stoker.cache.accounting._google_render import Rendered, render
 from stoker.cache.accounting._state import CacheEntry, EntryStore
-from stoker.cache.accounting.outcome import CacheBreakpoint, CacheOutcome, MissFact
+from stoker.cache.accounting.outcome import CacheBreakpoint, CacheOutcome, MissFact, outcome
 from stoker.cache.models import ModelInfo, model_info
 from stoker.errors import ConfigError, InvalidRequest, WireError
 from stoker.wire.dialects._chain import DEFAULT_CAPACITY, ChainMemo
@@ -273,7 +273,7 @@ class GoogleAccountant:
         minimum = s.minimum_for(info)
         implicit = s.implicit and bool(info.implicit)
         writes = [i for i, u in enumerate(r.units) if u.cum >= minimum] if implicit else []
-        hit = max((i for i in writes if _readable(scope.entries, r, i, at)), default=None)
+        hit = max((i for i in writes if scope.entries.readable(r.units[i].key, at)), default=None)
         read = max(explicit, r.units[hit].cum if hit is not None else 0)
         misses = self._misses(r, scope.entries, at, writes, read, minimum, implicit)
         idle = s.idle_for(info)
@@ -292,14 +292,7 @@ class GoogleAccountant:
             if writes
             else ()
         )
-        return CacheOutcome(
-            usage=usage,
-            total_tokens=r.total,
-            blocks=len(r.units),
-            breakpoints=marks,
-            hit_index=hit,
-            misses=tuple(misses),
-        )
+        return outcome(usage, blocks=len(r.units), breakpoints=marks, hit_index=hit, misses=misses)
 
     def _misses(
         self,
@@ -320,29 +313,11 @@ class GoogleAccountant:
             unit = r.units[i]
             if unit.cum <= read:
                 break
-            entry = entries.get(unit.key)
-            if entry is None:
-                if entries.was_evicted(unit.key):
-                    facts.append(MissFact(cause="evicted", index=i, tokens=unit.cum))
-                continue
-            if entry.expires_at <= at:
-                facts.append(
-                    MissFact(
-                        cause="expired",
-                        index=i,
-                        tokens=unit.cum,
-                        ttl=f"{entry.expires_at - entry.last_used:.0f}s idle",
-                        expired_for=at - entry.expires_at,
-                        idle=at - entry.last_used,
-                    )
-                )
-                break
-            if entry.available_at > at:
-                wait = entry.available_at - at
-                facts.append(
-                    MissFact(cause="concurrent", index=i, tokens=unit.cum, available_in=wait)
-                )
-                break
+            fact = entries.miss(unit.key, at, index=i, tokens=unit.cum, ttl=_idle_label)
+            if fact is not None:
+                facts.append(fact)
+                if fact.cause != "evicted":  # the nearest entry that was there says why
+                    break
         return facts
 
     def units(
@@ -361,9 +336,8 @@ class GoogleAccountant:
         return [(u.key, u.tokens) for u in r.units]
 
 
-def _readable(entries: EntryStore, r: Rendered, index: int, at: float) -> bool:
-    entry = entries.get(r.units[index].key)
-    return entry is not None and entry.live(at)
+def _idle_label(entry: CacheEntry) -> str:
+    return f"{entry.expires_at - entry.last_used:.0f}s idle"
 
 
 def _model(name: Any) -> ModelInfo:

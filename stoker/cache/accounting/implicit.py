@@ -28,8 +28,8 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from stoker.cache.accounting._openai_render import Rendered, render
-from stoker.cache.accounting._state import CacheEntry, EntryStore, scoped_store
-from stoker.cache.accounting.outcome import CacheBreakpoint, CacheOutcome, MissFact
+from stoker.cache.accounting._state import EntryStore, ScopedAccountant
+from stoker.cache.accounting.outcome import CacheBreakpoint, CacheOutcome, MissFact, outcome
 from stoker.cache.models import ModelInfo
 from stoker.cache.tokens import tokenizer_for
 from stoker.errors import ConfigError
@@ -112,32 +112,20 @@ class ImplicitSettings:
             raise ConfigError("interval must be positive; recent and build_seconds not negative")
 
 
-class ImplicitAccountant:
+class ImplicitAccountant(ScopedAccountant[ImplicitSettings]):
     """Entries per workspace and the implicit algorithms over them. Not thread-safe."""
 
-    __slots__ = ("_points", "_recent", "_settings", "_stores")
+    __slots__ = ("_points", "_recent")
 
     def __init__(self, settings: ImplicitSettings | None = None) -> None:
-        self._settings = settings or ImplicitSettings()
-        self._stores: dict[str, EntryStore] = {}
+        super().__init__(settings or ImplicitSettings())
         self._recent: dict[str, deque[Rendered]] = {}
         self._points: dict[str, deque[int]] = {}  # where common prefixes were persisted
 
-    @property
-    def settings(self) -> ImplicitSettings:
-        return self._settings
-
-    def entries(self, workspace: str = "default") -> dict[str, CacheEntry]:
-        store = self._stores.get(workspace)
-        return store.snapshot() if store else {}
-
     def reset(self) -> None:
-        self._stores.clear()
+        super().reset()
         self._recent.clear()
         self._points.clear()
-
-    def _store(self, workspace: str) -> EntryStore:
-        return scoped_store(self._stores, workspace, self._settings)
 
     def account(
         self,
@@ -161,14 +149,14 @@ class ImplicitAccountant:
             fact = MissFact(
                 cause="below_minimum", tokens=end, minimum=max(unit, info.min_cacheable)
             )
-            return _outcome(r, Usage(uncached=r.total), (), None, [fact])
+            return outcome(Usage(uncached=r.total), blocks=len(r.segments), misses=(fact,))
         if s.mode == "grid":
             cap = r.total - 1 if s.cap_last_token else r.total
             grid = list(range(unit, cap + 1, unit))
             keys = r.keys(grid, store.renders)
             hit = 0
             for p in grid:  # the run of live entries from the start
-                if not _live(store, keys[p], at):
+                if not store.readable(keys[p], at):
                     break
                 hit = p
             if hit < info.min_cacheable:
@@ -179,7 +167,7 @@ class ImplicitAccountant:
         else:
             points = self._candidates(r, workspace, end)
             keys = r.keys(points, store.renders)
-            hit = max((p for p in points if _live(store, keys[p], at)), default=0)
+            hit = max((p for p in points if store.readable(keys[p], at)), default=0)
             read = hit // unit * unit
             writes = self._units(r, workspace, end, hit)
             candidates = [p for p in reversed(points) if p > hit]
@@ -202,7 +190,13 @@ class ImplicitAccountant:
             for p in writes[-1:]
         )
         usage = Usage(uncached=r.total - read, read=read)
-        return _outcome(r, usage, breakpoints, r.segment_at(read) if read else None, misses[:1])
+        return outcome(
+            usage,
+            blocks=len(r.segments),
+            breakpoints=breakpoints,
+            hit_index=r.segment_at(read) if read else None,
+            misses=misses[:1],
+        )
 
     def _candidates(self, r: Rendered, workspace: str, end: int) -> list[int]:
         """Where a unit this request fully contains can end: at a message's end (every
@@ -228,48 +222,12 @@ class ImplicitAccountant:
         return sorted(points)
 
 
-def _live(store: EntryStore, key: str, at: float) -> bool:
-    entry = store.get(key)
-    return entry is not None and entry.live(at)
-
-
 def _dead(
     store: EntryStore, keys: dict[int, str], positions: list[int], at: float
 ) -> list[MissFact]:
     """The longest entry beyond the read that exists and cannot be read now, and why."""
     for p in positions:
-        entry = store.get(keys[p])
-        if entry is None:
-            if store.was_evicted(keys[p]):
-                return [MissFact(cause="evicted", tokens=p)]
-            continue
-        if entry.expires_at <= at:
-            return [
-                MissFact(
-                    cause="expired",
-                    tokens=p,
-                    ttl="idle",
-                    expired_for=at - entry.expires_at,
-                    idle=at - entry.last_used,
-                )
-            ]
-        if entry.available_at > at:
-            return [MissFact(cause="concurrent", tokens=p, available_in=entry.available_at - at)]
+        fact = store.miss(keys[p], at, tokens=p)
+        if fact is not None:
+            return [fact]
     return []
-
-
-def _outcome(
-    r: Rendered,
-    usage: Usage,
-    breakpoints: tuple[CacheBreakpoint, ...],
-    hit_index: int | None,
-    misses: list[MissFact],
-) -> CacheOutcome:
-    return CacheOutcome(
-        usage=usage,
-        total_tokens=usage.input_total,
-        blocks=len(r.segments),
-        breakpoints=breakpoints,
-        hit_index=hit_index,
-        misses=tuple(misses),
-    )

@@ -23,8 +23,8 @@ from typing import Any, Literal
 
 from stoker.cache.accounting._openai_render import Api, Rendered, render
 from stoker.cache.accounting._routing import Routed, Routing
-from stoker.cache.accounting._state import CacheEntry, EntryStore, scoped_store
-from stoker.cache.accounting.outcome import CacheBreakpoint, CacheOutcome, MissFact
+from stoker.cache.accounting._state import EntryStore, ScopedAccountant
+from stoker.cache.accounting.outcome import CacheBreakpoint, CacheOutcome, MissFact, outcome
 from stoker.cache.models import model_info
 from stoker.cache.tokens import tokenizer_for
 from stoker.errors import ConfigError, InvalidRequest
@@ -103,32 +103,18 @@ class OpenAISettings:
         return self.min_cacheable.get(model, self.min_cacheable.get(info.name, info.min_cacheable))
 
 
-class OpenAIAccountant:
+class OpenAIAccountant(ScopedAccountant[OpenAISettings]):
     """Entries per organisation and the two regimes' algorithms over them. Not thread-safe."""
 
-    __slots__ = ("_routing", "_settings", "_stores")
+    __slots__ = ("_routing",)
 
     def __init__(self, settings: OpenAISettings | None = None) -> None:
-        self._settings = settings or OpenAISettings()
-        self._stores: dict[str, EntryStore] = {}
+        super().__init__(settings or OpenAISettings())
         self._routing: dict[str, Routing] = {}
 
-    @property
-    def settings(self) -> OpenAISettings:
-        return self._settings
-
-    def entries(self, org: str = "default") -> dict[str, CacheEntry]:
-        """A copy of the organisation's entries (key -> entry), least recently used first."""
-        store = self._stores.get(org)
-        return store.snapshot() if store else {}
-
     def reset(self) -> None:
-        """Forget every entry of every organisation."""
-        self._stores.clear()
+        super().reset()
         self._routing.clear()
-
-    def _store(self, org: str) -> EntryStore:
-        return scoped_store(self._stores, org, self._settings)
 
     def account(
         self,
@@ -208,10 +194,10 @@ class OpenAIAccountant:
         bounds = self._grid(r, minimum, interval)
         if not bounds:
             fact = MissFact(cause="below_minimum", tokens=r.total - r.hidden, minimum=minimum)
-            return _outcome(r, Usage(uncached=total), (), None, [fact])
+            return outcome(Usage(uncached=total), blocks=len(r.segments), misses=(fact,))
         keys = _Keys(r, routed.tag)
         keys.fill(bounds, store.renders)  # at once: every boundary is written below
-        hit = max((b for b in bounds if _live(store, keys[b], at)), default=None)
+        hit = max((b for b in bounds if store.readable(keys[b], at)), default=None)
         g = s.cached_granularity
         cached = (hit - r.hidden) // g * g if hit is not None else 0
         misses = self._dead(r, store, at, [b for b in reversed(bounds) if b > (hit or 0)], keys)
@@ -233,7 +219,8 @@ class OpenAIAccountant:
                 at=at,
             )
         hit_index = r.segment_at(hit) if hit is not None else None
-        return _outcome(r, Usage(uncached=total - cached, read=cached), (), hit_index, misses[:1])
+        usage = Usage(uncached=total - cached, read=cached)
+        return outcome(usage, blocks=len(r.segments), hit_index=hit_index, misses=misses[:1])
 
     def _breakpoints(self, r: Rendered, store: EntryStore, at: float, minimum: int) -> CacheOutcome:
         """Regime N: write points, lookup points, the read, and what is written past it."""
@@ -259,7 +246,7 @@ class OpenAIAccountant:
                 lookups |= set(endings[-21:]) | ({r.dev_end} if r.dev_end is not None else set())
         keys = _Keys(r)
         eligible = [p for p in lookups if p - hidden >= minimum]
-        hit = max((p for p in eligible if _live(store, keys[p], at)), default=None)
+        hit = max((p for p in eligible if store.readable(keys[p], at)), default=None)
         read = hit - hidden if hit is not None else 0
         fresh = sorted(p for p in writes if p - hidden >= minimum and p - hidden > read)
         split = {"30m": 0, "12h": 0}
@@ -292,7 +279,13 @@ class OpenAIAccountant:
             for p in sorted(writes)
         )
         hit_index = r.segment_at(hit) if hit is not None else None
-        return _outcome(r, usage, breakpoints, hit_index, misses)
+        return outcome(
+            usage,
+            blocks=len(r.segments),
+            breakpoints=breakpoints,
+            hit_index=hit_index,
+            misses=misses,
+        )
 
     def _breakpoint_misses(
         self,
@@ -319,7 +312,7 @@ class OpenAIAccountant:
         for n, p in enumerate(reversed(candidates)):
             if p in lookups or p - hidden <= read or p - hidden < minimum:
                 continue
-            if _live(store, keys[p], at):
+            if store.readable(keys[p], at):
                 tokens = p - hidden
                 idx = r.segment_at(p)
                 facts.append(MissFact(cause="lookback", index=idx, tokens=tokens, positions_back=n))
@@ -332,27 +325,9 @@ class OpenAIAccountant:
         """Facts for positions whose key had an entry that cannot be read now."""
         facts: list[MissFact] = []
         for p in positions:
-            tokens, index = p - r.hidden, r.segment_at(p)
-            entry = store.get(keys[p])
-            if entry is None:
-                if store.was_evicted(keys[p]):
-                    facts.append(MissFact(cause="evicted", index=index, tokens=tokens))
-            elif entry.expires_at <= at:
-                facts.append(
-                    MissFact(
-                        cause="expired",
-                        index=index,
-                        tokens=tokens,
-                        ttl=entry.ttl,
-                        expired_for=at - entry.expires_at,
-                        idle=at - entry.last_used,
-                    )
-                )
-            elif entry.available_at > at:
-                wait = entry.available_at - at
-                facts.append(
-                    MissFact(cause="concurrent", index=index, tokens=tokens, available_in=wait)
-                )
+            fact = store.miss(keys[p], at, index=r.segment_at(p), tokens=p - r.hidden)
+            if fact is not None:
+                facts.append(fact)
         return facts
 
 
@@ -376,25 +351,3 @@ class _Keys(dict[int, str]):
         `memo` for the next request of the conversation."""
         for position, key in self._rendered.keys(positions, memo).items():
             self[position] = self._tag + key
-
-
-def _live(store: EntryStore, key: str, at: float) -> bool:
-    entry = store.get(key)
-    return entry is not None and entry.live(at)
-
-
-def _outcome(
-    r: Rendered,
-    usage: Usage,
-    breakpoints: tuple[CacheBreakpoint, ...],
-    hit_index: int | None,
-    misses: list[MissFact],
-) -> CacheOutcome:
-    return CacheOutcome(
-        usage=usage,
-        total_tokens=usage.input_total,
-        blocks=len(r.segments),
-        breakpoints=breakpoints,
-        hit_index=hit_index,
-        misses=tuple(misses),
-    )

@@ -114,3 +114,22 @@ class CacheOutcome:
     breakpoints: tuple[CacheBreakpoint, ...] = ()
     hit_index: int | None = None
     misses: tuple[MissFact, ...] = ()
+
+
+def outcome(
+    usage: Usage,
+    *,
+    blocks: int,
+    breakpoints: tuple[CacheBreakpoint, ...] = (),
+    hit_index: int | None = None,
+    misses: tuple[MissFact, ...] | list[MissFact] = (),
+) -> CacheOutcome:
+    """An outcome whose total is its usage's input: no accountant bills a token twice."""
+    return CacheOutcome(
+        usage=usage,
+        total_tokens=usage.input_total,
+        blocks=blocks,
+        breakpoints=breakpoints,
+        hit_index=hit_index,
+        misses=tuple(misses),
+    )

@@ -24,7 +24,7 @@ from typing import Any
 
 from stoker.cache.accounting._openai_render import Rendered
 from stoker.cache.accounting.implicit import common_prefix, token_stream
-from stoker.cache.accounting.outcome import CacheBreakpoint, CacheOutcome, MissFact
+from stoker.cache.accounting.outcome import CacheBreakpoint, CacheOutcome, MissFact, outcome
 from stoker.cache.models import ModelInfo
 from stoker.errors import ConfigError, InvalidRequest
 from stoker.wire.dialects._chain import DEFAULT_CAPACITY, ChainMemo
@@ -111,13 +111,12 @@ class SlotAccountant:
             server.evicted.append(slot.prompt)
         slot.prompt, slot.last_used = r, at
         usage = Usage(uncached=r.total - reused, read=reused)
-        return CacheOutcome(
-            usage=usage,
-            total_tokens=r.total,
+        return outcome(
+            usage,
             blocks=len(r.segments),
             breakpoints=(CacheBreakpoint(index=len(r.segments) - 1, ttl="slot", tokens=r.total),),
             hit_index=r.segment_at(reused) if reused else None,
-            misses=tuple(misses),
+            misses=misses,
         )
 
     def _choose(self, server: _Server, r: Rendered, wanted: Any) -> tuple[_Slot, int]:

@@ -41,6 +41,7 @@ from stoker.platforms.base import (
     Inbox,
     MessageRef,
     Update,
+    started,
 )
 from stoker.platforms.discord import updates
 from stoker.platforms.discord.client import Client
@@ -103,9 +104,7 @@ class DiscordAdapter:
 
     @property
     def client(self) -> Client:
-        if self._client is None:
-            raise RuntimeError("the Discord adapter is not started")
-        return self._client
+        return started(self._client, "Discord")
 
     @property
     def _me(self) -> int:

@@ -40,6 +40,7 @@ from stoker.platforms.base import (
     Message,
     MessageRef,
     Update,
+    started,
 )
 from stoker.platforms.download import get_within, on_hosts
 from stoker.platforms.redact import Redacting
@@ -87,9 +88,7 @@ class SlackAdapter:
 
     @property
     def client(self) -> AsyncWebClient:
-        if self._client is None:
-            raise RuntimeError("the Slack adapter is not started")
-        return self._client
+        return started(self._client, "Slack")
 
     # -- receiving ---------------------------------------------------------------------------
 

@@ -48,6 +48,7 @@ from stoker.platforms.base import (
     Context,
     Inbox,
     MessageRef,
+    started,
 )
 from stoker.platforms.base import Update as PlatformUpdate
 from stoker.platforms.download import read_within, too_large
@@ -127,9 +128,7 @@ class TelegramAdapter:
 
     @property
     def bot(self) -> Bot:
-        if self._bot is None:
-            raise RuntimeError("the Telegram adapter is not started")
-        return self._bot
+        return started(self._bot, "Telegram")
 
     # -- receiving ---------------------------------------------------------------------------
 

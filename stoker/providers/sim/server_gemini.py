@@ -21,8 +21,8 @@ from __future__ import annotations
 import json
 import logging
 from collections import deque
-from collections.abc import AsyncIterator, Iterator
-from typing import Any, Protocol
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from typing import Any, Protocol, TypeVar
 
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response, StreamingResponse
@@ -105,6 +105,22 @@ def _refused(exc: StokerError) -> Response:
     return error(getattr(exc, "status", None) or 400, str(exc))
 
 
+R = TypeVar("R", bound=Response | None)
+
+
+async def _answered(act: Callable[[], Awaitable[R]]) -> R | Response:
+    """What `act` answers, or the API's error for what refused it: the caller's key, a
+    body that is not JSON or not of the right shape, what the accounting rejected."""
+    try:
+        return await act()
+    except _Refused as refused:
+        return refused.response
+    except StokerError as exc:
+        return _refused(exc)
+    except _MISSHAPEN as exc:
+        return _misshapen(exc)
+
+
 class GeminiRoutes:
     """The Gemini endpoints of one `SimServer`."""
 
@@ -163,19 +179,16 @@ class GeminiRoutes:
         return StreamingResponse(_aiter(frames), media_type="text/event-stream")
 
     async def _count(self, request: Request, model: str) -> Response:
-        try:
+        async def count() -> Response:
             workspace = self._caller(request)
             payload = await self._json(request)
             inner = payload.get("generateContentRequest") or payload
             body = {**inner, "model": bare_model(model)}
-            total = self.sim.engine.count("gemini", body, workspace=workspace)
-        except _Refused as refused:
-            return refused.response
-        except StokerError as exc:
-            return _refused(exc)
-        except _MISSHAPEN as exc:
-            return _misshapen(exc)
-        return SimJSON({"totalTokens": total})
+            return SimJSON(
+                {"totalTokens": self.sim.engine.count("gemini", body, workspace=workspace)}
+            )
+
+        return await _answered(count)
 
     async def models(self, request: Request) -> Response:
         try:
@@ -195,26 +208,26 @@ class GeminiRoutes:
         """POST (create) or GET (list) `cachedContents`."""
         google = self.sim.engine.google
         now = self.sim.clock.now()
-        try:
+        listed: list[CacheInfo] = []
+
+        async def act() -> Response | None:
             workspace = self._caller(request)
             if request.method == "POST":
                 made = google.create_cache(await self._json(request), at=now, workspace=workspace)
                 return SimJSON(render_cache(made))
-            listed = google.list_caches(at=now, workspace=workspace)
-        except _Refused as refused:
-            return refused.response
-        except StokerError as exc:
-            return _refused(exc)
-        except _MISSHAPEN as exc:
-            return _misshapen(exc)
-        return SimJSON(_page(listed, request))
+            listed.extend(google.list_caches(at=now, workspace=workspace))
+            return None
+
+        answered = await _answered(act)
+        return answered if answered is not None else SimJSON(_page(listed, request))
 
     async def cache(self, request: Request) -> Response:
         """GET, PATCH or DELETE one cache."""
         google = self.sim.engine.google
         now = self.sim.clock.now()
         name = f"cachedContents/{request.path_params['cache_id']}"
-        try:
+
+        async def act() -> Response:
             workspace = self._caller(request)
             if request.method == "DELETE":
                 google.delete_cache(name, at=now, workspace=workspace)
@@ -224,12 +237,8 @@ class GeminiRoutes:
                 made = google.update_cache(name, body, at=now, workspace=workspace)
                 return SimJSON(render_cache(made, updated_at=now))
             return SimJSON(render_cache(google.get_cache(name, at=now, workspace=workspace)))
-        except _Refused as refused:
-            return refused.response
-        except StokerError as exc:
-            return _refused(exc)
-        except _MISSHAPEN as exc:
-            return _misshapen(exc)
+
+        return await _answered(act)
 
     def routes(self) -> list[Route]:
         return [

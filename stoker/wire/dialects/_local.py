@@ -1,6 +1,6 @@
-"""What the self-hosted servers' Chat Completions dialects share (vLLM, llama.cpp).
+"""What the Chat Completions dialects of automatic caches share (DeepSeek, vLLM, llama.cpp).
 
-A local server's cache needs no marker and no key (docs/provider-caching.md,
+Their cache needs no marker and no key (docs/provider-caching.md, "DeepSeek" and
 "Self-hosted servers"): the body is Chat Completions' with the output limit as
 `max_tokens` (the name every server reads), and what each engine adds (`cache_prompt`).
 """

@@ -14,10 +14,35 @@ promises never to change them.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
+from stoker.wire.blocks import Block
 from stoker.wire.messages import Message
+from stoker.wire.prefix import Prefix
 from stoker.wire.request import Request
+
+T = TypeVar("T")
+
+
+def kept_on(owner: Message | Prefix, dialect: str, make: Callable[[], T]) -> T:
+    """`make()` once per dialect, kept in the owner's `wire_memo`: a message or a prefix
+    renders the same every time, so its wire form is shared and must never be mutated."""
+    cached: T | None = owner.wire_memo.get(dialect)
+    if cached is None:
+        cached = make()
+        owner.wire_memo[dialect] = cached
+    return cached
+
+
+def content_message(
+    message: Message, dialect: str, render: Callable[[Block], dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """`message` as the one item of the APIs that keep its role and its blocks in order
+    (Anthropic's Messages, Bedrock's Converse), rendered once per dialect."""
+    content = message.content
+    return kept_on(
+        message, dialect, lambda: [{"role": message.role, "content": [render(b) for b in content]}]
+    )
 
 
 def rendered_history(

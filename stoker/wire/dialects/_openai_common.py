@@ -27,6 +27,7 @@ from stoker.wire.blocks import (
 )
 from stoker.wire.canonical import canonical_json
 from stoker.wire.dialects._chain import ChainMemo, remembered
+from stoker.wire.dialects._memo import kept_on
 from stoker.wire.messages import AssistantMessage, Message, UserMessage
 from stoker.wire.prefix import CacheParams, Prefix
 from stoker.wire.request import Request
@@ -50,26 +51,24 @@ def memoized(
     user: Callable[[UserMessage], Rendered],
 ) -> Rendered:
     """`message` rendered once per dialect; the result is shared, so never mutated."""
-    cached = message.wire_memo.get(dialect)
-    if cached is None:
-        cached = assistant(message) if isinstance(message, AssistantMessage) else user(message)
-        message.wire_memo[dialect] = cached
-    return cached
+    return kept_on(
+        message,
+        dialect,
+        lambda: assistant(message) if isinstance(message, AssistantMessage) else user(message),
+    )
 
 
 def memoized_tools(
     prefix: Prefix, dialect: str, build: Callable[[str, str | None, Any], dict[str, Any]]
 ) -> list[dict[str, Any]]:
     """The prefix's tools, built once per prefix from their exact bytes (order kept)."""
-    cached = prefix.wire_memo.get(dialect)
-    if cached is None:
-        cached = []
-        for raw in prefix.tools:
-            # json.loads keeps the canonical key order of the bytes inside the schema.
-            spec = json.loads(raw)
-            cached.append(build(spec["name"], spec.get("description"), spec.get("input_schema")))
-        prefix.wire_memo[dialect] = cached
-    return cached
+
+    def specs() -> list[dict[str, Any]]:
+        # json.loads keeps the canonical key order of the bytes inside the schema.
+        loaded = (json.loads(raw) for raw in prefix.tools)
+        return [build(s["name"], s.get("description"), s.get("input_schema")) for s in loaded]
+
+    return kept_on(prefix, dialect, specs)
 
 
 def tool_bytes(name: str, description: str | None, parameters: Any) -> bytes:

@@ -26,7 +26,7 @@ from stoker.wire.blocks import (
 )
 from stoker.wire.canonical import canonical_json
 from stoker.wire.dialects._chain import ChainMemo, remembered
-from stoker.wire.dialects._memo import detached, rendered_history
+from stoker.wire.dialects._memo import content_message, detached, kept_on, rendered_history
 from stoker.wire.dialects._shape import checked, malformed, model_of, response_object
 from stoker.wire.messages import AssistantMessage, Message, UserMessage
 from stoker.wire.output import NativeOutput
@@ -41,13 +41,7 @@ def _render_block(block: Block) -> dict[str, Any]:
     if isinstance(block, TextBlock):
         return {"type": "text", "text": block.text}
     if isinstance(block, ToolUseBlock):
-        # The model's own key order is kept: json.loads preserves it.
-        try:
-            args = json.loads(block.input_json) if block.input_json.strip() else {}
-        except (ValueError, RecursionError):
-            # Unreadable arguments (invalid, too deep, a number too long): the API needs an
-            # object, and the call's error result has told the model what was wrong.
-            args = {}
+        args = block.arguments_or_empty()
         return {"type": "tool_use", "id": block.id, "name": block.name, "input": args}
     if isinstance(block, ToolResultBlock):
         out: dict[str, Any] = {
@@ -132,20 +126,8 @@ def _string(value: Any, where: str) -> str:
     return value
 
 
-def _render_message(message: Message) -> list[dict[str, Any]]:
-    cached = message.wire_memo.get(NAME)
-    if cached is None:
-        cached = [{"role": message.role, "content": [_render_block(b) for b in message.content]}]
-        message.wire_memo[NAME] = cached
-    return cached
-
-
 def _tools(prefix: Prefix) -> list[dict[str, Any]]:
-    cached = prefix.wire_memo.get(NAME)
-    if cached is None:
-        cached = [json.loads(t) for t in prefix.tools]
-        prefix.wire_memo[NAME] = cached
-    return cached
+    return kept_on(prefix, NAME, lambda: [json.loads(t) for t in prefix.tools])
 
 
 def _tool_choice(params: CacheParams) -> dict[str, Any] | None:
@@ -176,7 +158,7 @@ def render_request(request: Request, *, shared: bool = False) -> dict[str, Any]:
     system: list[dict[str, Any]] = (
         [{"type": "text", "text": prefix.system}] if prefix.system else []
     )
-    messages = rendered_history(request, NAME, _render_message)
+    messages = rendered_history(request, NAME, lambda m: content_message(m, NAME, _render_block))
 
     for bp in request.breakpoints:
         if bp.message is None:
@@ -230,7 +212,10 @@ def _parse_block(data: dict[str, Any]) -> Block:
     if kind == "tool_result":
         content = data.get("content", "")
         if isinstance(content, list):
-            content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
+            texts = [p.get("text", "") for p in content if isinstance(p, dict)]
+            content = "".join(texts) if all(isinstance(t, str) for t in texts) else None
+        if not isinstance(content, str):
+            raise WireError("tool_result content must be a string or a list of text blocks")
         return ToolResultBlock(
             tool_use_id=data["tool_use_id"], content=content, is_error=bool(data.get("is_error"))
         )

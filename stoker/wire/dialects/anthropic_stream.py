@@ -17,7 +17,7 @@ from typing import Any
 
 from stoker.errors import ProviderError, WireError
 from stoker.wire.dialects._shape import malformed
-from stoker.wire.dialects.sse import event_json, frame, pieces
+from stoker.wire.dialects.sse import Accumulating, named_frame, pieces
 
 # HTTP status <-> `error.type` of Anthropic's error bodies and mid-stream `error` events.
 ERROR_TYPES: dict[int, str] = {
@@ -81,15 +81,12 @@ def events(body: dict[str, Any]) -> Iterator[dict[str, Any]]:
     yield {"type": "message_stop"}
 
 
-def encode(event: dict[str, Any]) -> bytes:
-    """One event as its SSE frame, named after its type."""
-    return frame(event, event=event["type"])
+encode = named_frame
 
 
 def frames(body: dict[str, Any]) -> Iterator[bytes]:
     """`events(body)` as SSE frames."""
-    for event in events(body):
-        yield encode(event)
+    return map(encode, events(body))
 
 
 def error_event(status: int, message: str) -> dict[str, Any]:
@@ -98,7 +95,7 @@ def error_event(status: int, message: str) -> dict[str, Any]:
     return {"type": "error", "error": {"type": kind, "message": message}}
 
 
-class Accumulator:
+class Accumulator(Accumulating):
     """Folds streamed events back into the response body; `feed` returns each text delta,
     and `thinking` holds the thinking delta of the event just fed (None for others)."""
 
@@ -108,13 +105,6 @@ class Accumulator:
         self._json: dict[int, list[str]] = {}
         self.done = False
         self.thinking: str | None = None
-
-    def feed_frame(self, data: str) -> str | None:
-        event = event_json(data)
-        if event is None:
-            return None
-        with malformed(f"stream event {data[:120]!r}"):
-            return self.feed(event)
 
     def feed(self, event: dict[str, Any]) -> str | None:
         self.thinking = None

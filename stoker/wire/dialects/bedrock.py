@@ -39,9 +39,9 @@ from stoker.wire.blocks import (
 )
 from stoker.wire.dialects import anthropic
 from stoker.wire.dialects._chain import ChainMemo
-from stoker.wire.dialects._memo import detached, rendered_history
+from stoker.wire.dialects._memo import content_message, detached, kept_on, rendered_history
 from stoker.wire.dialects._shape import checked, malformed
-from stoker.wire.messages import AssistantMessage, Message
+from stoker.wire.messages import AssistantMessage
 from stoker.wire.output import NativeOutput
 from stoker.wire.request import Request
 from stoker.wire.usage import Usage
@@ -77,10 +77,7 @@ def _block(block: Block) -> dict[str, Any]:
     if isinstance(block, TextBlock):
         return {"text": block.text}
     if isinstance(block, ToolUseBlock):
-        try:
-            args = json.loads(block.input_json) if block.input_json.strip() else {}
-        except (ValueError, RecursionError):
-            args = {}  # unreadable arguments: the call's error result told the model
+        args = block.arguments_or_empty()
         return {"toolUse": {"toolUseId": block.id, "name": block.name, "input": args}}
     if isinstance(block, ToolResultBlock):
         result: dict[str, Any] = {
@@ -115,28 +112,18 @@ def _document(block: DocumentBlock) -> dict[str, Any]:
     return {"format": fmt, "name": block.name or "document", "source": source}
 
 
-def _render_message(message: Message) -> list[dict[str, Any]]:
-    cached = message.wire_memo.get(NAME)
-    if cached is None:
-        cached = [{"role": message.role, "content": [_block(b) for b in message.content]}]
-        message.wire_memo[NAME] = cached
-    return cached
+def _tool(raw: bytes) -> dict[str, Any]:
+    spec = json.loads(raw)
+    tool: dict[str, Any] = {"name": spec["name"]}
+    if spec.get("description"):
+        tool["description"] = spec["description"]
+    tool["inputSchema"] = {"json": spec.get("input_schema") or {"type": "object"}}
+    return {"toolSpec": tool}
 
 
 def _tools(request: Request) -> list[dict[str, Any]]:
     prefix = request.prefix
-    cached = prefix.wire_memo.get(NAME)
-    if cached is None:
-        cached = []
-        for raw in prefix.tools:
-            spec = json.loads(raw)
-            tool: dict[str, Any] = {"name": spec["name"]}
-            if spec.get("description"):
-                tool["description"] = spec["description"]
-            tool["inputSchema"] = {"json": spec.get("input_schema") or {"type": "object"}}
-            cached.append({"toolSpec": tool})
-        prefix.wire_memo[NAME] = cached
-    return cached
+    return kept_on(prefix, NAME, lambda: [_tool(raw) for raw in prefix.tools])
 
 
 def _tool_choice(choice: str, parallel: bool) -> dict[str, Any] | None:
@@ -163,7 +150,7 @@ def render_request(request: Request, *, shared: bool = False) -> dict[str, Any]:
     params = prefix.params
     tools = _tools(request)
     system: list[dict[str, Any]] = [{"text": prefix.system}] if prefix.system else []
-    messages = rendered_history(request, NAME, _render_message)
+    messages = rendered_history(request, NAME, lambda m: content_message(m, NAME, _block))
     for bp in request.breakpoints:
         if bp.message is None:
             if system:

@@ -11,12 +11,10 @@ never replayed: `deepseek-reasoner` refuses a request whose messages carry its
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
 from stoker.errors import WireError
-from stoker.wire.dialects import openai_chat
-from stoker.wire.dialects._chain import ChainMemo
+from stoker.wire.dialects import _local, openai_chat
 from stoker.wire.messages import AssistantMessage
 from stoker.wire.request import Request
 from stoker.wire.usage import Usage
@@ -28,19 +26,16 @@ def render_request(request: Request, *, shared: bool = False) -> dict[str, Any]:
     """The body of `client.chat.completions.create(**body)` on DeepSeek."""
     if request.prefix.params.effort is not None:
         raise WireError("DeepSeek takes no reasoning effort; leave effort unset for deepseek:")
-    if request.breakpoints or request.cache_key or request.cache_retention:
-        request = replace(request, breakpoints=(), cache_key=None, cache_retention=None)
-    body = openai_chat.render_request(request, shared=shared)
-    body["max_tokens"] = body.pop("max_completion_tokens")
+    body = _local.render(request, shared=shared, extra={})
     if "response_format" in body:
         body["response_format"] = {"type": "json_object"}
     return body
 
 
-def parse_request(
-    body: dict[str, Any], *, memo: ChainMemo | None = None, trusted: bool = False
-) -> Request:
-    return openai_chat.parse_request(body, memo=memo, trusted=trusted)
+# A request and an answer read back as Chat's (whose parser reads
+# `prompt_cache_hit_tokens` when `prompt_tokens_details` is absent).
+parse_request = openai_chat.parse_request
+parse_response = openai_chat.parse_response
 
 
 def usage_fields(usage: Usage) -> dict[str, Any]:
@@ -54,11 +49,4 @@ def usage_fields(usage: Usage) -> dict[str, Any]:
 
 
 def render_response(message: AssistantMessage, usage: Usage, model: str) -> dict[str, Any]:
-    out = openai_chat.render_response(message, usage, model)
-    out["usage"] = usage_fields(usage)
-    return out
-
-
-def parse_response(body: Any) -> tuple[AssistantMessage, Usage]:
-    """As Chat's: `prompt_cache_hit_tokens` is read when `prompt_tokens_details` is absent."""
-    return openai_chat.parse_response(body)
+    return openai_chat.render_response(message, usage, model, usage_of=usage_fields)

@@ -42,7 +42,7 @@ from stoker.wire.blocks import (
 )
 from stoker.wire.dialects._call_ids import with_call_ids
 from stoker.wire.dialects._chain import ChainMemo, remembered
-from stoker.wire.dialects._memo import detached
+from stoker.wire.dialects._memo import detached, kept_on
 from stoker.wire.dialects._openai_common import memoized_tools, tool_bytes
 from stoker.wire.dialects._shape import checked, malformed, model_of, response_object
 from stoker.wire.messages import AssistantMessage, Message, UserMessage
@@ -64,10 +64,7 @@ def _render_block(block: Block, names: Callable[[str], str]) -> dict[str, Any] |
             part["thoughtSignature"] = block.signature
         return part
     if isinstance(block, ToolUseBlock):
-        try:
-            args = json.loads(block.input_json) if block.input_json.strip() else {}
-        except (ValueError, RecursionError):
-            args = {}  # unreadable arguments: the call's error result told the model why
+        args = block.arguments_or_empty()
         if not isinstance(args, dict):
             args = {}
         return {"functionCall": {"id": block.id, "name": block.name, "args": args}}
@@ -134,14 +131,14 @@ def _names_before(messages: Sequence[Message], index: int) -> dict[str, str]:
 
 def _render_message(messages: Sequence[Message], index: int) -> dict[str, Any]:
     message = messages[index]
-    cached: dict[str, Any] | None = message.wire_memo.get(NAME)
-    if cached is None:
+
+    def render() -> dict[str, Any]:
         found = _names_before(messages, index) if isinstance(message, UserMessage) else {}
         role = "model" if isinstance(message, AssistantMessage) else "user"
         parts = render_parts(message.content, lambda call_id: found.get(call_id, call_id))
-        cached = {"role": role, "parts": parts}
-        message.wire_memo[NAME] = cached
-    return cached
+        return {"role": role, "parts": parts}
+
+    return kept_on(message, NAME, render)
 
 
 def render_contents(request: Request, start: int = 0) -> list[dict[str, Any]]:

@@ -14,8 +14,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from stoker.errors import ProviderError, WireError
-from stoker.wire.dialects._shape import malformed
-from stoker.wire.dialects.sse import event_json, frame, pieces
+from stoker.wire.dialects.sse import Accumulating, frame, pieces
 
 _STATUS = {429: "RESOURCE_EXHAUSTED", 503: "UNAVAILABLE", 504: "DEADLINE_EXCEEDED"}
 
@@ -72,9 +71,11 @@ def error_event(status: int, message: str) -> dict[str, Any]:
     }
 
 
-class Accumulator:
+class Accumulator(Accumulating):
     """Joins a stream's chunks into one response; `feed` returns each text delta, and
     `thinking` holds the thought text of the chunk just fed (None for others)."""
+
+    unit = "stream chunk"
 
     def __init__(self) -> None:
         self._parts: list[dict[str, Any]] = []
@@ -86,13 +87,6 @@ class Accumulator:
     @property
     def done(self) -> bool:
         return self._finish is not None
-
-    def feed_frame(self, data: str) -> str | None:
-        event = event_json(data)
-        if event is None:
-            return None
-        with malformed(f"stream chunk {data[:120]!r}"):
-            return self.feed(event)
 
     def feed(self, event: dict[str, Any]) -> str | None:
         self.thinking = None

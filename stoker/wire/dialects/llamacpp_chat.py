@@ -12,7 +12,6 @@ from __future__ import annotations
 from typing import Any
 
 from stoker.wire.dialects import _local, openai_chat
-from stoker.wire.dialects._chain import ChainMemo
 from stoker.wire.messages import AssistantMessage
 from stoker.wire.request import Request
 from stoker.wire.usage import Usage
@@ -24,10 +23,10 @@ def render_request(request: Request, *, shared: bool = False) -> dict[str, Any]:
     return _local.render(request, shared=shared, extra={"cache_prompt": True})
 
 
-def parse_request(
-    body: dict[str, Any], *, memo: ChainMemo | None = None, trusted: bool = False
-) -> Request:
-    return openai_chat.parse_request(body, memo=memo, trusted=trusted)
+# A request and an answer read back as Chat's (whose parser reads `timings.cache_n`
+# from a build that reports nothing else).
+parse_request = openai_chat.parse_request
+parse_response = openai_chat.parse_response
 
 
 def usage_fields(usage: Usage) -> dict[str, Any]:
@@ -58,14 +57,7 @@ def timings(usage: Usage, *, prefill_per_second: float, decode_per_second: float
 
 
 def render_response(message: AssistantMessage, usage: Usage, model: str) -> dict[str, Any]:
-    out = openai_chat.render_response(message, usage, model)
-    out["usage"] = usage_fields(usage)
-    return out
-
-
-def parse_response(body: Any) -> tuple[AssistantMessage, Usage]:
-    """As Chat's; a build that reports only `timings.cache_n` is read from there."""
-    return openai_chat.parse_response(body)
+    return openai_chat.render_response(message, usage, model, usage_of=usage_fields)
 
 
 def prefill_saved(body: Any) -> tuple[int, float] | None:

@@ -275,8 +275,15 @@ def parse_usage(data: dict[str, Any], timings: dict[str, Any] | None = None) -> 
 _FINISH = {"tool_use": "tool_calls", "max_tokens": "length"}
 
 
-def render_response(message: AssistantMessage, usage: Usage, model: str) -> dict[str, Any]:
-    """A ChatCompletion body for `message`. `created` is 0: dialects are pure, with no clock."""
+def render_response(
+    message: AssistantMessage,
+    usage: Usage,
+    model: str,
+    *,
+    usage_of: Callable[[Usage], dict[str, Any]] = usage_fields,
+) -> dict[str, Any]:
+    """A ChatCompletion body for `message`, its usage under `usage_of`'s names (a
+    compatible server's own). `created` is 0: dialects are pure, with no clock."""
     item = _assistant(message).items[0]
     content = item["content"]
     return {
@@ -297,7 +304,7 @@ def render_response(message: AssistantMessage, usage: Usage, model: str) -> dict
                 "logprobs": None,
             }
         ],
-        "usage": usage_fields(usage),
+        "usage": usage_of(usage),
     }
 
 

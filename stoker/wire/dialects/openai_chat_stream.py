@@ -16,7 +16,7 @@ from typing import Any
 
 from stoker.errors import ProviderError
 from stoker.wire.dialects._shape import malformed
-from stoker.wire.dialects.sse import DONE, event_json, frame, pieces
+from stoker.wire.dialects.sse import DONE, Accumulating, frame, pieces
 
 
 def chunks(body: dict[str, Any], *, include_usage: bool = True) -> Iterator[dict[str, Any]]:
@@ -83,8 +83,10 @@ def error_event(status: int, message: str) -> dict[str, Any]:
     return {"error": {"message": message, "type": kind, "param": None, "code": None}}
 
 
-class Accumulator:
+class Accumulator(Accumulating):
     """Folds chunks back into a ChatCompletion body; `feed` returns each text delta."""
+
+    unit = "stream chunk"
 
     def __init__(self) -> None:
         self._head: dict[str, Any] = {}
@@ -96,13 +98,8 @@ class Accumulator:
         self.done = False
         self.thinking: str | None = None  # the reasoning delta of the chunk just fed
 
-    def feed_frame(self, data: str) -> str | None:
-        event = event_json(data)
-        if event is None:
-            self.done = True
-            return None
-        with malformed(f"stream chunk {data[:120]!r}"):
-            return self.feed(event)
+    def ended(self) -> None:
+        self.done = True
 
     def feed(self, chunk: dict[str, Any]) -> str | None:
         if "error" in chunk:  # some servers report a failure as a chunk

@@ -17,7 +17,7 @@ from typing import Any
 
 from stoker.errors import ProviderError, WireError
 from stoker.wire.dialects._shape import malformed
-from stoker.wire.dialects.sse import event_json, frame, pieces
+from stoker.wire.dialects.sse import Accumulating, named_frame, pieces
 
 _FINAL = ("response.completed", "response.incomplete")
 
@@ -88,15 +88,12 @@ def events(body: dict[str, Any]) -> Iterator[dict[str, Any]]:
         yield {**event, "sequence_number": n}
 
 
-def encode(event: dict[str, Any]) -> bytes:
-    """One event as its SSE frame, named after its type."""
-    return frame(event, event=event["type"])
+encode = named_frame
 
 
 def frames(body: dict[str, Any]) -> Iterator[bytes]:
     """`events(body)` as SSE frames."""
-    for event in events(body):
-        yield encode(event)
+    return map(encode, events(body))
 
 
 def error_event(status: int, message: str) -> dict[str, Any]:
@@ -105,7 +102,7 @@ def error_event(status: int, message: str) -> dict[str, Any]:
     return {"type": "error", "code": code, "message": message, "param": None}
 
 
-class Accumulator:
+class Accumulator(Accumulating):
     """Keeps the final response of a stream; `feed` returns each output text delta, and
     `thinking` holds the reasoning summary delta of the event just fed (None for others)."""
 
@@ -117,13 +114,6 @@ class Accumulator:
     @property
     def done(self) -> bool:
         return self._final is not None
-
-    def feed_frame(self, data: str) -> str | None:
-        event = event_json(data)
-        if event is None:
-            return None
-        with malformed(f"stream event {data[:120]!r}"):
-            return self.feed(event)
 
     def feed(self, event: dict[str, Any]) -> str | None:
         self.thinking = None

@@ -27,7 +27,6 @@ from stoker.errors import WireError
 from stoker.wire.dialects import openai_chat
 from stoker.wire.dialects._chain import ChainMemo
 from stoker.wire.dialects._shape import malformed
-from stoker.wire.messages import AssistantMessage
 from stoker.wire.request import Request
 from stoker.wire.usage import Usage
 
@@ -273,13 +272,9 @@ def usage_fields(usage: Usage, cost: float | None) -> dict[str, Any]:
     return out
 
 
-def render_response(message: AssistantMessage, usage: Usage, model: str) -> dict[str, Any]:
-    return openai_chat.render_response(message, usage, model)
-
-
-def parse_response(body: Any) -> tuple[AssistantMessage, Usage]:
-    """As Chat Completions' (`cached_tokens`, `cache_write_tokens` in the details)."""
-    return openai_chat.parse_response(body)
+# An answer is Chat Completions' (`cached_tokens`, `cache_write_tokens` in the details).
+render_response = openai_chat.render_response
+parse_response = openai_chat.parse_response
 
 
 def reported_cost(body: Any) -> float | None:

@@ -8,9 +8,10 @@ are compact JSON, as the providers send them.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, ClassVar
 
 from stoker.errors import WireError
+from stoker.wire.dialects._shape import malformed
 
 DONE = "[DONE]"  # Chat Completions ends its stream with this data line instead of an event
 
@@ -70,6 +71,33 @@ def event_json(data: str) -> dict[str, Any] | None:
     if not isinstance(value, dict):
         raise WireError(f"a streamed event is not a JSON object: {data[:120]!r}")
     return value
+
+
+def named_frame(event: dict[str, Any]) -> bytes:
+    """An event as its SSE frame, named after its type (Anthropic's and Responses' way)."""
+    return frame(event, event=event["type"])
+
+
+class Accumulating:
+    """The SSE side of a stream's accumulator: each frame's data is one JSON event for
+    `feed`, whose KeyErrors and TypeErrors on an event of the wrong shape become a
+    `WireError` quoting it. The `[DONE]` sentinel feeds nothing; it calls `ended`."""
+
+    unit: ClassVar[str] = "stream event"  # what the API calls one frame's event
+
+    def feed(self, event: dict[str, Any]) -> str | None:
+        raise NotImplementedError
+
+    def ended(self) -> None:
+        """The stream said `[DONE]` (only Chat Completions does)."""
+
+    def feed_frame(self, data: str) -> str | None:
+        event = event_json(data)
+        if event is None:
+            self.ended()
+            return None
+        with malformed(f"{self.unit} {data[:120]!r}"):
+            return self.feed(event)
 
 
 def pieces(text: str, size: int = 24) -> list[str]:

@@ -10,7 +10,6 @@ from __future__ import annotations
 from typing import Any
 
 from stoker.wire.dialects import _local, openai_chat
-from stoker.wire.dialects._chain import ChainMemo
 from stoker.wire.messages import AssistantMessage
 from stoker.wire.request import Request
 from stoker.wire.usage import Usage
@@ -22,10 +21,9 @@ def render_request(request: Request, *, shared: bool = False) -> dict[str, Any]:
     return _local.render(request, shared=shared, extra={})
 
 
-def parse_request(
-    body: dict[str, Any], *, memo: ChainMemo | None = None, trusted: bool = False
-) -> Request:
-    return openai_chat.parse_request(body, memo=memo, trusted=trusted)
+# A request and an answer read back as Chat's.
+parse_request = openai_chat.parse_request
+parse_response = openai_chat.parse_response
 
 
 def usage_fields(usage: Usage, *, details: bool = True) -> dict[str, Any]:
@@ -41,10 +39,4 @@ def usage_fields(usage: Usage, *, details: bool = True) -> dict[str, Any]:
 
 
 def render_response(message: AssistantMessage, usage: Usage, model: str) -> dict[str, Any]:
-    out = openai_chat.render_response(message, usage, model)
-    out["usage"] = usage_fields(usage)
-    return out
-
-
-def parse_response(body: Any) -> tuple[AssistantMessage, Usage]:
-    return openai_chat.parse_response(body)
+    return openai_chat.render_response(message, usage, model, usage_of=usage_fields)
