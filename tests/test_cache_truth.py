@@ -8,6 +8,7 @@ from typing import Any
 
 from stoker.agent.agent import Agent
 from stoker.agent.delegate import delegate_tool
+from stoker.agent.session import Session
 from stoker.bench.fuzz import ThinkingModel
 from stoker.bench.fuzz_audit import Auditor
 from stoker.bench.workload import SYSTEM, TOOLS
@@ -135,16 +136,23 @@ def _workload_agent(
     return agent, auditor
 
 
-async def test_a_parent_reads_the_hour_entry_its_sub_agents_left_past_the_lookback() -> None:
-    """Regression: sub-agents anchor the parent's history with a 1-hour entry; after a
-    12-step loop and 10 idle minutes that entry is past the 20-position lookback from the
-    parent's breakpoints, and the parent read only its tools and system prompt."""
+async def _delegated_then_idle() -> tuple[Session, Auditor]:
+    """A parent whose sub-agents left a 1-hour anchor, then 12 steps and 10 idle minutes:
+    that anchor is now past the 20-position lookback from the parent's breakpoints."""
     clock = FrozenClock()
     agent, auditor = _workload_agent(clock)
     session = agent.session()
     await session.send("Please delegate the checks")
     await session.send("Work on it: run 12 steps")
     clock.advance(600)
+    return session, auditor
+
+
+async def test_a_parent_reads_the_hour_entry_its_sub_agents_left_past_the_lookback() -> None:
+    """Regression: sub-agents anchor the parent's history with a 1-hour entry; after a
+    12-step loop and 10 idle minutes that entry is past the 20-position lookback from the
+    parent's breakpoints, and the parent read only its tools and system prompt."""
+    session, auditor = await _delegated_then_idle()
     result = await session.send("Thanks.")
     entries = auditor.sim.engine.anthropic.entries(auditor.sim.workspace)
     anchors = [e.tokens for e in entries.values() if e.ttl == "1h"]
@@ -155,12 +163,7 @@ async def test_a_parent_reads_the_hour_entry_its_sub_agents_left_past_the_lookba
 async def test_the_explanation_names_a_live_entry_left_past_the_lookback() -> None:
     """Regression: a call whose breakpoints could not reach a live 1-hour entry (and whose
     newer 5-minute entry had expired) was explained as "expired" only."""
-    clock = FrozenClock()
-    agent, auditor = _workload_agent(clock)
-    session = agent.session()
-    await session.send("Please delegate the checks")
-    await session.send("Work on it: run 12 steps")
-    clock.advance(600)
+    session, auditor = await _delegated_then_idle()
     history = session.history
     user = UserMessage(content=(TextBlock(text="Thanks."),))
     # what the planner placed before the fix: tools+system and the newest block only

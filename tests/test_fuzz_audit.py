@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 
 from stoker.agent.agent import Agent
+from stoker.agent.session import Session
 from stoker.bench.fuzz_audit import Auditor, disagreement
 from stoker.bench.workload import SYSTEM, TOOLS, WorkloadModel
 from stoker.clock import FrozenClock
@@ -16,12 +17,18 @@ from stoker.wire.request import Breakpoint, Request
 from stoker.wire.usage import Usage
 
 
-async def test_the_ledger_judges_each_call_and_agrees_with_the_records() -> None:
-    clock = FrozenClock()
+async def _audited_session(clock: FrozenClock) -> tuple[Auditor, Session]:
+    """The workload agent behind an `Auditor`, one turn ("hello") already sent."""
     auditor = Auditor(SimProvider(engine=SimEngine(model=WorkloadModel()), clock=clock))
     agent = Agent("claude-sonnet-4-6", provider=auditor, tools=TOOLS, system=SYSTEM, clock=clock)
     session = agent.session()
     await session.send("hello")
+    return auditor, session
+
+
+async def test_the_ledger_judges_each_call_and_agrees_with_the_records() -> None:
+    clock = FrozenClock()
+    auditor, session = await _audited_session(clock)
     await session.send("again")
     clock.advance(400)
     await session.send("later")
@@ -39,10 +46,7 @@ async def test_the_ledger_judges_each_call_and_agrees_with_the_records() -> None
 
 async def test_the_ledger_flags_usage_that_does_not_add_up() -> None:
     clock = FrozenClock()
-    auditor = Auditor(SimProvider(engine=SimEngine(model=WorkloadModel()), clock=clock))
-    agent = Agent("claude-sonnet-4-6", provider=auditor, tools=TOOLS, system=SYSTEM, clock=clock)
-    session = agent.session()
-    await session.send("hello")
+    auditor, session = await _audited_session(clock)
     request = Request(
         prefix=session.prefix,
         messages=session.history,

@@ -24,6 +24,7 @@ ARCHITECTURE = ROOT.parent / "docs" / "architecture.md"
 LAYERS = {
     "errors": 0,
     "clock": 0,
+    "lifecycle": 0,
     "config": 0,
     "wire": 1,
     "tools": 2,

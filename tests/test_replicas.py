@@ -18,7 +18,7 @@ import random
 import signal
 import time
 from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager, suppress
+from contextlib import asynccontextmanager, contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,7 +27,14 @@ import httpx
 import pytest
 
 from stoker.gateway.replicas import Replica, ReplicaSettings, replicas
-from tests.replica_support import ROOT, SlowSim, fresh_database, private_server, slow_sim
+from tests.replica_support import (
+    ROOT,
+    PrivateServer,
+    SlowSim,
+    fresh_database,
+    private_server,
+    slow_sim,
+)
 from tests.store_fixtures import postgres_dsn
 
 # Under xdist, one worker runs the module: its tests share one deployment of three
@@ -77,6 +84,19 @@ def running(deployment: Deployment) -> Deployment:
     deployment.ensure_running()
     deployment.sim.arrived.clear()
     return deployment
+
+
+@contextmanager
+def _own_database(sim: SlowSim) -> Iterator[tuple[PrivateServer, ReplicaSettings]]:
+    """A PostgreSQL server the test may stop and start, and settings for replicas on it
+    that wait only a second for it."""
+    with private_server() as server:
+        yield (
+            server,
+            ReplicaSettings(
+                database=server.dsn, upstream=sim.url, users=USERS, wait_seconds=1, env=_env()
+            ),
+        )
 
 
 @asynccontextmanager
@@ -314,14 +334,10 @@ async def test_sigterm_past_the_grace_cancels_cleanly(
 async def test_a_database_restart_under_load_loses_nothing_acknowledged(
     sim: SlowSim, tmp_path: Path
 ) -> None:
-    with private_server() as server:
-        settings = ReplicaSettings(
-            database=server.dsn, upstream=sim.url, users=USERS, wait_seconds=1, env=_env()
-        )
-        with replicas(2, tmp_path, settings) as pair:
-            outcome = await _load_through_a_restart(pair, server)
-            async with httpx.AsyncClient(timeout=10) as probe:
-                ready = [(await probe.get(r.url + "/readyz")).status_code for r in pair]
+    with _own_database(sim) as (server, settings), replicas(2, tmp_path, settings) as pair:
+        outcome = await _load_through_a_restart(pair, server)
+        async with httpx.AsyncClient(timeout=10) as probe:
+            ready = [(await probe.get(r.url + "/readyz")).status_code for r in pair]
     assert ready == [200, 200]  # recovered by themselves, no restart
     assert outcome.unavailable > 0  # the outage was seen, as clean 503s
     assert outcome.bad == []
@@ -404,10 +420,7 @@ async def _load_through_a_restart(pair: list[Replica], server: Any) -> LoadOutco
 async def test_a_replica_started_without_its_database_serves_once_it_is_back(
     sim: SlowSim, tmp_path: Path
 ) -> None:
-    with private_server() as server:
-        settings = ReplicaSettings(
-            database=server.dsn, upstream=sim.url, users=USERS, wait_seconds=1, env=_env()
-        )
+    with _own_database(sim) as (server, settings):
         server.stop()
         early = Replica("early", tmp_path, settings)
         early.launch()

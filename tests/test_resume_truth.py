@@ -76,6 +76,28 @@ def test_a_previous_write_the_session_holds_for_an_hour_is_marked_where_it_is() 
     assert marks == [held, fork, (len(messages) - 1, 0)]
 
 
+def test_once_the_short_entries_expired_a_held_entry_comes_before_the_cut() -> None:
+    """A fork's first call after the parent's entries expired (its keep-warm ran out):
+    the anchor, the cut where the last turn's thinking began and a sub-agent's 1-hour
+    entry further back all want a marker, and only two fit. While the short entries live
+    the cut wins; once they have expired (`stale`) the held entry, the one still live."""
+    messages = [*_loop("warm", 1, thinking=False), *_loop("a", 1, thinking=False)]
+    held = (len(messages) - 1, 0)
+    messages += [*_loop("b", 12, thinking=False), *_loop("c", 12, thinking=True)]
+    messages.append(user_text("anything worth remembering?"))
+    fork = (len(messages) - 2, 0)
+    cut = (len(messages) - 26, 0)  # where turn "c" began
+
+    def marks(*, stale: bool) -> list[tuple[int | None, int]]:
+        found = plan_anthropic(
+            messages, previous=None, held=held, anchor=fork, strips_thinking=True, stale=stale
+        )
+        return [(b.message, b.block) for b in found.breakpoints if b.message is not None]
+
+    assert marks(stale=False) == [cut, fork, (len(messages) - 1, 0)]
+    assert marks(stale=True) == [held, fork, (len(messages) - 1, 0)]
+
+
 def test_the_current_turn_keeps_its_thinking() -> None:
     messages = _loop("now", 4, thinking=True)
     assert readable_part(messages, (6, 0)) == (6, 0)

@@ -4,6 +4,7 @@ changed only by a note at a turn boundary, and a connection-gated action never r
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -11,6 +12,7 @@ from mcp import types
 
 from stoker.agent.integrations import Integrations
 from stoker.agent.seams import Callbacks
+from stoker.agent.session import Session
 from stoker.clock import FrozenClock
 from stoker.errors import ToolError
 from stoker.integrations import (
@@ -25,6 +27,7 @@ from stoker.integrations import (
 )
 from stoker.integrations.mcp import _destructive
 from stoker.providers.sim.model import tool_call
+from stoker.providers.sim.provider import SimProvider
 from stoker.tools import (
     ApprovalDecision,
     ApprovalRequest,
@@ -86,14 +89,30 @@ class Caller:
         return (TextBlock(text="ok"),)
 
 
-def _setup(clock: FrozenClock, toolkit: Any) -> tuple[Any, Any, Integrations]:
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Mailing:
+    """A session on the simulator whose one toolkit is `mail`, its listing cached for five
+    minutes on `clock`."""
+
+    clock: FrozenClock
+    mail: Mail
+    session: Session
+    provider: SimProvider
+    integrations: Integrations
+
+
+def _mailing(*specs: ToolSpec) -> _Mailing:
+    clock, mail = FrozenClock(), Mail(*specs)
     integrations = Integrations(
-        registry=ToolkitRegistry([toolkit]), cache=ToolkitCache(ttl=300.0, clock=clock)
+        registry=ToolkitRegistry([mail]), cache=ToolkitCache(ttl=300.0, clock=clock)
     )
     agent, provider = sim_agent(
         model=Caller(), clock=clock, registry=make_registry(), integrations=integrations
     )
-    return agent, provider, integrations
+    session = agent.session()
+    return _Mailing(
+        clock=clock, mail=mail, session=session, provider=provider, integrations=integrations
+    )
 
 
 def _notes(payload: dict[str, Any]) -> list[str]:
@@ -119,10 +138,8 @@ def test_a_gate_is_one_of_two_words() -> None:
 
 
 async def test_a_session_is_told_the_catalogue_with_the_tools_and_tools_never_move() -> None:
-    clock = FrozenClock()
-    mail = Mail(SEARCH, SEND, POST)
-    agent, provider, _ = _setup(clock, mail)
-    session = agent.session()
+    m = _mailing(SEARCH, SEND, POST)
+    session, provider = m.session, m.provider
     await session.send("hello")
     first = provider.requests[0]
     assert _notes(first) == [CONNECTED]
@@ -134,10 +151,8 @@ async def test_a_session_is_told_the_catalogue_with_the_tools_and_tools_never_mo
 
 
 async def test_a_connection_gated_action_never_runs_and_the_model_is_told_why() -> None:
-    clock = FrozenClock()
-    mail = Mail(SEARCH, SEND, POST)
-    agent, _, _ = _setup(clock, mail)
-    session = agent.session()
+    m = _mailing(SEARCH, SEND, POST)
+    session, mail = m.session, m.mail
     blocked = await session.send("call mail.post_slack")
     assert blocked.text == (
         "result: tool use_toolkit: post_slack of toolkit 'mail' waits for the user to connect "
@@ -149,14 +164,12 @@ async def test_a_connection_gated_action_never_runs_and_the_model_is_told_why() 
 
 
 async def test_a_catalogue_change_upstream_is_a_note_at_a_turn_boundary() -> None:
-    clock = FrozenClock()
-    mail = Mail(SEARCH, SEND)
-    agent, provider, integrations = _setup(clock, mail)
-    session = agent.session()
+    m = _mailing(SEARCH, SEND)
+    session, mail, provider, integrations = m.session, m.mail, m.provider, m.integrations
     await session.send("hello")
     before = provider.requests[-1]
     mail.specs = (SEARCH, SEND, POST)  # the server gates a new action behind a connection
-    clock.advance(301)  # the listing's TTL: the next turn reads it again
+    m.clock.advance(301)  # the listing's TTL: the next turn reads it again
     await session.send("anything new?")
     after = provider.requests[-1]
     assert _notes(after) == ["Toolkit 'mail' changed: added post_slack."]
@@ -200,10 +213,8 @@ class Answer:
 
 
 async def test_an_approval_gated_action_runs_only_once_the_user_approves() -> None:
-    clock = FrozenClock()
-    mail = Mail(SEARCH, SEND, POST)
-    agent, _, _ = _setup(clock, mail)
-    session = agent.session()
+    m = _mailing(SEARCH, SEND, POST)
+    session, mail = m.session, m.mail
     yes, no = Answer(True), Answer(False)
     sent = await session.send("call mail.send_email", callbacks=Callbacks(approver=yes))
     assert sent.text == "result: send_email done"
@@ -221,10 +232,8 @@ async def test_an_approval_gated_action_runs_only_once_the_user_approves() -> No
 
 
 async def test_a_run_that_denies_risky_calls_refuses_a_gated_action_unasked() -> None:
-    clock = FrozenClock()
-    mail = Mail(SEARCH, SEND)
-    agent, _, _ = _setup(clock, mail)
-    session = agent.session()
+    m = _mailing(SEARCH, SEND)
+    session, mail = m.session, m.mail
     await session.send("hello")
     answer = Answer(True)
     background = session.fork(policy=DispatchPolicy(deny_risky=True, reason="background"))

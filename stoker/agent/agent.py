@@ -40,6 +40,7 @@ from stoker.cache.planner import CachePolicy
 from stoker.clock import Clock, SystemClock
 from stoker.config import Config
 from stoker.errors import ConfigError, ToolError
+from stoker.lifecycle import AsyncClosing
 from stoker.providers.base import Provider
 from stoker.providers.caches import cache_objects
 from stoker.providers.select import select_provider
@@ -59,7 +60,7 @@ def _sha(text: str) -> str:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Agent:
+class Agent(AsyncClosing):
     """What an agent is, not what it has said. Immutable: derive variants with `replace`.
 
     `model` is "PROVIDER:MODEL" ("anthropic:claude-sonnet-4-6", "openai:gpt-5.6",
@@ -217,17 +218,6 @@ class Agent:
         assert self.warmth is not None
         self.warmth.watch(session)
         return session
-
-    async def __aenter__(self) -> Agent:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
 
     @property
     def info(self) -> ModelInfo:

@@ -146,27 +146,31 @@ def cache_clock(
         cached = max(cached, usage.input_total)
     after = usage.input_total - cached + usage.output if last.purpose == "turn" else 0
     new = after + message_tokens
-    if not same_model(last.model, info.name):  # switched (/model): nothing is read
-        cost = cost_usd(_written(usage.input_total + new, None, info), info)
+
+    def cold(new_tokens: int, sent: Usage, why: str) -> CacheClock:
+        """Nothing is read next: the message costs `sent` now or later alike."""
+        cost = cost_usd(sent, info)
         return CacheClock(
             model=info.name,
-            new_tokens=usage.input_total + new,
+            new_tokens=new_tokens,
             refreshed_at=last.started_at,
             next_cost_now=cost,
             next_cost_cold=cost,
             planned=planned,
-            uncached_why=f"the cache is {last.model}'s; the next message goes to {info.name}",
+            uncached_why=why,
+        )
+
+    if not same_model(last.model, info.name):  # switched (/model): nothing is read
+        return cold(
+            usage.input_total + new,
+            _written(usage.input_total + new, None, info),
+            f"the cache is {last.model}'s; the next message goes to {info.name}",
         )
     if not cached:
-        cost = cost_usd(Usage(uncached=usage.input_total + new), info)
-        return CacheClock(
-            model=info.name,
-            new_tokens=new,
-            refreshed_at=last.started_at,
-            next_cost_now=cost,
-            next_cost_cold=cost,
-            planned=planned,
-            uncached_why=f"the prompt is under the model's {info.min_cacheable:,}-token minimum",
+        return cold(
+            new,
+            Usage(uncached=usage.input_total + new),
+            f"the prompt is under the model's {info.min_cacheable:,}-token minimum",
         )
     ttl = last.breakpoints[-1].ttl if last.breakpoints else None
     return CacheClock(

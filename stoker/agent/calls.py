@@ -138,6 +138,7 @@ def next_request(
         anchor=site.anchor,
         thinking=prefix.params.thinking_budget is not None,
         held=state.long_write(prefix),
+        stale=not site.warm,
     )
     breakpoints = p.breakpoints
     if site.role == "compaction":

@@ -19,13 +19,13 @@ import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
-from types import TracebackType
 from typing import Any, Generic, Literal, TypeVar
 
 from stoker.agent.loop import TurnResult
 from stoker.agent.output import partial
 from stoker.agent.seams import Callbacks
 from stoker.errors import StokerError
+from stoker.lifecycle import AsyncClosing
 from stoker.tools import ApprovalDecision, ApprovalRequest, ToolContext, ToolProgress
 from stoker.wire.record import CacheRecord
 
@@ -241,7 +241,7 @@ async def _drive(
         queue.put_nowait(TurnDone(result=result))
 
 
-class TurnStream(Generic[T]):
+class TurnStream(AsyncClosing, Generic[T]):
     """The events of one turn, as an async iterator (and an async context manager that
     cancels the turn if the block ends before it did). The turn starts at the first
     `__anext__` or on entering the block."""
@@ -333,14 +333,6 @@ class TurnStream(Generic[T]):
     async def __aenter__(self) -> TurnStream[T]:
         self._start()
         return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
 
     def __del__(self) -> None:
         task = self._task

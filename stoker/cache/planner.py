@@ -173,6 +173,7 @@ def plan_anthropic(
     anchor: BlockRef | None = None,
     strips_thinking: bool = False,
     held: BlockRef | None = None,
+    stale: bool = False,
 ) -> Plan:
     """Breakpoints for the next Anthropic request, given where the previous one wrote.
 
@@ -192,7 +193,9 @@ def plan_anthropic(
     a seal). Once no other marker reaches it, a marker of its own does, at the short
     TTL: a live entry there is read (and its own TTL kept), a dead one costs nothing more
     than the write it splits. With more candidates than markers, the fork's anchor goes
-    first, then the point the thinking was cut at, the previous write, the held entry.
+    first, then the point the thinking was cut at, the previous write, the held entry;
+    `stale` (the session's newest entry has expired, so the short ones at the cut and the
+    previous write have too) puts the held entry before those two.
     """
     rolling = last_cacheable(messages)
     if rolling is None:
@@ -206,22 +209,27 @@ def plan_anthropic(
     cut = stripped
     if cut is not None and positions_between(messages, cut, rolling) < lookback:
         cut = None  # the rolling marker's window reaches it
-    wanted: list[BlockRef] = [m for m in (anchor, cut) if m is not None]
-    if (
+    if not (
         previous is not None
         and _valid(messages, previous)
         and previous < rolling
         and (stripped is None or previous <= stripped)
         and positions_between(messages, previous, rolling) >= lookback
     ):
-        wanted.append(previous)
+        previous = None
+    short = [m for m in (cut, previous) if m is not None]  # entries a short TTL may have lost
+    wanted: list[BlockRef] = [m for m in (anchor,) if m is not None]
+    if not stale:
+        wanted += short
     if (
         held is not None
         and _valid(messages, held)
         and held < rolling
-        and not reaches(messages, held, [*wanted, rolling], lookback)
+        and not reaches(messages, held, [*wanted, *short, rolling], lookback)
     ):
         wanted.append(held)
+    if stale:
+        wanted += short
     marks = set(list(dict.fromkeys(wanted))[: MAX_MARKERS - 2])
 
     def ttl(ref: BlockRef | None) -> Ttl:
@@ -251,6 +259,7 @@ def plan(
     anchor: BlockRef | None = None,
     thinking: bool = False,
     held: BlockRef | None = None,
+    stale: bool = False,
 ) -> Plan:
     """The plan the model's cache rules call for (`ModelInfo.lookback`, `ttls`, `regime`):
     Anthropic-style markers wherever a read looks back from a breakpoint (Claude on the
@@ -266,6 +275,7 @@ def plan(
             anchor=anchor,
             strips_thinking=thinking and info.strips_thinking,
             held=held,
+            stale=stale,
         )
         return found if "1h" in info.ttls else _short_only(found)
     if info.warm_by_read:

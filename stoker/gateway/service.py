@@ -47,6 +47,7 @@ from stoker.gateway.providers import ProviderFactory, default_provider_factory
 from stoker.gateway.session_settings import SessionSettings
 from stoker.gateway.sink import Head, read_head
 from stoker.gateway.views import Reply, event_view
+from stoker.lifecycle import Background
 from stoker.providers.base import Provider
 from stoker.session_views import SessionView, answered, show_session
 from stoker.store.base import SqlEventStore
@@ -122,7 +123,9 @@ class Gateway:
         self._keep_warm_on = keep_warm
         self.max_message_chars = max_message_chars
         self.approvals = PendingApprovals(clock=clock, timeout=approval_timeout)
-        self._tasks: set[asyncio.Task[Any]] = set()
+        self._tasks = Background(
+            lambda exc: log.info("a streamed message ended with an error: %s", exc)
+        )
 
     @property
     def agents(self) -> AgentCache:
@@ -412,15 +415,7 @@ class Gateway:
 
     def spawn(self, coro: Coroutine[Any, Any, T]) -> asyncio.Task[T]:
         """Run `coro` to the end even if whoever started it goes away (a closed stream)."""
-        task = asyncio.create_task(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._finished)
-        return task
-
-    def _finished(self, task: asyncio.Task[Any]) -> None:
-        self._tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            log.info("a streamed message ended with an error: %s", task.exception())
+        return self._tasks.spawn(coro)
 
     async def ready(self) -> None:
         """Unavailable unless this replica takes traffic: not draining, the store answers,
@@ -438,13 +433,8 @@ class Gateway:
         self.draining = True
         await self.keep_warm.stop()
         await self.fleet_sync.stop()
-        if self._tasks:
-            _, running = await asyncio.wait(set(self._tasks), timeout=grace)
-            for task in running:
-                task.cancel()
-            if running:
-                log.warning("cancelled %d message(s) still running after the grace", len(running))
-                await asyncio.gather(*running, return_exceptions=True)
+        if cancelled := await self._tasks.stop(grace):
+            log.warning("cancelled %d message(s) still running after the grace", cancelled)
         try:
             await self.store.drop_leases(self.replica)
         except StoreError as exc:  # the database is gone: the leases expire on their own

@@ -29,7 +29,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Coroutine, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from starlette.routing import BaseRoute
@@ -40,6 +40,7 @@ from stoker.gateway.errors import Unavailable
 from stoker.gateway.images import WITHOUT_TEXT
 from stoker.gateway.service import Gateway
 from stoker.gateway.views import Reply
+from stoker.lifecycle import Background
 from stoker.platforms import albums, leases
 from stoker.platforms.access import Allowlist, ChatRates
 from stoker.platforms.albums import Albums
@@ -83,7 +84,9 @@ class Bridge:
         self.name = adapter.name
         self._chats: dict[str, asyncio.Lock] = {}
         self._questions = Questions(adapter)
-        self._tasks: set[asyncio.Task[Any]] = set()
+        self._tasks = Background(
+            lambda exc: log.warning("%s: handling an update failed: %r", self.name, exc)
+        )
         self._closing = False
         self._ready = asyncio.Event()  # set once the adapter can send
         self._inflight: set[str] = set()  # update ids scheduled in this process
@@ -135,11 +138,7 @@ class Bridge:
             self._sweeper.cancel()
             await asyncio.gather(self._sweeper, return_exceptions=True)
         self._questions.cancel()
-        if self._tasks:
-            _, running = await asyncio.wait(set(self._tasks), timeout=grace)
-            for task in running:
-                task.cancel()
-            await asyncio.gather(*running, return_exceptions=True)
+        await self._tasks.stop(grace)
         await self.adapter.stop()
 
     def routes(self) -> Sequence[BaseRoute]:
@@ -147,19 +146,7 @@ class Bridge:
 
     async def idle(self) -> None:
         """Wait until every scheduled update and follow-up is done (tests, shutdown)."""
-        while self._tasks:
-            await asyncio.gather(*set(self._tasks), return_exceptions=True)
-
-    def _spawn(self, coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
-        task = asyncio.create_task(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._done)
-        return task
-
-    def _done(self, task: asyncio.Task[Any]) -> None:
-        self._tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            log.warning("%s: handling an update failed: %r", self.name, task.exception())
+        await self._tasks.idle()
 
     # -- inbound -----------------------------------------------------------------------------
 
@@ -177,7 +164,7 @@ class Bridge:
             log.info("%s: dropped an update from a user and chat not allowed", self.name)
             return
         if isinstance(update, ButtonPress):
-            self._spawn(self._questions.press(update))
+            self._tasks.spawn(self._questions.press(update))
             return
         if update.followup and not await self._talking(update.key):
             return  # a thread's message to others, not to the bot
@@ -188,7 +175,7 @@ class Bridge:
             if tell:
                 wait = max(1, round(self.rates.wait(update.key.chat)))
                 note = f"Too many messages: this one was not read. Try again in {wait} s."
-                self._spawn(self._say(update, note))
+                self._tasks.spawn(self._say(update, note))
             return
         body = json.dumps(dict(raw), separators=(",", ":"))
         if await self.gateway.store.accept_update(
@@ -232,7 +219,7 @@ class Bridge:
             finally:
                 self._inflight.discard(message.id)
 
-        self._spawn(in_order())
+        self._tasks.spawn(in_order())
 
     async def _leased(self, message: Message) -> None:
         """Handle `message` under its lease; count a failure, give up after the last."""
@@ -343,7 +330,7 @@ class Bridge:
         status = Status(adapter=self.adapter, ctx=ctx, chat=chat)
 
         def on_review(line: str) -> None:
-            self._spawn(self.adapter.send(ctx, chat, line, markup=False, quiet=True))
+            self._tasks.spawn(self.adapter.send(ctx, chat, line, markup=False, quiet=True))
 
         callbacks = Callbacks(  # on_tool is awaited
             on_tool=status.tool,

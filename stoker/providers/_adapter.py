@@ -9,16 +9,17 @@ missing key can be named, before the first call.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import ClassVar, Self, TypeVar
+from typing import ClassVar, TypeVar
 
 from stoker.cache.prices import PriceBook
 from stoker.clock import Clock, SystemClock
+from stoker.lifecycle import AsyncClosing
 from stoker.providers.retry import RetryPolicy, call_with_retries
 
 T = TypeVar("T")
 
 
-class SdkAdapter:
+class SdkAdapter(AsyncClosing):
     """Where calls go (`base_url`, None: the SDK's own), how they are retried and timed,
     the variable named when the key is refused, and the user's prices."""
 
@@ -65,9 +66,3 @@ class SdkAdapter:
 
     async def aclose(self) -> None:
         """Close the HTTP connections (call it when the provider is no longer needed)."""
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()

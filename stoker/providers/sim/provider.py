@@ -16,6 +16,7 @@ from stoker.cache.accounting import CacheOutcome
 from stoker.cache.models import ModelInfo, model_info, with_prices
 from stoker.cache.prices import PriceBook
 from stoker.clock import Clock, SystemClock
+from stoker.lifecycle import AsyncClosing
 from stoker.providers.base import CallContext, Completion
 from stoker.providers.caches import CacheCall, owned
 from stoker.providers.sim.engine import SimEngine
@@ -55,7 +56,7 @@ def facts_of(outcome: CacheOutcome) -> tuple[tuple[str, str], ...]:
 
 
 @dataclass(slots=True, kw_only=True)
-class SimProvider:
+class SimProvider(AsyncClosing):
     """A deterministic provider with exact cache accounting. No key, no network."""
 
     engine: SimEngine = field(default_factory=SimEngine)
@@ -88,12 +89,6 @@ class SimProvider:
 
     async def aclose(self) -> None:
         """Nothing to close (no connections); here so every provider closes the same way."""
-
-    async def __aenter__(self) -> SimProvider:
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.aclose()
 
     def dialect_for(self, model: str) -> str:
         if self.dialect is not None:

@@ -143,15 +143,10 @@ class SimServer:
                 workspace=workspace,
                 headers=request.headers,
             )
-        except _Rejected as rejected:
-            return rejected.response
-        except StokerError as exc:
-            return _refused(shape, exc)
         except ClientDisconnect:  # nobody to answer: `stoker.http_server` logs one line
             raise
-        except Exception:  # a bug: still an answer in the API's shape, and a log line
-            log.exception("the simulator failed on a %s request", dialect)
-            return error_response(shape, 500, "the simulator failed on this request (a bug)")
+        except Exception as exc:
+            return _failed(shape, exc, f"on a {dialect} request")
         self.ledger.record(workspace, str(payload["model"]), result.usage)
         headers = id_headers(shape)
         if payload.get("stream") is not True:
@@ -179,15 +174,10 @@ class SimServer:
             workspace = self._caller(request, shape)
             payload = await self._payload(request, shape)
             total = self.engine.count(dialect, payload, workspace=workspace)
-        except _Rejected as rejected:
-            return rejected.response
-        except StokerError as exc:
-            return _refused(shape, exc)
         except ClientDisconnect:  # nobody to answer: `stoker.http_server` logs one line
             raise
-        except Exception:  # a bug: still an answer in the API's shape, and a log line
-            log.exception("the simulator failed to count tokens")
-            return error_response(shape, 500, "the simulator failed on this request (a bug)")
+        except Exception as exc:
+            return _failed(shape, exc, "to count tokens")
         body: dict[str, Any] = {"input_tokens": total}
         if shape == "openai":
             body = {"object": "response.input_tokens", **body}
@@ -258,6 +248,18 @@ class SimServer:
         key = api_key(request)
         mine = {"you": workspace_of(key)} if key is not None else {}
         return SimJSON({**mine, **self.ledger.stats()})
+
+
+def _failed(shape: Shape, exc: Exception, doing: str) -> Response:
+    """The answer to a request that raised `exc`: a rejection as built, a refusal as the
+    provider words it, and a bug still in the API's shape (and a log line). Call it in
+    the `except` block, where the log line finds the traceback."""
+    if isinstance(exc, _Rejected):
+        return exc.response
+    if isinstance(exc, StokerError):
+        return _refused(shape, exc)
+    log.exception("the simulator failed %s", doing)
+    return error_response(shape, 500, "the simulator failed on this request (a bug)")
 
 
 def _refused(shape: Shape, exc: StokerError) -> Response:
