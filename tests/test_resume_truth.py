@@ -108,10 +108,12 @@ def test_a_turn_without_thinking_is_read_whole() -> None:
     assert readable_part(messages, (20, 0)) == (20, 0)
 
 
-def _agent(clock: FrozenClock, engine: SimEngine, fleet: FleetWatch) -> Agent:
+def _agent(
+    clock: FrozenClock, engine: SimEngine, fleet: FleetWatch, model: str = "claude-sonnet-4-6"
+) -> Agent:
     """One process's agent; `fleet`: what the process knows of its agent's sessions."""
     return Agent(
-        "claude-sonnet-4-6",
+        model,
         provider=SimProvider(engine=engine, clock=clock),
         tools=[*TOOLS, delegate_tool()],
         system=SYSTEM,
@@ -121,11 +123,15 @@ def _agent(clock: FrozenClock, engine: SimEngine, fleet: FleetWatch) -> Agent:
     )
 
 
-async def _lived(store: SqlEventStore, *, resume: bool, warm: bool) -> list[tuple[object, ...]]:
+async def _lived(store: SqlEventStore, *, resume: bool, ending: str) -> list[tuple[object, ...]]:
     """Turns with idle gaps, sub-agents (their 1-hour anchors), a loop that leaves the
-    anchors past the lookback, (`warm`) the keep-warm the time policy plans, then
-    (`resume`) the session opened again from the store, a gap its short entries do not
-    outlive, and a new turn: the keep-warm plan, and what the new turn marked and read."""
+    anchors past the lookback, then one of three endings, with (`resume`) or without the
+    session opened again from the store before its last step:
+    - "gap": a gap its short entries do not outlive, a new turn;
+    - "keep-warm": the keep-warm the time policy plans, then the same;
+    - "switch back": a turn on another model, a gap, back to the first model, a fork
+      (its first call has the anchor, the previous write and a held entry to mark).
+    What it records: the keep-warm plan, and what the last calls marked and read."""
     clock, fleet = FrozenClock(1_790_000_000.0), FleetWatch()  # one process: one fleet
     engine = SimEngine(model=WorkloadModel())
     session = await _agent(clock, engine, fleet).open(store, f"s-{uuid.uuid4().hex[:8]}")
@@ -135,27 +141,38 @@ async def _lived(store: SqlEventStore, *, resume: bool, warm: bool) -> list[tupl
     await session.send("Please delegate the checks")
     await session.send("Work on it: run 14 steps")
     plan = session.warm_plan()
-    if warm and plan is not None and plan.sends:
+    if ending == "keep-warm" and plan is not None and plan.sends:
         clock.advance(plan.at - clock.now())
         await session.warm()
+    if ending == "switch back":
+        await session.rebase(reason="/model claude-sonnet-4-5", model="claude-sonnet-4-5")
+        await session.send("Work on it: run 12 steps")
     if resume:
-        session = await _agent(clock, engine, fleet).open(store, session.id, create=False)
+        model = session.prefix.params.model
+        agent = _agent(clock, engine, fleet, model)
+        session = await agent.open(store, session.id, create=False)
     seen: list[tuple[object, ...]] = [("plan", session.warm_plan())]
-    clock.advance(20 * 60)
-    result = await session.send("Thanks.")
+    clock.advance(20 * 60 if ending != "switch back" else 10 * 60)
+    if ending == "switch back":
+        await session.rebase(reason="/model claude-sonnet-4-6", model="claude-sonnet-4-6")
+        result = await session.fork(role="fork").send("Anything worth remembering?")
+    else:
+        result = await session.send("Thanks.")
     seen += [(r.breakpoints, r.usage, r.explanation) for r in result.records]
     return seen
 
 
-@pytest.mark.parametrize("warm", [False, True], ids=["gap", "keep-warm"])
+@pytest.mark.parametrize("ending", ["gap", "keep-warm", "switch back"])
 async def test_a_resumed_session_plans_and_reads_as_its_last_process_would(
-    store: SqlEventStore, warm: bool
+    store: SqlEventStore, ending: str
 ) -> None:
     """The same life twice (SQLite and PostgreSQL), once resumed from the store before
-    its last gap: the same keep-warm plan, the same breakpoints, reads and verdicts.
+    its last step: the same keep-warm plan, the same breakpoints, reads and verdicts.
     Before, the resumed one forgot the sub-agents' 1-hour anchors (its new turn read
-    none of them), the idle gaps it had seen (its plan's chance of a return moved), and
-    when its idle time began (a keep-warm since is not the end of a turn)."""
-    assert await _lived(store, resume=True, warm=warm) == await _lived(
-        store, resume=False, warm=warm
+    none of them), the idle gaps it had seen (its plan's chance of a return moved), when
+    its idle time began (a keep-warm since is not the end of a turn), and when each
+    prefix last wrote (after a switch back, a fork marked an expired write, not a live
+    anchor)."""
+    assert await _lived(store, resume=True, ending=ending) == await _lived(
+        store, resume=False, ending=ending
     )

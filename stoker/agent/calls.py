@@ -130,15 +130,18 @@ def next_request(
         messages, stripped = site.history, 0
     else:
         messages, stripped = sendable(site.history, to=info.provider, home=site.info.provider)
+    policy = tail_policy(agent.cache_policy, site.role)
+    previous, long = state.last_write(prefix), state.long_write(prefix)
+    ttl = "1h" if previous is not None and previous == long else policy.message_ttl
     p = plan(
         info,
         messages,
-        previous=state.last_write(prefix),
-        policy=tail_policy(agent.cache_policy, site.role),
+        previous=previous,
+        policy=policy,
         anchor=site.anchor,
         thinking=prefix.params.thinking_budget is not None,
-        held=state.long_write(prefix),
-        stale=not site.warm,
+        held=long,
+        stale=state.gone(prefix, agent.clock.now(), live_for(info, ttl)),
     )
     breakpoints = p.breakpoints
     if site.role == "compaction":

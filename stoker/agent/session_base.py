@@ -194,7 +194,7 @@ class SessionBase:
             cost=self._cost,
         )
         if rebase is None:
-            self._state.forked_at(self._prefix, start.anchor)
+            self._state.forked_at(self._prefix, start.anchor, self._agent.clock.now())
         return type(self)(start, agent=self._agent, store=store or self._store)
 
     def branch(self, *, at: int | None = None, store: EventSink | None = None) -> Self:

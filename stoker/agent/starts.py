@@ -322,7 +322,11 @@ def restored_state(stored: StoredSession) -> CacheState:
     for m in stored.messages:
         chain.append(chain_step(chain[-1] if chain else EMPTY_CHAIN, m))
     state = CacheState(
-        chain=chain, written=dict(stored.writes), held=dict(stored.holds), gaps=list(stored.gaps)
+        chain=chain,
+        written=dict(stored.writes),
+        written_at=dict(stored.written_at),
+        held=dict(stored.holds),
+        gaps=list(stored.gaps),
     )
     last_record, messages = stored.last_record, stored.messages
     if last_record is not None:

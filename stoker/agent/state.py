@@ -27,6 +27,7 @@ class CacheState:
     last_cached: int = 0  # tokens the newest entry covers (read + written)
     live_ttl: Ttl | None = None  # the TTL of that entry, from `last_started`
     written: dict[str, BlockRef] = field(default_factory=dict)  # prefix key -> its last write
+    written_at: dict[str, float] = field(default_factory=dict)  # prefix key -> when, last
     held: dict[str, BlockRef] = field(default_factory=dict)  # prefix key -> furthest 1h write
     own_write: BlockRef | None = None  # where this session's own last call wrote
     recorded_upto: int = 0
@@ -49,6 +50,7 @@ class CacheState:
             },
             gaps=list(self.gaps),
             written=dict(self.written),
+            written_at=dict(self.written_at),
             held=dict(self.held),
             unrecorded_gap=None,  # the parent's to record, not the copy's
         )
@@ -59,18 +61,25 @@ class CacheState:
         thinking) the planner can reach it again."""
         return self.written.get(key_of(prefix))
 
+    def gone(self, prefix: Prefix, now: float, lifetime: float) -> bool:
+        """Whether the entry at `last_write(prefix)` has expired by `now`, if it lives
+        `lifetime` seconds from the call that last wrote or read there."""
+        at = self.written_at.get(key_of(prefix))
+        return at is not None and now - at > lifetime
+
     def long_write(self, prefix: Prefix) -> BlockRef | None:
         """Where the newest 1-hour entry on this prefix's history ends (a fork's anchor, a
         seal): the planner keeps it within reach after the short entries expire."""
         return self.held.get(key_of(prefix))
 
-    def forked_at(self, prefix: Prefix, anchor: BlockRef | None) -> None:
+    def forked_at(self, prefix: Prefix, anchor: BlockRef | None, at: float) -> None:
         """A fork's first call writes an entry at `anchor`, the end of this history (a
-        1-hour one, see `plan_anthropic`)."""
+        1-hour one, see `plan_anthropic`), about `at`."""
         key = key_of(prefix)
         current = self.written.get(key)
         if anchor is not None and (current is None or current < anchor):
             self.written[key] = anchor
+            self.written_at[key] = at
         if anchor is not None and (key not in self.held or self.held[key] < anchor):
             self.held[key] = anchor
 
@@ -92,6 +101,7 @@ class CacheState:
         if request.breakpoints and (at := request.breakpoints[-1].message) is not None:
             self.own_write = (at, request.breakpoints[-1].block)
             self.written[key_of(request.prefix)] = self.own_write
+            self.written_at[key_of(request.prefix)] = record.started_at
         long = [(b.message, b.block) for b in request.breakpoints if b.ttl == "1h"]
         newest = max(((m, b) for m, b in long if m is not None), default=None)
         key = key_of(request.prefix)

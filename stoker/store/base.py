@@ -227,13 +227,14 @@ class SqlEventStore(ProxyLog, PlatformLog, GatewayLog, FleetLog):
         role, parent_id, root_id, created_at, prefix, config, last_record, pending, turned = rows[0]
         settings = json.loads(config)
         messages, used, epochs = await self._own_messages(session_id, epoch=epoch)
-        writes, holds = [
-            await self._read(
-                f"SELECT prefix_key, message, block FROM {table} WHERE session_id = ?",
-                (session_id,),
-            )
-            for table in ("session_writes", "session_holds")
-        ]
+        writes = await self._read(
+            "SELECT prefix_key, message, block, at FROM session_writes WHERE session_id = ?",
+            (session_id,),
+        )
+        holds = await self._read(
+            "SELECT prefix_key, message, block FROM session_holds WHERE session_id = ?",
+            (session_id,),
+        )
         gaps = await self._read(
             "SELECT seconds FROM session_gaps WHERE session_id = ? ORDER BY seq", (session_id,)
         )
@@ -257,7 +258,8 @@ class SqlEventStore(ProxyLog, PlatformLog, GatewayLog, FleetLog):
             used_tools=used,
             last_record=CacheRecord.from_dict(json.loads(last_record)) if last_record else None,
             declared_break=pending,
-            writes={key: (int(m), int(b)) for key, m, b in writes},
+            writes={key: (int(m), int(b)) for key, m, b, _ in writes},
+            written_at={key: float(at) for key, _, _, at in writes if at is not None},
             holds={key: (int(m), int(b)) for key, m, b in holds},
             gaps=tuple(float(g) for (g,) in gaps),
             last_turn_at=turned,

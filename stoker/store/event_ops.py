@@ -25,15 +25,32 @@ Op = tuple[str, tuple[Any, ...]]
 
 
 def write_op(
-    session_id: str, key: str, message: int, block: int, *, table: str = "session_writes"
+    session_id: str, key: str, message: int, block: int, *, at: float, furthest: bool
 ) -> Op:
-    """Remember the furthest place a prefix wrote in a session: its own calls, or a fork's
-    first call at the end of its history (which may come after the session moved on).
-    `table="session_holds"`: the same for its 1-hour entries."""
+    """Remember where a prefix last wrote in a session, and when (a later process judges
+    by it whether that entry can still be read): its own newest call, as the session
+    itself remembers it; or, `furthest`, a fork's anchor at the end of its history, kept
+    only if it lies past what the session wrote since."""
+    only_past = (
+        " WHERE (session_writes.message, session_writes.block) < (excluded.message, excluded.block)"
+        if furthest
+        else ""
+    )
     return (
-        f"INSERT INTO {table} (session_id, prefix_key, message, block) VALUES (?, ?, ?, ?) "
+        "INSERT INTO session_writes (session_id, prefix_key, message, block, at) "
+        "VALUES (?, ?, ?, ?, ?) ON CONFLICT (session_id, prefix_key) DO UPDATE SET "
+        f"message = excluded.message, block = excluded.block, at = excluded.at{only_past}",
+        (session_id, key, message, block, at),
+    )
+
+
+def hold_op(session_id: str, key: str, message: int, block: int) -> Op:
+    """Remember the furthest 1-hour entry on a prefix of a session (a child's anchor, a
+    seal, its own 1-hour writes), as `CacheState.held` does."""
+    return (
+        "INSERT INTO session_holds (session_id, prefix_key, message, block) VALUES (?, ?, ?, ?) "
         "ON CONFLICT (session_id, prefix_key) DO UPDATE SET message = excluded.message, "
-        f"block = excluded.block WHERE ({table}.message, {table}.block) < "
+        "block = excluded.block WHERE (session_holds.message, session_holds.block) < "
         "(excluded.message, excluded.block)",
         (session_id, key, message, block),
     )
@@ -47,11 +64,13 @@ def record_ops(record: CacheRecord) -> list[Op]:
     ops: list[Op] = []
     last = record.breakpoints[-1] if record.breakpoints else None
     if last is not None and last.message is not None:
-        ops.append(write_op(sid, key, last.message, last.block))
+        ops.append(
+            write_op(sid, key, last.message, last.block, at=record.started_at, furthest=False)
+        )
     long = [(b.message, b.block) for b in record.breakpoints if b.ttl == "1h"]
     held = max(((m, b) for m, b in long if m is not None), default=None)
     if held is not None and record.usage.read + record.usage.written:
-        ops.append(write_op(sid, key, *held, table="session_holds"))
+        ops.append(hold_op(sid, key, *held))
     if record.idle_before is not None:
         ops.append(
             (
@@ -80,10 +99,10 @@ def ops_for(event: Event, config: dict[str, Any] | None = None, *, header: bool 
     if isinstance(event, SessionCreated):
         anchor = event.config.get("anchor")
         if event.parent_id is not None and isinstance(anchor, dict):
-            for table in ("session_writes", "session_holds"):  # a fork's anchor is 1-hour
-                ops.append(
-                    write_op(event.parent_id, anchor["prefix_key"], *anchor["at"], table=table)
-                )
+            parent, key, (message, block) = event.parent_id, anchor["prefix_key"], anchor["at"]
+            at = event.created_at
+            ops.append(write_op(parent, key, message, block, at=at, furthest=True))
+            ops.append(hold_op(parent, key, message, block))  # a fork's anchor is 1-hour
         ops.append(
             (
                 "INSERT INTO sessions (id, root_id, parent_id, role, created_at, updated_at, "

@@ -213,7 +213,8 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(
         version=11,
         name="what a resumed session needs to plan as its last process did: the 1-hour "
-        "entries it holds, the idle gaps it watched, when its last turn's last call began",
+        "entries it holds, when each prefix last wrote, the idle gaps it watched, when its "
+        "last turn's last call began",
         statements=(
             _places("session_holds"),
             """CREATE TABLE session_gaps (
@@ -223,6 +224,7 @@ MIGRATIONS: tuple[Migration, ...] = (
                 PRIMARY KEY (session_id, seq)
             )""",
             "ALTER TABLE sessions ADD COLUMN last_turn_at DOUBLE PRECISION",
+            "ALTER TABLE session_writes ADD COLUMN at DOUBLE PRECISION",
         ),
     ),
 )

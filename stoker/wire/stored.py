@@ -30,6 +30,7 @@ class StoredSession:
     last_record: CacheRecord | None = None
     declared_break: str | None = None  # declared, not yet carried by a call
     writes: dict[str, tuple[int, int]] = field(default_factory=dict)  # prefix key -> last write
+    written_at: dict[str, float] = field(default_factory=dict)  # prefix key -> when it wrote
     holds: dict[str, tuple[int, int]] = field(default_factory=dict)  # prefix key -> 1h write
     gaps: tuple[float, ...] = ()  # the idle gaps between its turns, oldest first
     last_turn_at: float | None = None  # when its last turn's last call began
