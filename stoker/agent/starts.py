@@ -316,8 +316,9 @@ def branch_start(source: Snapshot, *, at: int | None) -> SessionStart:
 
 def restored_state(stored: StoredSession) -> CacheState:
     """The cache state of a stored session: its hash chain, its last call, and what its
-    last process planned by: the 1-hour entries it holds, the idle gaps it watched, when
-    its last turn ended (keep-warm calls since do not end a turn)."""
+    last process planned by: the 1-hour entries it holds, where and when each prefix last
+    wrote, the idle gaps it watched, when its last turn ended (keep-warm calls since do
+    not end a turn)."""
     chain: list[str] = []
     for m in stored.messages:
         chain.append(chain_step(chain[-1] if chain else EMPTY_CHAIN, m))

@@ -68,8 +68,8 @@ class CacheState:
         return at is not None and now - at > lifetime
 
     def long_write(self, prefix: Prefix) -> BlockRef | None:
-        """Where the newest 1-hour entry on this prefix's history ends (a fork's anchor, a
-        seal): the planner keeps it within reach after the short entries expire."""
+        """Where the furthest 1-hour entry on this prefix's history ends (a fork's anchor,
+        a seal): the planner keeps it within reach after the short entries expire."""
         return self.held.get(key_of(prefix))
 
     def forked_at(self, prefix: Prefix, anchor: BlockRef | None, at: float) -> None:

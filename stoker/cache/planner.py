@@ -194,8 +194,8 @@ def plan_anthropic(
     TTL: a live entry there is read (and its own TTL kept), a dead one costs nothing more
     than the write it splits. With more candidates than markers, the fork's anchor goes
     first, then the point the thinking was cut at, the previous write, the held entry;
-    `stale` (the session's newest entry has expired, so the short ones at the cut and the
-    previous write have too) puts the held entry before those two.
+    `stale` (the entry at the previous write has expired, `CacheState.gone`, so a short
+    one at the cut, written no later, has too) puts the held entry before those two.
     """
     rolling = last_cacheable(messages)
     if rolling is None:
