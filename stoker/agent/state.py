@@ -10,7 +10,7 @@ from stoker.cache.storage import Stored
 from stoker.wire.fingerprint import key_of
 from stoker.wire.prefix import Prefix
 from stoker.wire.record import CacheRecord
-from stoker.wire.request import Request, Ttl
+from stoker.wire.request import Request, Ttl, furthest_long
 
 
 @dataclass(slots=True, kw_only=True)
@@ -80,8 +80,7 @@ class CacheState:
         if anchor is not None and (current is None or current < anchor):
             self.written[key] = anchor
             self.written_at[key] = at
-        if anchor is not None and (key not in self.held or self.held[key] < anchor):
-            self.held[key] = anchor
+        self._hold(key, anchor)
 
     def after_call(self, request: Request, record: CacheRecord) -> None:
         """Remember a finished call: the next one is planned and explained against it."""
@@ -98,19 +97,18 @@ class CacheState:
         last = request.breakpoints[-1].ttl if request.breakpoints else None
         self.live_ttl = last if self.last_cached else None
         self.warm_failed_at = None
+        key = key_of(request.prefix)
         if request.breakpoints and (at := request.breakpoints[-1].message) is not None:
             self.own_write = (at, request.breakpoints[-1].block)
-            self.written[key_of(request.prefix)] = self.own_write
-            self.written_at[key_of(request.prefix)] = record.started_at
-        long = [(b.message, b.block) for b in request.breakpoints if b.ttl == "1h"]
-        newest = max(((m, b) for m, b in long if m is not None), default=None)
-        key = key_of(request.prefix)
-        if (
-            newest is not None
-            and self.last_cached
-            and (key not in self.held or self.held[key] < newest)
-        ):
-            self.held[key] = newest  # the furthest, as the store keeps it (`record_ops`)
+            self.written[key] = self.own_write
+            self.written_at[key] = record.started_at
+        if self.last_cached:
+            self._hold(key, furthest_long(request.breakpoints))
+
+    def _hold(self, key: str, ref: BlockRef | None) -> None:
+        """Keep the furthest 1-hour entry on a prefix, as the store does (`hold_op`)."""
+        if ref is not None and (key not in self.held or self.held[key] < ref):
+            self.held[key] = ref
 
     def turn_starts(self, now: float) -> None:
         """A user turn begins: the gap since the last one is an observation, which the

@@ -96,6 +96,27 @@ def _valid(messages: tuple[Message, ...] | list[Message], ref: BlockRef) -> bool
     return ref[0] < len(messages) and ref[1] < len(messages[ref[0]].content)
 
 
+def _turn_start(messages: Sequence[Message], at: int) -> int:
+    """The user message (with words, not only tool results) that began the turn of
+    message `at`; -1 before the first."""
+    return next(
+        (i for i in range(at, -1, -1) if isinstance(messages[i], UserMessage) and messages[i].text),
+        -1,
+    )
+
+
+def _thinking_cut(messages: Sequence[Message], start: int, end: int) -> BlockRef | None:
+    """The last block before the first assistant message with thinking in
+    `messages[start + 1 : end]`, or None when none of them has thinking."""
+    for i in range(start + 1, end):
+        message = messages[i]
+        if isinstance(message, AssistantMessage) and any(
+            isinstance(b, ThinkingBlock | RedactedThinkingBlock) for b in message.content
+        ):
+            return last_cacheable(messages[:i])
+    return None
+
+
 def stripped_from(messages: Sequence[Message]) -> BlockRef | None:
     """On a model that strips earlier thinking: when the newest message starts a new user
     turn, the last block before the first assistant message that loses its thinking. The
@@ -103,21 +124,8 @@ def stripped_from(messages: Sequence[Message]) -> BlockRef | None:
     """
     if not messages or not isinstance(last := messages[-1], UserMessage) or not last.text:
         return None
-    turn = next(
-        (
-            i
-            for i in range(len(messages) - 2, -1, -1)
-            if isinstance(messages[i], UserMessage) and messages[i].text
-        ),
-        -1,
-    )
-    for i in range(turn + 1, len(messages) - 1):
-        message = messages[i]
-        if isinstance(message, AssistantMessage) and any(
-            isinstance(b, ThinkingBlock | RedactedThinkingBlock) for b in message.content
-        ):
-            return last_cacheable(messages[:i])
-    return None
+    end = len(messages) - 1
+    return _thinking_cut(messages, _turn_start(messages, end - 1), end)
 
 
 def readable_part(messages: Sequence[Message], ref: BlockRef) -> BlockRef:
@@ -131,21 +139,10 @@ def readable_part(messages: Sequence[Message], ref: BlockRef) -> BlockRef:
     as the parent sends it once its turn is over), and a seal goes where thinking is cut
     (`stoker.agent.warmth`)."""
     at = ref[0]
-    ended = any(isinstance(m, UserMessage) and m.text for m in messages[at + 1 :])
-    if not ended:
-        return ref
-    start = next(
-        (i for i in range(at, -1, -1) if isinstance(messages[i], UserMessage) and messages[i].text),
-        -1,
-    )
-    for i in range(start + 1, at + 1):
-        message = messages[i]
-        if isinstance(message, AssistantMessage) and any(
-            isinstance(b, ThinkingBlock | RedactedThinkingBlock) for b in message.content
-        ):
-            cut = last_cacheable(messages[:i])
-            return cut if cut is not None and cut < ref else ref
-    return ref
+    if not any(isinstance(m, UserMessage) and m.text for m in messages[at + 1 :]):
+        return ref  # its turn goes on: nothing was dropped yet
+    cut = _thinking_cut(messages, _turn_start(messages, at), at + 1)
+    return cut if cut is not None and cut < ref else ref
 
 
 MAX_MARKERS = 4  # Anthropic's limit per request

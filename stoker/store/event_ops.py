@@ -20,6 +20,7 @@ from stoker.wire.events import (
 )
 from stoker.wire.messages import AssistantMessage, UserMessage
 from stoker.wire.record import CacheRecord
+from stoker.wire.request import furthest_long
 
 Op = tuple[str, tuple[Any, ...]]
 
@@ -67,8 +68,7 @@ def record_ops(record: CacheRecord) -> list[Op]:
         ops.append(
             write_op(sid, key, last.message, last.block, at=record.started_at, furthest=False)
         )
-    long = [(b.message, b.block) for b in record.breakpoints if b.ttl == "1h"]
-    held = max(((m, b) for m, b in long if m is not None), default=None)
+    held = furthest_long(record.breakpoints)
     if held is not None and record.usage.read + record.usage.written:
         ops.append(hold_op(sid, key, *held))
     if record.idle_before is not None:

@@ -23,6 +23,14 @@ class Breakpoint:
     ttl: Ttl = "5m"
 
 
+def furthest_long(breakpoints: tuple[Breakpoint, ...]) -> tuple[int, int] | None:
+    """Where the furthest 1-hour marker on the history is (message, block), if any: the
+    entry a session holds after a call (`CacheState.after_refresh`, the store's
+    `record_ops`)."""
+    long = [(b.message, b.block) for b in breakpoints if b.ttl == "1h" and b.message is not None]
+    return max(long, default=None)
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CacheObject:
     """An explicit cache object a request reads its start from (Gemini's `cachedContents`):
