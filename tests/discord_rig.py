@@ -42,6 +42,17 @@ def bridge(gateway: Gateway, url: str, *, retry_every: float = 60.0, **kwargs: A
     return bridge_on(gateway, DiscordAdapter(s), s, retry_every=retry_every)
 
 
+def serve_config(url: str) -> tuple[dict[str, str], dict[str, Any]]:
+    """The environment and `[platforms.discord]` keys of a `stoker serve` whose bot talks
+    to the fake Discord at `url`."""
+    section = {
+        "token_env": "DISCORD_BOT_TOKEN",
+        "api_url": f"{url}/api/v10",
+        "allowed_users": [str(USER)],
+    }
+    return {"DISCORD_BOT_TOKEN": TOKEN}, section
+
+
 def seen(content: str) -> str:
     """A message as Discord shows it: a backslash escape shows the character alone."""
     return re.sub(r"\\(.)", r"\1", content)
@@ -54,16 +65,13 @@ class DiscordChat(FakeChat):
     user, other = str(USER), str(OTHER)
     stored = f"{DM}//{USER}"
     silences = True
-    send_method = "create_message"
+    update_key = "id"
 
     def __init__(self, api: Api) -> None:
         super().__init__(api, bridge)
 
-    async def say(self, text: str) -> str:
-        return str(self.fake.user_message(text)["id"])
-
     def texts(self) -> list[str]:
-        return [seen(str(m["content"])) for m in self.fake.sent()]
+        return [seen(text) for text in self.fake.texts()]
 
     def quiet(self) -> list[bool]:
         return [bool(m.get("flags", 0) & SILENT) for m in self.fake.sent()]

@@ -52,6 +52,7 @@ def _user(uid: int, name: str, *, bot: bool = False) -> dict[str, Any]:
 
 class FakeDiscord(RecordedCalls):
     SEND = "create_message"
+    TEXT = "content"
 
     def __init__(self, *, token: str) -> None:
         self.token = token

@@ -20,9 +20,10 @@ from stoker.gateway.server import serve_in_thread
 
 class RecordedCalls:
     """A fake's call log (`calls`, guarded by `_lock`: the fake serves in another thread).
-    `SEND` is the platform's method for posting a message."""
+    `SEND` is the platform's method for posting a message, `TEXT` its text's parameter."""
 
     SEND: ClassVar[str]
+    TEXT: ClassVar[str] = "text"
     calls: list[tuple[str, dict[str, Any]]]
     _lock: threading.Lock
 
@@ -33,7 +34,7 @@ class RecordedCalls:
             return [params for name, params in self.calls if name == wanted]
 
     def texts(self) -> list[str]:
-        return [str(p["text"]) for p in self.sent()]
+        return [str(p[self.TEXT]) for p in self.sent()]
 
     async def wait_for(self, check: Callable[[], bool], within: float = 10.0) -> None:
         deadline = time.monotonic() + within

@@ -84,6 +84,11 @@ class FakeTelegram(RecordedCalls):
 
     # -- what the test does ----------------------------------------------------------------
 
+    @property
+    def connected(self) -> bool:
+        """The bot is receiving: it has asked for updates, or set its webhook."""
+        return bool(self.offsets) or self.webhook is not None
+
     def user_message(
         self, text: str, *, user: int = 42, chat: int | None = None, thread: int | None = None
     ) -> dict[str, Any]:

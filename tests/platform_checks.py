@@ -400,13 +400,20 @@ class Chat(Protocol):
     async def wait_for(self, check: Callable[[], bool], within: float = 10.0) -> None: ...
 
 
+class ChatOnFake(Chat, Protocol):
+    """A `Chat` whose fake API takes the user's messages itself (`fake.user_message`)."""
+
+    fake: Any
+    update_key: str
+
+
 class FakeChat:
     """What a `Chat` on a fake platform API shares: the fake, its URL, waiting on what
     the bot called, and bridges the rig makes (`make(gateway, url, **settings)`)."""
 
     user: str
     other: str
-    send_method = ""  # the API method that posts a message: what `fail_sends` fails
+    update_key = ""  # the field of the fake's `user_message` that is its update's id
 
     def __init__(self, api: Any, make: Callable[..., Bridge]) -> None:
         self.fake, self.url = api.fake, api.url
@@ -419,8 +426,12 @@ class FakeChat:
     def talking(self, gateway: Gateway, b: Bridge) -> AbstractAsyncContextManager[Bridge]:
         return running(b)
 
+    async def say(self, text: str) -> str:
+        """Written on the fake itself, which delivers it to the bot its own way."""
+        return str(self.fake.user_message(text)[self.update_key])
+
     def fail_sends(self, count: int) -> None:
-        self.fake.fail_next[self.send_method] = count
+        self.fake.fail_next[self.fake.SEND] = count
 
     async def press(self, question: dict[str, Any], button: int, *, other: bool = False) -> None:
         """Pressed on the fake itself, which takes the presser's id as a number."""
@@ -445,3 +456,29 @@ async def assert_help_and_usage(chat: Chat, store: SqlEventStore) -> str | None:
     (usage,) = await exchange(chat, "/usage")
     assert usage.startswith("1 requests, $")
     return session
+
+
+async def assert_a_restart_loses_nothing(
+    chat: ChatOnFake, store: SqlEventStore, *, while_down: Callable[[dict[str, Any]], None]
+) -> dict[str, Any]:
+    """The bot's process dies in the turn of "stuck two", the user sends a third message
+    while the gateway is down (then `while_down` does what the platform does, given the
+    cut-off update), and the next process answers each message once, "four" after them
+    all, storing each once; the cut-off update."""
+    rig = chat_rig(store)
+    crash = Crash(rig)
+    first = chat.bridge(rig.gateway)
+    await first.start()
+    assert await exchange(chat, "one") == ["Understood: one"]
+    cut: dict[str, Any] = chat.fake.user_message("stuck two")
+    await crash.kill(first, str(cut[chat.update_key]))
+    await chat.say("three, sent while the gateway was down")
+    while_down(cut)
+    async with crash.restart(store) as gateway:
+        async with running(chat.bridge(gateway, retry_every=0.2)):
+            await chat.wait_for(lambda: len(chat.texts()) == 3)
+            assert await exchange(chat, "four") == ["Understood: four"]
+        assert chat.texts() == [f"Understood: {text}" for text in ASKED]
+        assert await user_texts(gateway.store, chat.platform, chat.stored) == ASKED
+        assert await gateway.store.pending_updates(chat.platform) == []
+    return cut

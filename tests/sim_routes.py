@@ -10,10 +10,11 @@ three for a module, and `claude` / `gpt` are official SDK clients, one per route
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import anthropic
 import openai
@@ -55,6 +56,15 @@ def serve_routes(tmp: Path) -> Iterator[Routes]:
             urls[name] = stack.enter_context(serve_in_background(app)).url
             stack.callback(app.state.proxy.close_from_thread)
         yield Routes(urls=urls, sim=upstream.app.state.sim)
+
+
+def assert_refused(send: Callable[..., object], param: str, **extra: Any) -> None:
+    """`send(**extra)` is refused with a 400 that names `param`, as OpenAI's API names
+    the parameter it refuses, and carries a request id to quote."""
+    with pytest.raises(openai.BadRequestError) as refused:
+        send(**extra)
+    assert refused.value.param == param
+    assert refused.value.request_id is not None
 
 
 def fresh_key() -> str:

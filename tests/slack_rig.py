@@ -97,7 +97,6 @@ class SlackChat(FakeChat):
     platform = "slack"
     user, other = USER, OTHER
     stored = f"{DM}//{USER}"
-    send_method = "chat.postMessage"
     silences = False  # Slack has no silent messages: a bot's notify as the channel says
 
     def __init__(self, api: Api) -> None:

@@ -60,6 +60,18 @@ def bridge(
     return bridge_on(gateway, adapter, s, now=now, retry_every=retry_every)
 
 
+def serve_config(url: str) -> tuple[dict[str, str], dict[str, Any]]:
+    """The environment and `[platforms.telegram]` keys of a `stoker serve` whose bot talks
+    to the fake Bot API at `url`."""
+    section = {
+        "token_env": "BOT_TOKEN",
+        "api_url": url,
+        "allowed_users": [USER],
+        "poll_timeout_seconds": 1,
+    }
+    return {"BOT_TOKEN": TOKEN}, section
+
+
 class TelegramChat(FakeChat):
     """The test user's private chat with the bot, on the fake Bot API."""
 
@@ -67,13 +79,10 @@ class TelegramChat(FakeChat):
     user, other = str(USER), str(OTHER)
     stored = f"{USER}//{USER}"
     silences = True
-    send_method = "sendMessage"
+    update_key = "update_id"
 
     def __init__(self, api: Api) -> None:
         super().__init__(api, bridge)
-
-    async def say(self, text: str) -> str:
-        return str(self.fake.user_message(text)["update_id"])
 
     def texts(self) -> list[str]:
         return self.fake.texts()

@@ -272,25 +272,31 @@ async def test_rate_limits_wait_as_the_server_asks_also_when_streaming(
     assert 0.0 <= sleeps.waits[1] <= 1.0  # no hint: full jitter, second backoff step
 
 
-async def test_a_stream_that_breaks_before_any_text_is_retried(
-    provider: Adapter, kind: str, served: ServedSim, sleeps: Sleeps
+@pytest.mark.parametrize(
+    ("during_stream", "broke"),
+    [("before_text", None), ("after_text", "stream broke after text was delivered")],
+)
+async def test_a_stream_that_breaks_is_retried_only_before_any_text(
+    provider: Adapter,
+    kind: str,
+    served: ServedSim,
+    sleeps: Sleeps,
+    during_stream: str,
+    broke: str | None,
 ) -> None:
-    fail_next(served, status=529, count=1, during_stream="before_text")
+    """A retry would deliver again the text already delivered: after text, a broken
+    stream is the caller's error (`broke`)."""
+    fail_next(served, status=529, count=1, during_stream=during_stream)
     texts: list[str] = []
     session = agent_for(provider, kind).session()
-    result = await session.send("hello", callbacks=Callbacks(on_text=texts.append))
-    assert "".join(texts) == result.text == "Understood: hello"
-    assert result.records[0].retries == 1
-
-
-async def test_a_stream_that_breaks_after_text_is_not_retried(
-    provider: Adapter, kind: str, served: ServedSim, sleeps: Sleeps
-) -> None:
-    fail_next(served, status=529, count=1, during_stream="after_text")
-    texts: list[str] = []
-    session = agent_for(provider, kind).session()
-    with pytest.raises(ProviderError, match="stream broke after text was delivered"):
-        await session.send("hello", callbacks=Callbacks(on_text=texts.append))
+    sending = session.send("hello", callbacks=Callbacks(on_text=texts.append))
+    if broke is None:
+        result = await sending
+        assert "".join(texts) == result.text == "Understood: hello"
+        assert result.records[0].retries == 1
+        return
+    with pytest.raises(ProviderError, match=broke):
+        await sending
     assert texts == ["Understood: hello"]  # delivered once, never repeated by a retry
     assert sleeps.waits == []
 

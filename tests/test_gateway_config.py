@@ -59,6 +59,14 @@ def _write(tmp_path: Path) -> Path:
     return path
 
 
+def _assert_refused(path: Path, text: str, match: str) -> None:
+    """A config file holding `text` is refused, with an error matching `match` (what
+    to fix, and where)."""
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=match):
+        load_config(path, env={})
+
+
 def test_a_config_file_with_the_environment_on_top(tmp_path: Path) -> None:
     env = {"MY_KEY": "sk-secret-key-value", "STOKER_GATEWAY_PORT": "9100"}
     config = load_config(_write(tmp_path), env=env)
@@ -121,12 +129,8 @@ def test_a_missing_or_unknown_token_is_unauthorized(header: str | None) -> None:
 
 def test_bad_config_says_what_to_fix(tmp_path: Path) -> None:
     path = tmp_path / "bad.toml"
-    path.write_text('[agent]\nmodle = "x"\n[[users]]\nid = "a"\n')
-    with pytest.raises(ConfigError, match=r"agent\.modle"):
-        load_config(path, env={})
-    path.write_text('[[users]]\nid = "a"\n')
-    with pytest.raises(ConfigError, match="exactly one of token or token_sha256"):
-        load_config(path, env={})
+    _assert_refused(path, '[agent]\nmodle = "x"\n[[users]]\nid = "a"\n', r"agent\.modle")
+    _assert_refused(path, '[[users]]\nid = "a"\n', "exactly one of token or token_sha256")
 
 
 def test_the_default_factory_routes_key_and_base_url_to_the_real_providers() -> None:
@@ -185,9 +189,7 @@ async def test_keep_warm_caps_come_from_the_file_and_reach_the_gateway(tmp_path:
         sid = await gateway.create_session("alice")
         await gateway.send("alice", sid, "hello")
         assert sid not in gateway.keep_warm.scheduler  # switched off: no timer
-    path.write_text("[keep_warm]\nhourly_usd = -1\n")
-    with pytest.raises(ConfigError, match=r"keep_warm\.hourly_usd"):
-        load_config(path, env={})
+    _assert_refused(path, "[keep_warm]\nhourly_usd = -1\n", r"keep_warm\.hourly_usd")
 
 
 async def test_provider_timeouts_come_from_the_file_and_reach_the_provider(
@@ -206,9 +208,7 @@ async def test_provider_timeouts_come_from_the_file_and_reach_the_provider(
         inner = getattr(provider, "inner", None)
         assert isinstance(inner, AnthropicProvider)
         assert inner.retry.timeouts == config.timeouts  # the SDK client is made from these
-    path.write_text("[timeouts]\ntotal_seconds = 0\n")
-    with pytest.raises(ConfigError, match=r"timeouts\.total_seconds"):
-        load_config(path, env={})
+    _assert_refused(path, "[timeouts]\ntotal_seconds = 0\n", r"timeouts\.total_seconds")
 
 
 async def test_the_approval_timeout_comes_from_the_file_and_reaches_the_gateway(
@@ -221,6 +221,4 @@ async def test_the_approval_timeout_comes_from_the_file_and_reaches_the_gateway(
     assert config.approval_timeout == 90.0
     async with _built(config, tmp_path) as gateway:
         assert gateway.approvals.timeout == 90.0
-    path.write_text("[approvals]\ntimeout_seconds = 0\n")
-    with pytest.raises(ConfigError, match=r"approvals\.timeout_seconds"):
-        load_config(path, env={})
+    _assert_refused(path, "[approvals]\ntimeout_seconds = 0\n", r"approvals\.timeout_seconds")

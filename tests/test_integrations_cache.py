@@ -68,6 +68,16 @@ def jira() -> CountingToolkit:
     return CountingToolkit("jira", [spec("search")])
 
 
+def _assert_both_fetched_once(
+    view: ToolkitView, cache: ToolkitCache, gh: CountingToolkit, jr: CountingToolkit
+) -> None:
+    """`view` holds both toolkits, with authority, and each was fetched once in all: by
+    the cache's count and by the toolkit's own."""
+    assert view.authoritative
+    assert view.names == ("github", "jira")
+    assert (dict(cache.fetch_counts), gh.lists, jr.lists) == ({"github": 1, "jira": 1}, 1, 1)
+
+
 async def test_prewarm_with_a_warm_cache_is_authoritative_and_turn_one_fetches_nothing() -> None:
     cache = ToolkitCache(clock=FrozenClock())
     gh, jr = github(), jira()
@@ -77,10 +87,8 @@ async def test_prewarm_with_a_warm_cache_is_authoritative_and_turn_one_fetches_n
     prewarmed = registry.prewarm(cache)
     turn_one = await registry.view(cache, CTX)
 
-    assert prewarmed.authoritative
-    assert prewarmed.names == ("github", "jira")
     assert turn_one == prewarmed
-    assert (dict(cache.fetch_counts), gh.lists, jr.lists) == ({"github": 1, "jira": 1}, 1, 1)
+    _assert_both_fetched_once(prewarmed, cache, gh, jr)
 
 
 async def test_cold_cache_prewarm_is_not_authoritative_and_view_fetches_once_each() -> None:
@@ -99,10 +107,8 @@ async def test_cold_cache_prewarm_is_not_authoritative_and_view_fetches_once_eac
     first = await registry.view(cache, CTX)
     second = await registry.view(cache, CTX)
 
-    assert first.authoritative
-    assert first.names == ("github", "jira")
     assert second == first
-    assert (dict(cache.fetch_counts), gh.lists, jr.lists) == ({"github": 1, "jira": 1}, 1, 1)
+    _assert_both_fetched_once(first, cache, gh, jr)
 
 
 async def test_concurrent_gets_share_one_fetch() -> None:

@@ -25,7 +25,7 @@ from tests import platform_checks as checks
 from tests.discord_rig import NO_EMBEDS, TOKEN, Api, DiscordChat, api, bridge, seen
 from tests.fake_discord import CHANNEL, DM, GUILD, USER
 from tests.images import png
-from tests.platform_checks import ASKED, LONG, Crash, chat_rig, running, user_texts
+from tests.platform_checks import LONG, chat_rig, running
 from tests.test_gateway_support import make_rig
 from tests.test_review import ReviewingModel
 
@@ -116,22 +116,13 @@ async def test_a_restart_mid_turn_loses_nothing_and_answers_nothing_twice(
 ) -> None:
     """Discord does not deliver again: a message sent while the gateway was down is read
     back from the channel's history at the next connection."""
-    rig = chat_rig(store)
-    crash = Crash(rig)
-    first = bridge(rig.gateway, api.url)
-    await first.start()
-    assert await _exchange(api, "one") == ["Understood: one"]
-    cut = api.fake.user_message("stuck two")
-    await crash.kill(first, cut["id"])
-    api.fake.user_message("three, sent while the gateway was down")
-    assert not api.fake.connected
-    async with crash.restart(store) as gateway:
-        async with running(bridge(gateway, api.url, retry_every=0.2)):
-            await api.fake.wait_for(lambda: len(api.fake.sent()) == 3)
-            assert await _exchange(api, "four") == ["Understood: four"]
-        assert _contents(api) == [f"Understood: {text}" for text in ASKED]
-        assert await user_texts(gateway.store, "discord", f"{DM}//{USER}") == ASKED
-        assert await gateway.store.pending_updates("discord") == []
+
+    def while_down(cut: dict[str, Any]) -> None:
+        assert not api.fake.connected
+
+    cut = await checks.assert_a_restart_loses_nothing(
+        DiscordChat(api), store, while_down=while_down
+    )
     # the catch-up asked for what came after the newest message it had accepted
     (caught,) = [c for c in api.fake.sent("get_messages") if c["channel_id"] == DM]
     assert caught["after"] == int(cut["id"])

@@ -11,7 +11,7 @@ from stoker.platforms.telegram.adapter import FORMATTING
 from stoker.providers.sim.provider import SimProvider
 from stoker.store.base import SqlEventStore
 from tests import platform_checks as checks
-from tests.platform_checks import ASKED, LONG, Crash, chat_rig, exchange, running, user_texts
+from tests.platform_checks import LONG, chat_rig, exchange, running
 from tests.telegram_rig import USER, Api, Clock, TelegramChat, api, bridge
 
 __all__ = ["api"]
@@ -83,22 +83,11 @@ async def test_commands_work_and_new_moves_the_chat_to_a_new_session(
 async def test_a_restart_mid_turn_loses_nothing_and_answers_nothing_twice(
     store: SqlEventStore, api: Api
 ) -> None:
-    rig = chat_rig(store)
-    crash = Crash(rig)
-    first = bridge(rig.gateway, api.url)
-    await first.start()
-    assert await _exchange(api, "one") == ["Understood: one"]
-    update = api.fake.user_message("stuck two")
-    await crash.kill(first, str(update["update_id"]))
-    api.fake.user_message("three, sent while the gateway was down")
-    api.fake.redeliver(update)  # and Telegram sends the cut-off update again
-    async with crash.restart(store) as gateway:
-        async with running(bridge(gateway, api.url, retry_every=0.2)):
-            await api.fake.wait_for(lambda: len(api.fake.sent()) == 3)
-            assert await _exchange(api, "four") == ["Understood: four"]
-        assert api.fake.texts() == [f"Understood: {text}" for text in ASKED]
-        assert await user_texts(gateway.store, "telegram", f"{USER}//{USER}") == ASKED
-        assert await gateway.store.pending_updates("telegram") == []
+    """Telegram sends the cut-off update again, after the one sent while the gateway was
+    down."""
+    await checks.assert_a_restart_loses_nothing(
+        TelegramChat(api), store, while_down=api.fake.redeliver
+    )
 
 
 async def test_nobody_outside_the_allowlist_gets_anything(store: SqlEventStore, api: Api) -> None:

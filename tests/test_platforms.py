@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from pathlib import Path
@@ -29,9 +30,12 @@ from tests.helpers import make_registry
 from tests.platform_checks import (
     Chat,
     assert_review_reads_the_turn,
+    assert_secrets_kept,
+    assert_start_refused,
     assert_tenth_reads_the_ninth,
     chat_rig,
     exchange,
+    served,
 )
 from tests.test_gateway_support import make_rig
 from tests.test_review import ReviewingModel, memory
@@ -160,3 +164,81 @@ async def test_an_answer_not_delivered_is_delivered_after_a_restart_without_a_ne
     assert chat.texts() == ["Understood: hello", "Understood: hello"]  # failed, then sent
     assert len(sim.requests) == calls  # replayed from the idempotency store, not run again
     assert await store.pending_updates(chat.platform) == []
+
+
+@pytest.mark.parametrize(
+    ("platform", "config", "logged", "secrets"),
+    [
+        # python-telegram-bot's client logs its calls, with the token masked
+        (
+            "telegram",
+            telegram_rig.serve_config,
+            ["HTTP Request: POST", "<redacted>"],
+            [telegram_rig.TOKEN, telegram_rig.TOKEN.split(":")[1]],
+        ),
+        # discord.py logs its requests and the gateway's payloads
+        ("discord", discord_rig.serve_config, ["GET"], [discord_rig.TOKEN]),
+    ],
+    ids=["telegram", "discord"],
+)
+async def test_serve_config_starts_the_bot_and_the_token_is_never_logged_or_stored(
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+    platform: str,
+    config: Callable[[str], tuple[dict[str, str], dict[str, Any]]],
+    logged: list[str],
+    secrets: list[str],
+) -> None:
+    """A bot that reaches its platform itself (Slack's calls the gateway: its own test in
+    `test_platform_slack_http`)."""
+    serving, _ = PLATFORMS[platform]
+    with serving() as api:
+        env, section = config(api.url)
+        with served(tmp_path, caplog, platform, env, **section) as gateway:
+            await api.fake.wait_for(lambda: api.fake.connected)
+            api.fake.user_message("hello from the served gateway")
+            await api.fake.wait_for(lambda: len(api.fake.sent()) == 1)
+        assert api.fake.texts() == ["Understood: hello from the served gateway"]
+    assert [line for line in logged if line not in caplog.text] == []
+    assert_secrets_kept(gateway, tmp_path, caplog, *secrets)
+
+
+@pytest.mark.parametrize(
+    ("platform", "wrong", "match", "secret", "reached"),
+    [
+        # the fake refused it: no method ran
+        (
+            "telegram",
+            "987654321:AAF-not_the_bot_token_987654321abcdef",
+            "Telegram rejected the bot token",
+            lambda token: token.split(":")[1],
+            lambda fake: [name for name, _ in fake.calls],
+        ),
+        # it never reached the gateway connection
+        (
+            "discord",
+            "MTk4NjIyNDgzNDcxOTI1MjQ4.Gwrong.not-the-bot-token-but-one-of-the-right-shape",
+            "Discord refused the bot token",
+            lambda token: token,
+            lambda fake: fake.identified,
+        ),
+    ],
+    ids=["telegram", "discord"],
+)
+async def test_a_rejected_token_fails_the_start_without_showing_it(
+    store: SqlEventStore,
+    caplog: pytest.LogCaptureFixture,
+    platform: str,
+    wrong: str,
+    match: str,
+    secret: Callable[[str], str],
+    reached: Callable[[Any], list[Any]],
+) -> None:
+    """`secret`: the part of a token that is secret; `reached`: what of the fake's API the
+    bridge reached (nothing)."""
+    caplog.set_level(logging.DEBUG)
+    serving, driver = PLATFORMS[platform]
+    with serving() as api:
+        b = driver(api).bridge(make_rig(store).gateway, token=wrong)
+        await assert_start_refused(b, match, secret(wrong), caplog)
+        assert reached(api.fake) == []

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from stoker.store.base import SqlEventStore
+from stoker.wire.usage import Usage
 from tests.child_processes import children
 from tests.helpers import without_markers
 
@@ -40,19 +41,32 @@ async def test_each_child_role_resumes_in_a_new_process_as_it_would_have_continu
             assert json.dumps(without_markers(first["tools"])) == json.dumps(
                 without_markers(last["tools"])
             ), role
-            assert without_markers(first["system"]) == without_markers(last["system"]), role
-            assert _settings(first) == _settings(last), role
-            sent_now = without_markers(first["messages"])
-            assert sent_now[:-2] == without_markers(last["messages"]), role
-            assert sent_now[-2]["role"] == "assistant", role  # the answer it had stored
-            assert sent_now[-1]["content"][-1]["text"] == "and one more thing", role
-            previous = stored.last_record.usage
-            assert resumed["why"] == "hit", role
-            assert resumed["usage"]["read"] == previous.read + previous.written, role
+            _assert_continued(first, last, resumed, stored.last_record.usage, role)
 
 
 def _settings(payload: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in payload.items() if k not in ("messages", "tools", "system")}
+
+
+def _assert_continued(
+    first: dict[str, Any],
+    last: dict[str, Any],
+    resumed: dict[str, Any],
+    previous: Usage,
+    role: str = "",
+) -> None:
+    """The resumed session's first call (`first`, which `resumed` reports) sent what its
+    live continuation would have after `last`: the same system and settings, the history
+    `last` sent, the stored answer and the new message; and it read all that `last` read
+    and wrote (`previous`)."""
+    assert without_markers(first["system"]) == without_markers(last["system"]), role
+    assert _settings(first) == _settings(last), role
+    sent_now = without_markers(first["messages"])
+    assert sent_now[:-2] == without_markers(last["messages"]), role
+    assert sent_now[-2]["role"] == "assistant", role  # the answer it had stored
+    assert sent_now[-1]["content"][-1]["text"] == "and one more thing", role
+    assert resumed["why"] == "hit", role
+    assert resumed["usage"]["read"] == previous.read + previous.written, role
 
 
 async def test_a_compacted_session_resumes_in_a_new_process_with_the_compacted_history(
@@ -71,12 +85,6 @@ async def test_a_compacted_session_resumes_in_a_new_process_with_the_compacted_h
         # byte for byte the compacted history the live session sent, then its stored
         # answer and the new message; never the history it replaced
         assert first["system"] == last["system"]
-        assert _settings(first) == _settings(last)
-        sent_now = without_markers(first["messages"])
-        assert sent_now[:-2] == without_markers(last["messages"])
-        assert sent_now[-1]["content"][-1]["text"] == "and one more thing"
+        assert stored.last_record is not None
+        _assert_continued(first, last, resumed, stored.last_record.usage)
         assert not any("turn 0 word" in json.dumps(m) for m in first["messages"][1:])
-        previous = stored.last_record
-        assert previous is not None
-        assert resumed["why"] == "hit"
-        assert resumed["usage"]["read"] == previous.usage.read + previous.usage.written

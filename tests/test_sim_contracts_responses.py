@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import json
+from functools import partial
 from typing import Any
 
 import httpx
@@ -16,7 +17,7 @@ import openai
 import pytest
 from pydantic import BaseModel
 
-from tests.sim_routes import ROUTES, SYSTEM, Routes, fresh_key
+from tests.sim_routes import ROUTES, SYSTEM, Routes, assert_refused, fresh_key
 
 PLAIN = "gpt-4.1"
 REASONING = "gpt-5.6"
@@ -102,9 +103,7 @@ def test_a_developer_message_after_the_first_turn_is_accepted(gpt: openai.OpenAI
 def test_what_the_api_refuses_is_a_400_naming_the_parameter(
     gpt: openai.OpenAI, extra: dict[str, Any], param: str
 ) -> None:
-    with pytest.raises(openai.BadRequestError) as refused:
-        respond(gpt, **extra)
-    assert refused.value.param == param
+    assert_refused(partial(respond, gpt), param, **extra)
 
 
 # -- content the API takes ------------------------------------------------------------------

@@ -11,6 +11,7 @@ memoized parse must read back the same `Request` as a parse without memo.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from types import ModuleType
 from typing import Any
 
 from hypothesis import HealthCheck, given, settings
@@ -75,6 +76,28 @@ class Conversation:
             yield n, at
 
 
+class Replay(Conversation):
+    """A conversation sent call after call to two accountants of one kind: `warm` keeps
+    its memo between calls, `cold` (memo capacity 2) renders every call from scratch."""
+
+    def __init__(self, make: Any, accountant: Any, accountant_settings: Any) -> None:
+        super().__init__(make)
+        self.warm = accountant()
+        self.cold = accountant(accountant_settings(memo_capacity=2))
+        self.memo = ChainMemo()
+
+    def check(
+        self, payload: dict[str, Any], dialect: ModuleType, *, at: float, trusted: bool, **api: str
+    ) -> None:
+        """Both bill `payload` alike and hold the same entries after it, and the memoized
+        parse reads it back as a parse without memo does."""
+        outcome = self.warm.account(payload, at=at, trusted=trusted, **api)
+        assert outcome == self.cold.account(payload, at=at, **api)
+        assert self.warm.entries() == self.cold.entries()
+        parsed = dialect.parse_request(payload, memo=self.memo, trusted=trusted)
+        assert parsed == dialect.parse_request(payload)
+
+
 def claude_messages(kind: str, n: int, i: int) -> list[dict[str, Any]]:
     text = {"type": "text", "text": pad(10 + n, f"m{i}")}
     if kind == "user":
@@ -124,19 +147,11 @@ def claude_payload(messages: list[Any], n: int, model: str) -> dict[str, Any]:
 def test_anthropic_incremental_accounting_equals_a_full_recomputation(
     steps: list[Step], model: str, trusted: bool
 ) -> None:
-    warm = AnthropicAccountant()
-    cold = AnthropicAccountant(AnthropicSettings(memo_capacity=2))
-    memo = ChainMemo()
-    conversation = Conversation(claude_messages)
-    for n, at in conversation.play(steps):
-        if not conversation.messages:
-            continue
-        payload = claude_payload(conversation.messages, n, model)
-        outcome = warm.account(payload, at=at, trusted=trusted)
-        assert outcome == cold.account(payload, at=at)
-        assert warm.entries() == cold.entries()
-        parsed = anthropic.parse_request(payload, memo=memo, trusted=trusted)
-        assert parsed == anthropic.parse_request(payload)
+    replay = Replay(claude_messages, AnthropicAccountant, AnthropicSettings)
+    for n, at in replay.play(steps):
+        if replay.messages:
+            payload = claude_payload(replay.messages, n, model)
+            replay.check(payload, anthropic, at=at, trusted=trusted)
 
 
 def responses_messages(kind: str, n: int, i: int) -> list[dict[str, Any]]:
@@ -179,22 +194,13 @@ def responses_payload(items: list[Any], n: int, model: str) -> dict[str, Any]:
 def test_openai_incremental_accounting_equals_a_full_recomputation(
     steps: list[Step], model: str, trusted: bool
 ) -> None:
-    warm = OpenAIAccountant()
-    cold = OpenAIAccountant(OpenAISettings(memo_capacity=2))
-    memo = ChainMemo()
-    conversation = Conversation(responses_messages)
-    for n, at in conversation.play(steps):
-        payload = responses_payload(conversation.messages, n, model)
-        outcome = warm.account(payload, api="responses", at=at, trusted=trusted)
-        assert outcome == cold.account(payload, api="responses", at=at)
-        assert warm.entries() == cold.entries()
-        parsed = openai_responses.parse_request(payload, memo=memo, trusted=trusted)
-        assert parsed == openai_responses.parse_request(payload)
+    replay = Replay(responses_messages, OpenAIAccountant, OpenAISettings)
+    for n, at in replay.play(steps):
+        payload = responses_payload(replay.messages, n, model)
+        replay.check(payload, openai_responses, at=at, trusted=trusted, api="responses")
         chat = {"model": model, "messages": [{"role": "system", "content": pad(1100)}]}
-        chat["messages"] += [{"role": "user", "content": f"q{conversation.count}"}]
-        chat_outcome = warm.account(chat, api="chat", at=at, trusted=trusted)
-        assert chat_outcome == cold.account(chat, api="chat", at=at)
-        assert openai_chat.parse_request(chat, memo=memo) == openai_chat.parse_request(chat)
+        chat["messages"] += [{"role": "user", "content": f"q{replay.count}"}]
+        replay.check(chat, openai_chat, at=at, trusted=trusted, api="chat")
 
 
 def test_the_memo_stays_within_its_capacity() -> None:

@@ -10,9 +10,9 @@ from dataclasses import replace
 
 import pytest
 
-from stoker.errors import MissingTools, ResumeMismatch
+from stoker.errors import MissingTools, ResumeMismatch, SessionNotFound, StoreError
 from stoker.providers.sim.model import Call, RuleModel, ScriptedModel
-from stoker.store.base import SessionNotFound, SqlEventStore, StoreError
+from stoker.store.base import SqlEventStore
 from stoker.store.postgres import PostgresStore
 from stoker.store.schema import LATEST
 from stoker.tools import Toolset, tool

@@ -35,18 +35,12 @@ log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class CallSite:
+class CallSite(explicit.Owner):
     """A session as its next model call sees it. `info` is the primary's model facts;
     `mixed`: another provider family wrote part of the history (a fallback did); `warm`:
     the session's newest cache entry still lives (a compaction summary reads it)."""
 
-    session_id: str
     root_id: str
-    parent_id: str | None
-    role: str
-    prefix: Prefix
-    history: tuple[Message, ...]
-    info: ModelInfo
     mixed: bool
     anchor: BlockRef | None
     warm: bool

@@ -49,6 +49,19 @@ SAFETY = 30.0
 while the cache is still there."""
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Owner:
+    """A session as its cache's lifecycle calls see it. The views its time policy and its
+    model calls take (`warmth.GapView`, `calls.CallSite`) are this and what they add."""
+
+    session_id: str
+    parent_id: str | None
+    role: str
+    prefix: Prefix
+    history: tuple[Message, ...]
+    info: ModelInfo
+
+
 def _chain_at(state: CacheState, messages: int) -> str:
     return state.chain[messages - 1] if 0 < messages <= len(state.chain) else EMPTY_CHAIN
 
@@ -96,30 +109,21 @@ def _delete(now: float, why: str) -> WarmPlan:
     )
 
 
-def stale(
-    session_id: str,
-    prefix: Prefix,
-    history: Sequence[Message],
-    state: CacheState,
-    agent: SessionAgent,
-) -> WarmPlan | None:
+def stale(owner: Owner, state: CacheState, agent: SessionAgent) -> WarmPlan | None:
     """A plan to delete the cache the session holds when its history no longer starts
     with what the cache holds (a rebase, a compaction); None otherwise."""
     held = state.explicit
     now = agent.clock.now()
-    if held is None or held.owner != session_id or held.expires_at <= now:
+    if held is None or held.owner != owner.session_id or held.expires_at <= now:
         return None
-    if covers(held, state, prefix, len(history)):
+    if covers(held, state, owner.prefix, len(owner.history)):
         return None
     return _delete(now, "the history no longer starts with what it holds")
 
 
 def plan(
+    owner: Owner,
     *,
-    session_id: str,
-    prefix: Prefix,
-    history: Sequence[Message],
-    info: ModelInfo,
     state: CacheState,
     agent: SessionAgent,
     idle: Idle,
@@ -128,22 +132,22 @@ def plan(
     """The time policy's storage decision for this gap, and its net value; (0, None) where
     the model or provider has no explicit caches. A held cache the history no longer
     starts with is deleted now; a new cache replaces a held one only once that is gone."""
-    if storage_rate(info) is None or cache_objects(agent.provider) is None:
+    if storage_rate(owner.info) is None or cache_objects(agent.provider) is None:
         return 0.0, None
-    gone = stale(session_id, prefix, history, state, agent)
+    gone = stale(owner, state, agent)
     if gone is not None:
         return 0.0, gone
     now = agent.clock.now()
     held = state.explicit
-    if held is not None and (held.owner != session_id or held.expires_at <= now):
+    if held is not None and (held.owner != owner.session_id or held.expires_at <= now):
         held = None  # a parent's (not this session's to keep), or gone by itself
     net, found = decide_storage(
         idle,
-        info,
+        owner.info,
         agent.cache_policy.keep_warm,
         now=now,
         held=held,
-        calls_per_turn=calls_per_turn(history),
+        calls_per_turn=calls_per_turn(owner.history),
         gaps=gaps,
     )
     if found is not None and found.action == "cache_create" and held is not None:
@@ -154,27 +158,26 @@ def plan(
 
 
 def _record(
-    *,
-    session_id: str,
-    role: str,
+    owner: Owner,
+    plan_: WarmPlan,
     agent: SessionAgent,
-    info: ModelInfo,
     request: Request,
-    chain: str,
     call: CacheCall,
-    action: str,
+    *,
+    chain: str,
     usage: Usage,
     token_hours: float,
-    reason: str,
     seq: int,
 ) -> CacheRecord:
+    """The record of a lifecycle call, explained by its plan."""
+    info = owner.info
     cost = cost_usd(usage, info)
     if cost is not None and info.storage is not None:
         cost += token_hours * info.storage / 1_000_000
     return CacheRecord(
-        session_id=session_id,
+        session_id=owner.session_id,
         seq=seq,
-        role=role,
+        role=owner.role,
         provider=agent.provider.name,
         model=request.prefix.params.model,
         started_at=call.started_at,
@@ -183,25 +186,10 @@ def _record(
         usage=usage,
         cost_usd=cost,
         retries=call.retries,
-        explanation=Explanation(verdict="kept_warm", detail=f"{action}: {reason}"),
-        purpose=action,
+        explanation=Explanation(verdict="kept_warm", detail=f"{plan_.action}: {plan_.reason}"),
+        purpose=plan_.action,
         storage_token_hours=token_hours,
     )
-
-
-class Owner(Protocol):
-    """A session as its cache's lifecycle calls see it (`warmth.GapView`, `calls.CallSite`)."""
-
-    @property
-    def session_id(self) -> str: ...
-    @property
-    def role(self) -> str: ...
-    @property
-    def prefix(self) -> Prefix: ...
-    @property
-    def history(self) -> tuple[Message, ...]: ...
-    @property
-    def info(self) -> ModelInfo: ...
 
 
 async def carry_out(
@@ -220,7 +208,7 @@ async def carry_out(
     `gap=False`: not an idle gap's (`head`): its cost is no keep-warm spend, and a failure
     marks nothing. `history` replaces the owner's (`head` caches the tools and system
     alone)."""
-    session_id, role, prefix, info = owner.session_id, owner.role, owner.prefix, owner.info
+    session_id, prefix, info = owner.session_id, owner.prefix, owner.info
     history = owner.history if history is None else history
     caches = cache_objects(agent.provider)
     if caches is None:
@@ -271,18 +259,7 @@ async def carry_out(
                 state.warm_failed_at = now
             return None
         record = _record(
-            session_id=session_id,
-            role=role,
-            agent=agent,
-            info=info,
-            request=request,
-            chain=chain,
-            call=call,
-            action=plan_.action,
-            usage=usage,
-            token_hours=hours,
-            reason=plan_.reason,
-            seq=seq,
+            owner, plan_, agent, request, call, chain=chain, usage=usage, token_hours=hours, seq=seq
         )
         span.recorded(record)
     if gap:
@@ -302,15 +279,8 @@ def for_gap(plan_: WarmPlan | None, started_at: float) -> WarmPlan | None:
     return replace(plan_, action="expire", reason=why)
 
 
-class FirstCall(Owner, Protocol):
-    """A session as its next model call sees it (`stoker.agent.calls.CallSite`)."""
-
-    @property
-    def parent_id(self) -> str | None: ...
-
-
 async def head(
-    site: FirstCall,
+    site: Owner,
     agent: SessionAgent,
     state: CacheState,
     records: Sequence[CacheRecord],

@@ -50,9 +50,6 @@ class Reviewable(Protocol):
     @property
     def prefix(self) -> Prefix: ...
 
-    @property
-    def history(self) -> tuple[Message, ...]: ...
-
     def fork(
         self,
         *,

@@ -428,6 +428,7 @@ class SessionBase:
         settled = not self._unanswered and self._declared_break is None and self._detour is None
         return warmth.GapView(
             session_id=self._id,
+            parent_id=self._parent_id,
             role=self._role,
             settled=settled,
             prefix=self._prefix,

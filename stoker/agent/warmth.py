@@ -47,17 +47,12 @@ PLACEHOLDER_TOKENS = estimate_tokens(PLACEHOLDER.content)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class GapView:
+class GapView(explicit.Owner):
     """A session between turns, as the time policy sees it. `settled`: nothing waits for
     the next call (no unanswered tool call, declared break or fallback detour), so what
     the session cached is what its next turn reads."""
 
-    session_id: str
-    role: str
     settled: bool
-    prefix: Prefix
-    history: tuple[Message, ...]
-    info: ModelInfo
 
 
 def plan(
@@ -82,7 +77,7 @@ def own_plan(
     info = view.info
     gap = idle(state, view.history, view.prefix, info)
     if gap is None:  # nothing cached to keep; an explicit cache held for nothing goes
-        return explicit.stale(view.session_id, view.prefix, view.history, state, agent)
+        return explicit.stale(view, state, agent)
     policy = agent.cache_policy.keep_warm
     if state.warm_failed_at is not None:
         policy = replace(policy, enabled=False)  # once per gap: a failure is not retried
@@ -95,16 +90,7 @@ def own_plan(
     # The third kind of decision, for caches billed for storage (stoker.cache.storage):
     # it wins when it is worth more than the ping or seal, or deletes a cache held for
     # nothing.
-    net, stored = explicit.plan(
-        session_id=view.session_id,
-        prefix=view.prefix,
-        history=view.history,
-        info=info,
-        state=state,
-        agent=agent,
-        idle=gap,
-        gaps=seen,
-    )
+    net, stored = explicit.plan(view, state=state, agent=agent, idle=gap, gaps=seen)
     warm = found.saves - found.cost if found.sends else 0.0
     if stored is not None and (stored.action == "cache_delete" or net > warm):
         return stored

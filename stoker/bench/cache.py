@@ -39,6 +39,7 @@ from stoker.agent.integrations import Integrations
 from stoker.agent.keepwarm import KeepWarm
 from stoker.agent.review import ReviewConfig
 from stoker.agent.session import Session
+from stoker.bench.tables import figures_table
 
 # The workloads' agent, importable from here as before (`bench proxy`, `bench fuzz`, ...).
 from stoker.bench.workload import SYSTEM as SYSTEM
@@ -440,8 +441,7 @@ async def run_cache_bench(
 
 
 def cache_table(figures: WorkloadFigures) -> Table:
-    table = Table(title=f"bench cache: {figures.name}", title_justify="left")
-    for col in (
+    columns = (
         "phase",
         "calls",
         "keep-warm",
@@ -452,8 +452,8 @@ def cache_table(figures: WorkloadFigures) -> Table:
         "cost vs no cache",
         "floor",
         "keep-warm spend",
-    ):
-        table.add_column(col, justify="left" if col == "phase" else "right")
+    )
+    table = figures_table(f"bench cache: {figures.name}", columns, labels={"phase"})
     for p in (*figures.phases, figures.total):
         table.add_row(
             p.name,

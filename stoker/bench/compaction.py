@@ -21,6 +21,7 @@ from stoker.agent.agent import Agent
 from stoker.agent.compaction import CompactionPolicy
 from stoker.agent.keepwarm import KeepWarm
 from stoker.bench.cache import SYSTEM, TOOLS, WorkloadModel
+from stoker.bench.tables import figures_table
 from stoker.cache.fleet import FleetWatch
 from stoker.cache.keys import KeyShards
 from stoker.cache.models import model_info
@@ -140,20 +141,21 @@ async def run_compaction_bench(*, turns: int = 300, window: int = 24_000) -> Com
 
 
 def compaction_table(figures: CompactionFigures) -> Table:
-    table = Table(
-        title=f"{figures.aware.turns}-turn session, {figures.window:,}-token context window"
+    table = figures_table(
+        f"{figures.aware.turns}-turn session, {figures.window:,}-token context window",
+        (
+            "policy",
+            "compactions",
+            "calls",
+            "largest request",
+            "written",
+            "read",
+            "cost",
+            "vs no cache",
+        ),
+        labels={"policy"},
+        title_justify="center",
     )
-    for column in (
-        "policy",
-        "compactions",
-        "calls",
-        "largest request",
-        "written",
-        "read",
-        "cost",
-        "vs no cache",
-    ):
-        table.add_column(column, justify="left" if column == "policy" else "right")
     for v in (figures.aware, figures.fixed):
         table.add_row(
             v.name,

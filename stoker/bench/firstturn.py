@@ -18,6 +18,7 @@ from rich.table import Table
 from stoker.agent.agent import Agent
 from stoker.agent.delegate import delegate_tool
 from stoker.agent.integrations import Integrations
+from stoker.bench.tables import figures_table
 from stoker.config import DEFAULT_MODEL
 from stoker.integrations import (
     IntegrationContext,
@@ -104,13 +105,11 @@ async def run_firstturn(*, runs: int = 10, delay: float = 0.2) -> list[FirstTurn
 
 def firstturn_table(rows: list[FirstTurnRow]) -> Table:
     cold, warm = rows[0], rows[1]
-    table = Table(
-        title=f"first-turn latency, toolkit fetch 200 ms (cold / warm = "
+    table = figures_table(
+        f"first-turn latency, toolkit fetch 200 ms (cold / warm = "
         f"{cold.median_ms / warm.median_ms:.0f}x)",
-        title_justify="left",
+        ("toolkit cache", "sessions", "median ms", "p90 ms", "toolkit fetches"),
     )
-    for col in ("toolkit cache", "sessions", "median ms", "p90 ms", "toolkit fetches"):
-        table.add_column(col, justify="right")
     for r in rows:
         table.add_row(r.cache, str(r.runs), f"{r.median_ms:.1f}", f"{r.p90_ms:.1f}", str(r.fetches))
     return table

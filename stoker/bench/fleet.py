@@ -20,6 +20,7 @@ calls that overflowed, and how many keys were used.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -30,6 +31,7 @@ from stoker.agent.keepwarm import KeepWarm
 from stoker.agent.session import Session
 from stoker.agent.starts import new_session_id, new_start
 from stoker.bench.cache import SYSTEM, TOOLS, WorkloadModel, input_units
+from stoker.bench.tables import rows_table
 from stoker.cache.fleet import FleetWatch
 from stoker.cache.keys import KeyShards
 from stoker.cache.models import model_info
@@ -238,42 +240,25 @@ async def run_arrivals_bench(
 
 
 def arrivals_table(results: list[ArrivalFigures]) -> Table:
-    table = Table(title="bench cache: fleet, slow arrivals (Anthropic)", title_justify="left")
-    for col in (
-        "every (min)",
-        "time policy",
-        "first calls read it all",
-        "cost vs no cache",
-        "keep-warm calls",
-        "keep-warm spend",
-    ):
-        table.add_column(col, justify="right")
-    for f in results:
-        table.add_row(
-            f"{f.interval_minutes:g}",
-            "fleet" if f.fleet_aware else "per session",
-            f"{f.first_calls_full:.1%}",
-            f"{f.cost_ratio:.3f}",
-            str(f.keep_warm_calls),
-            f"{f.keep_warm_units:,.0f}",
-        )
-    return table
+    cells: dict[str, Callable[[ArrivalFigures], str]] = {
+        "every (min)": lambda f: f"{f.interval_minutes:g}",
+        "time policy": lambda f: "fleet" if f.fleet_aware else "per session",
+        "first calls read it all": lambda f: f"{f.first_calls_full:.1%}",
+        "cost vs no cache": lambda f: f"{f.cost_ratio:.3f}",
+        "keep-warm calls": lambda f: str(f.keep_warm_calls),
+        "keep-warm spend": lambda f: f"{f.keep_warm_units:,.0f}",
+    }
+    return rows_table("bench cache: fleet, slow arrivals (Anthropic)", results, cells)
 
 
 def fleet_table(results: list[FleetFigures]) -> Table:
-    table = Table(title="bench cache: fleet", title_justify="left")
-    for col in ("wire", "new/min", "keying", "first calls read it all", "cost vs no cache"):
-        table.add_column(col, justify="left" if col == "wire" else "right")
-    table.add_column("overflow misses", justify="right")
-    table.add_column("keys", justify="right")
-    for f in results:
-        table.add_row(
-            f.wire,
-            str(f.rate),
-            f.mode if f.wire != "anthropic" else "(prefix)",
-            f"{f.first_calls_full:.1%}",
-            f"{f.cost_ratio:.3f}",
-            str(f.overflows),
-            str(f.keys),
-        )
-    return table
+    cells: dict[str, Callable[[FleetFigures], str]] = {
+        "wire": lambda f: f.wire,
+        "new/min": lambda f: str(f.rate),
+        "keying": lambda f: f.mode if f.wire != "anthropic" else "(prefix)",
+        "first calls read it all": lambda f: f"{f.first_calls_full:.1%}",
+        "cost vs no cache": lambda f: f"{f.cost_ratio:.3f}",
+        "overflow misses": lambda f: str(f.overflows),
+        "keys": lambda f: str(f.keys),
+    }
+    return rows_table("bench cache: fleet", results, cells, labels={"wire"})

@@ -32,6 +32,7 @@ from rich.table import Table
 
 from stoker.bench.cache import SYSTEM, TOOLS, WorkloadModel
 from stoker.bench.fleet import JOB
+from stoker.bench.tables import figures_table
 from stoker.cache.models import model_info
 from stoker.cache.record import observe_records
 from stoker.clock import FrozenClock
@@ -271,14 +272,20 @@ async def run_fleet_replica_bench(
 
 
 def fleet_replica_table(results: list[FleetReplicaFigures]) -> Table:
-    table = Table(
-        title="bench gateway: one agent's fresh sessions over replicas (sim, simulated time)",
-        title_justify="left",
+    table = figures_table(
+        "bench gateway: one agent's fresh sessions over replicas (sim, simulated time)",
+        (
+            "wire",
+            "new/min",
+            "setup",
+            "sessions",
+            "first calls read it all",
+            "overflow misses",
+            "shared keep-warm",
+            "keys",
+        ),
+        labels={"wire", "setup"},
     )
-    for col in ("wire", "new/min", "setup", "sessions", "first calls read it all"):
-        table.add_column(col, justify="left" if col in ("wire", "setup") else "right")
-    for col in ("overflow misses", "shared keep-warm", "keys"):
-        table.add_column(col, justify="right")
     for f in results:
         table.add_row(
             f.wire,

@@ -27,6 +27,8 @@ from urllib.parse import urlsplit
 
 from rich.table import Table
 
+from stoker.bench.tables import figures_table
+
 MAX_SESSIONS = 2_000
 MAX_MESSAGES = 50
 UNLOADED = 100  # messages sent one at a time after the load, for the unloaded figure
@@ -184,13 +186,12 @@ async def run_gateway_bench(
 
 
 def gateway_table(r: GatewayBenchResult) -> Table:
-    table = Table(
-        title=f"gateway load: {r.sessions} concurrent sessions x {r.messages} messages "
+    table = figures_table(
+        f"gateway load: {r.sessions} concurrent sessions x {r.messages} messages "
         "(sim model at 0 ms, loopback)",
-        title_justify="left",
+        ("figure", "value"),
+        labels={"figure"},
     )
-    table.add_column("figure")
-    table.add_column("value", justify="right")
     p = r.percentile
 
     def pair(values: tuple[float, ...], digits: int) -> str:

@@ -22,6 +22,7 @@ from typing import Any
 from rich.table import Table
 
 from stoker.agent.agent import Agent
+from stoker.bench.tables import figures_table
 from stoker.config import DEFAULT_MODEL
 from stoker.providers.sim.engine import SimEngine, SimResult
 from stoker.providers.sim.provider import SimProvider
@@ -93,10 +94,8 @@ def run_overhead(*, turns: int = 200, sizes: tuple[int, ...] = HISTORY_SIZES) ->
 
 
 def overhead_table(rows: list[OverheadRow]) -> Table:
-    table = Table(title="framework overhead per turn (sim model at 0 ms)", title_justify="left")
     columns = ("history (messages)", "turns", "mean µs", "median µs", "p95 µs", "+ copy µs")
-    for col in columns:
-        table.add_column(col, justify="right")
+    table = figures_table("framework overhead per turn (sim model at 0 ms)", columns)
     for r in rows:
         table.add_row(
             str(r.history),

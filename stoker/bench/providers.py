@@ -23,6 +23,7 @@ from rich.table import Table
 
 from stoker.bench.cache import Units, WorkloadFigures, anthropic_units, hard
 from stoker.bench.gemini import gemini_explicit, gemini_implicit
+from stoker.bench.tables import rows_table
 from stoker.cache.accounting._openai_render import render
 from stoker.cache.accounting.anthropic import prefix_blocks
 from stoker.cache.accounting.implicit import token_stream
@@ -191,34 +192,20 @@ def to_dict(figures: WorkloadFigures) -> dict[str, Any]:
 
 
 def providers_table(results: list[WorkloadFigures]) -> Table:
-    table = Table(title="bench cache: the hard workload on every provider", title_justify="left")
-    for col in (
-        "provider",
-        "calls",
-        "keep-warm",
-        "cost vs no cache",
-        "floor",
-        "over floor",
-        "written",
-        "ideal",
-        "writes/ideal",
-        "read share",
-    ):
-        table.add_column(col, justify="left" if col == "provider" else "right")
-    for figures in results:
-        t = figures.total
-        table.add_row(
-            figures.name,
-            str(t.calls),
-            str(t.keep_warm_calls),
-            f"{t.cost_ratio:.3f}",
-            f"{t.floor_ratio:.3f}",
-            f"{over_floor(figures):+.1%}",
-            f"{written(figures):,}",
-            f"{t.ideal:,}",
-            f"{writes_vs_ideal(figures):.2f}x" if t.ideal else "-",
-            f"{t.read_share:.1%}",
-        )
+    cells: dict[str, Callable[[WorkloadFigures], str]] = {
+        "provider": lambda f: f.name,
+        "calls": lambda f: str(f.total.calls),
+        "keep-warm": lambda f: str(f.total.keep_warm_calls),
+        "cost vs no cache": lambda f: f"{f.total.cost_ratio:.3f}",
+        "floor": lambda f: f"{f.total.floor_ratio:.3f}",
+        "over floor": lambda f: f"{over_floor(f):+.1%}",
+        "written": lambda f: f"{written(f):,}",
+        "ideal": lambda f: f"{f.total.ideal:,}",
+        "writes/ideal": lambda f: f"{writes_vs_ideal(f):.2f}x" if f.total.ideal else "-",
+        "read share": lambda f: f"{f.total.read_share:.1%}",
+    }
+    title = "bench cache: the hard workload on every provider"
+    table = rows_table(title, results, cells, labels={"provider"})
     notes = [f"{f.name}: {note}" for f in results for note in f.notes]  # e.g. Gemini's storage
     if notes:
         table.caption, table.caption_justify = "\n".join(notes), "left"

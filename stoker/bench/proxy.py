@@ -37,6 +37,7 @@ from rich.table import Table
 
 from stoker.bench.cache import SYSTEM, TOOLS, WorkloadModel, hard
 from stoker.bench.children import child_server, free_port
+from stoker.bench.tables import figures_table
 from stoker.cache.models import model_info
 from stoker.cache.pricing import input_units
 from stoker.clock import FrozenClock
@@ -315,9 +316,8 @@ async def run_proxy_bench(rounds: int = 5, *, latency: bool = True) -> ProxyFigu
 
 
 def proxy_table(f: ProxyFigures) -> Table:
-    table = Table(title=f"bench proxy: {f.calls} calls, caching off", title_justify="left")
-    for col in ("sent", "cost vs no cache", "keep-warm pings", "added latency p50 / p99"):
-        table.add_column(col, justify="left" if col == "sent" else "right")
+    columns = ("sent", "cost vs no cache", "keep-warm pings", "added latency p50 / p99")
+    table = figures_table(f"bench proxy: {f.calls} calls, caching off", columns, labels={"sent"})
 
     def added(a: Added | None) -> str:
         return "-" if a is None else f"{a.p50:.2f} / {a.p99:.2f} ms"

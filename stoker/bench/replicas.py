@@ -36,6 +36,7 @@ from rich.table import Table
 from stoker.bench.children import free_port
 from stoker.bench.gateway import Connection
 from stoker.bench.sim import sim_serve
+from stoker.bench.tables import figures_table
 
 USER = "bench"
 
@@ -316,15 +317,12 @@ def run_replica_bench(
 
 
 def replica_table(runs: list[ReplicaRun]) -> Table:
-    table = Table(
-        title="gateway replicas on one PostgreSQL (sim at 0 ms, a random replica per message; "
+    columns = ("replicas", "faults", "acked", "turns/s", "lost/dup/reord", "503s", "cut")
+    table = figures_table(
+        "gateway replicas on one PostgreSQL (sim at 0 ms, a random replica per message; "
         "faults: one replica SIGKILLed and restarted, then the database restarted)",
-        title_justify="left",
+        (*columns, "failed", "switches full/all", "recovery s", "slowest s"),
     )
-    for col in ("replicas", "faults", "acked", "turns/s", "lost/dup/reord", "503s", "cut"):
-        table.add_column(col, justify="right")
-    for col in ("failed", "switches full/all", "recovery s", "slowest s"):
-        table.add_column(col, justify="right")
     for r in runs:
         table.add_row(
             str(r.replicas),

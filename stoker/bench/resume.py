@@ -21,6 +21,7 @@ from pathlib import Path
 from rich.table import Table
 
 from stoker.agent.agent import Agent
+from stoker.bench.tables import figures_table
 from stoker.config import DEFAULT_MODEL
 from stoker.providers.sim.provider import SimProvider
 from stoker.store.base import SqlEventStore
@@ -164,9 +165,8 @@ async def run_resume(*, runs: int = 5, postgres: str | None = None) -> list[Resu
 
 
 def resume_table(rows: list[ResumeRow]) -> Table:
-    table = Table(title="time to resume a stored session", title_justify="left")
-    for col in ("backend", "events", "messages", "median ms", "best ms"):
-        table.add_column(col, justify="right")
+    columns = ("backend", "events", "messages", "median ms", "best ms")
+    table = figures_table("time to resume a stored session", columns)
     for r in rows:
         table.add_row(
             r.backend, f"{r.events:,}", f"{r.messages:,}", f"{r.median_ms:.1f}", f"{r.best_ms:.1f}"

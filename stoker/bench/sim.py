@@ -24,6 +24,7 @@ import httpx
 from rich.table import Table
 
 from stoker.bench.children import child_server, free_port
+from stoker.bench.tables import figures_table
 from stoker.clock import FrozenClock
 from stoker.config import DEFAULT_MODEL
 from stoker.providers.base import CallContext
@@ -158,11 +159,10 @@ def run_sim_bench(
 
 
 def sim_table(rows: list[SimBenchRow]) -> Table:
-    table = Table(title="simulator time per provider call (sim model)", title_justify="left")
-    table.add_column("API")
-    table.add_column("transport")
-    for col in ("history (messages)", "calls", "mean ms", "median ms", "p95 ms"):
-        table.add_column(col, justify="right")
+    columns = ("API", "transport", "history (messages)", "calls", "mean ms", "median ms", "p95 ms")
+    table = figures_table(
+        "simulator time per provider call (sim model)", columns, labels={"API", "transport"}
+    )
     for r in rows:
         table.add_row(
             r.dialect,

@@ -49,16 +49,26 @@ def shown(value: str, limit: int = 40) -> str:
 
 
 class GatewayError(StokerError):
+    """Root of the gateway's errors. A subclass names its status and type as class
+    keywords, `class X(GatewayError, status=404, type="not_found")`: an error's HTTP face
+    reads in its first line, and a bare one needs no body but its docstring."""
+
     status = 500
     type = "internal"
+
+    def __init_subclass__(cls, *, status: int | None = None, type: str | None = None) -> None:
+        super().__init_subclass__()
+        if status is not None:
+            cls.status = status
+        if type is not None:
+            cls.type = type
 
     def body(self) -> dict[str, Any]:
         return {"error": {"type": self.type, "message": str(self)}}
 
 
-class BadRequest(GatewayError):
-    status = 400
-    type = "invalid_request"
+class BadRequest(GatewayError, status=400, type="invalid_request"):
+    """The body or command cannot be used."""
 
 
 class InvalidParam(BadRequest):
@@ -76,26 +86,22 @@ class InvalidParam(BadRequest):
         return body
 
 
-class Unauthorized(GatewayError):
-    status = 401
-    type = "unauthorized"
+class Unauthorized(GatewayError, status=401, type="unauthorized"):
+    """No bearer token, or one no user holds."""
 
 
-class NotFound(GatewayError):
-    status = 404
-    type = "not_found"
+class NotFound(GatewayError, status=404, type="not_found"):
+    """No such session *for this user*: another's is worded the same, so an id never
+    shows whether it exists."""
 
     def __init__(self, session_id: str) -> None:
         super().__init__(f"no session {shown(session_id, 64)}")
         self.session_id = session_id
 
 
-class ApprovalNotFound(GatewayError):
+class ApprovalNotFound(GatewayError, status=404, type="not_found"):
     """No approval with this id waits for this user's session in this process (it was
     never asked, belongs to someone else, or waits on another replica)."""
-
-    status = 404
-    type = "not_found"
 
     def __init__(self, session_id: str, approval_id: str) -> None:
         super().__init__(
@@ -107,42 +113,34 @@ class ApprovalNotFound(GatewayError):
         self.approval_id = approval_id
 
 
-class PayloadTooLarge(GatewayError):
-    status = 413
-    type = "payload_too_large"
+class PayloadTooLarge(GatewayError, status=413, type="payload_too_large"):
+    """A body or a message over the limit the gateway is configured with."""
 
 
-class UnsupportedMediaType(GatewayError):
-    status = 415
-    type = "unsupported_media_type"
+class UnsupportedMediaType(GatewayError, status=415, type="unsupported_media_type"):
+    """A body sent as another media type than the endpoint reads."""
 
 
-class Conflict(GatewayError):
-    status = 409
-    type = "conflict"
+class Conflict(GatewayError, status=409, type="conflict"):
+    """The stored session cannot be continued as it is."""
 
 
-class UpstreamError(GatewayError):
-    status = 502
-    type = "provider_error"
+class UpstreamError(GatewayError, status=502, type="provider_error"):
+    """The provider failed or answered what was not asked for: its fault, not ours."""
 
 
-class Unavailable(GatewayError):
+class Unavailable(GatewayError, status=503, type="store_unavailable"):
     """Retry later: the database is unreachable (a restart, a failover) or this replica
     is draining. Nothing the client was told is stored was lost; a retry with the same
     Idempotency-Key settles a message whose outcome the outage hid."""
-
-    status = 503
-    type = "store_unavailable"
 
     def __init__(self, message: str, *, retry_after: int = StoreUnavailable.retry_after) -> None:
         super().__init__(message)
         self.retry_after = retry_after
 
 
-class UpstreamTimeout(GatewayError):
-    status = 504
-    type = "provider_timeout"
+class UpstreamTimeout(GatewayError, status=504, type="provider_timeout"):
+    """The provider did not answer in time; the client may retry."""
 
 
 def as_gateway_error(exc: StokerError) -> GatewayError:
@@ -164,12 +162,10 @@ def as_gateway_error(exc: StokerError) -> GatewayError:
     return GatewayError(str(exc))
 
 
-class ToolsRemoved(Conflict):
+class ToolsRemoved(Conflict, type="tools_removed"):
     """The configuration no longer offers tools this session's history used. Answered
     once per change, and nothing is sent; the next message continues without them
     (`stoker.gateway.toolsets`)."""
-
-    type = "tools_removed"
 
     def __init__(self, session_id: str, names: list[str]) -> None:
         it, is_ = ("it", "is") if len(names) == 1 else ("them", "are")

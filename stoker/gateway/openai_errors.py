@@ -48,12 +48,9 @@ _TYPES = {403: "permission_error"}
 _CODES = {"unauthorized": "invalid_api_key", "payload_too_large": "request_too_large"}
 
 
-class ModelNotFound(GatewayError):
-    """404 not_found (OpenAI's code `model_not_found`): `/v1/models/{model}` of a model
-    this gateway does not serve."""
-
-    status = 404
-    type = "not_found"
+class ModelNotFound(GatewayError, status=404, type="not_found"):
+    """OpenAI's code `model_not_found`: `/v1/models/{model}` of a model this gateway does
+    not serve."""
 
     def __init__(self, model: str, served: str) -> None:
         super().__init__(

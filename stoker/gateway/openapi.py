@@ -113,10 +113,19 @@ _SCHEMAS: dict[str, Any] = {
     },
 }
 _OPENAI_ERRORS = (400, 404, 413, 415, 502, 504)
-_OPENAI_PARAMETERS = [
-    {"name": "X-Stoker-Session", "in": "header", "schema": {"type": "string"}},
-    _IDEMPOTENCY,
-]
+_SESSION_HEADER = {"name": "X-Stoker-Session", "in": "header", "schema": {"type": "string"}}
+
+
+def _openai_op(summary: str, answer: str) -> dict[str, Any]:
+    """An OpenAI-compatible endpoint: the body is OpenAI's own (not described here), the
+    session rides in a header, and it may fail as any turn may."""
+    return _op(
+        summary,
+        {"200": _json(_OBJ, answer)},
+        *_OPENAI_ERRORS,
+        parameters=[_SESSION_HEADER, _IDEMPOTENCY],
+        requestBody=_body(_OBJ),
+    )
 
 
 @cache
@@ -291,25 +300,19 @@ def openapi_document() -> dict[str, Any]:
                 )
             },
             "/v1/chat/completions": {
-                "post": _op(
+                "post": _openai_op(
                     "OpenAI-compatible chat; X-Stoker-Session or the resent history carries "
                     "the session; stop and max_tokens / max_completion_tokens cut the answer "
                     "the client receives, not the agent's model calls",
-                    {"200": _json(_OBJ, "chat.completion, or chat.completion.chunk SSE")},
-                    *_OPENAI_ERRORS,
-                    parameters=_OPENAI_PARAMETERS,
-                    requestBody=_body(_OBJ),
+                    "chat.completion, or chat.completion.chunk SSE",
                 )
             },
             "/v1/responses": {
-                "post": _op(
+                "post": _openai_op(
                     "OpenAI-compatible Responses API; X-Stoker-Session, previous_response_id "
                     "or the resent history carries the session; max_output_tokens cuts the "
                     "answer the client receives",
-                    {"200": _json(_OBJ, "response, or its SSE event sequence")},
-                    *_OPENAI_ERRORS,
-                    parameters=_OPENAI_PARAMETERS,
-                    requestBody=_body(_OBJ),
+                    "response, or its SSE event sequence",
                 )
             },
             "/v1/models": {"get": _op("The default model", {"200": _json(_OBJ)})},

@@ -15,11 +15,12 @@ import time
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import replace
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict
 
 from stoker.agent.agent import Agent
 from stoker.agent.fallback import Route
 from stoker.agent.review import ReviewConfig
+from stoker.agent.session import Session
 from stoker.agent.telemetry import NO_TELEMETRY, Telemetry
 from stoker.cache.fleet import FleetWatch, process_fleet
 from stoker.cache.keys import KeyShards, process_key_shards, user_scope
@@ -70,6 +71,22 @@ def new_session_id() -> str:
     return secrets.token_urlsafe(24)
 
 
+class PoolOptions(TypedDict, total=False):
+    """The operator's choices for a gateway's agents, as `Gateway` takes them and hands
+    them on whole: `AgentPool` names their defaults and refuses a keyword it does not
+    know, so a misspelt option fails at once rather than being dropped."""
+
+    defaults: SessionSettings | None
+    api_key: str | None
+    provider_factory: ProviderFactory
+    registry: ToolRegistry | None
+    cache_size: int
+    idle_ttl: float
+    cache_key_scope: Literal["agent", "user"]
+    telemetry: Telemetry
+    review: ReviewConfig | None
+
+
 class AgentPool:
     """Cached agents in front of the store, and the providers they call."""
 
@@ -77,21 +94,21 @@ class AgentPool:
         self,
         *,
         store: SqlEventStore,
+        clock: Clock | None = None,
+        monotonic: Callable[[], float] = time.monotonic,
+        on_evict: Callable[[str], object] | None = None,
+        memory: UserMemory | None = None,
+        key_shards: KeyShards | None = None,
+        fleet: FleetWatch | None = None,
         defaults: SessionSettings | None = None,
         api_key: str | None = None,
         provider_factory: ProviderFactory = default_provider_factory,
         registry: ToolRegistry | None = None,
         cache_size: int = DEFAULT_LIMITS.cache_size,
         idle_ttl: float = DEFAULT_LIMITS.idle_ttl,
-        clock: Clock | None = None,
-        monotonic: Callable[[], float] = time.monotonic,
-        on_evict: Callable[[str], object] | None = None,
         cache_key_scope: Literal["agent", "user"] = "agent",
         telemetry: Telemetry = NO_TELEMETRY,
         review: ReviewConfig | None = None,
-        memory: UserMemory | None = None,
-        key_shards: KeyShards | None = None,
-        fleet: FleetWatch | None = None,
     ) -> None:
         self.store = store
         # What this gateway sees of each agent's sessions (with the other replicas' notes,
@@ -215,16 +232,7 @@ class AgentPool:
         }
         sink = SessionSink(self.store, sid, written=0, stamp=stamp)
         session = await agent.open(sink, sid)
-        entry = CachedAgent(
-            session=session,
-            agent=agent,
-            sink=sink,
-            user=user,
-            signature=self.signature_of(settings, user),
-            settings=settings,
-            overrides=chosen,
-        )
-        self.agents.put(sid, entry)
+        self._enter(session, sink, agent, user, chosen, settings=settings, asked=settings)
         self.stats["created"] += 1
         return sid
 
@@ -312,18 +320,37 @@ class AgentPool:
         )
         if was != route:
             await session.adopt(agent, config={ROUTE_KEY: route})
+        entry = self._enter(
+            session, sink, agent, user, overrides, settings=wanted, asked=asked, busy=True
+        )
+        self.stats["rebuilt"] += 1
+        log.debug("rebuilt the agent of session %s", session_id)
+        return entry
+
+    def _enter(
+        self,
+        session: Session,
+        sink: SessionSink,
+        agent: Agent,
+        user: str,
+        overrides: dict[str, Any],
+        *,
+        settings: SessionSettings,
+        asked: SessionSettings,
+        busy: bool = False,
+    ) -> CachedAgent:
+        """Cache a live session, signed with the settings the user `asked` for, as `_stale`
+        compares them; `settings` are what its prefix reflects (the model as stored)."""
         entry = CachedAgent(
             session=session,
             agent=agent,
             sink=sink,
             user=user,
             signature=self.signature_of(asked, user),
-            settings=wanted,
+            settings=settings,
             overrides=overrides,
         )
-        self.agents.put(session_id, entry, busy=True)
-        self.stats["rebuilt"] += 1
-        log.debug("rebuilt the agent of session %s", session_id)
+        self.agents.put(session.id, entry, busy=busy)
         return entry
 
     async def _tell_removals(

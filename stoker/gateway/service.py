@@ -19,13 +19,11 @@ from collections import Counter
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, TypeVar, Unpack
 
 from stoker.agent.keepwarm import SpendLimits
 from stoker.agent.output import OutputSpec
-from stoker.agent.review import ReviewConfig
 from stoker.agent.seams import Callbacks
-from stoker.agent.telemetry import NO_TELEMETRY, Telemetry
 from stoker.cache.fleet import FleetWatch
 from stoker.cache.keys import KeyShards
 from stoker.cache.models import ModelInfo
@@ -42,8 +40,7 @@ from stoker.gateway.errors import BadRequest, NotFound, PayloadTooLarge, Unavail
 from stoker.gateway.fleet_sync import FleetSync
 from stoker.gateway.keepwarm import GatewayKeepWarm
 from stoker.gateway.memory import UserMemory
-from stoker.gateway.pool import KEEP, AgentPool
-from stoker.gateway.providers import ProviderFactory, default_provider_factory
+from stoker.gateway.pool import KEEP, AgentPool, PoolOptions
 from stoker.gateway.session_settings import SessionSettings
 from stoker.gateway.sink import Head, read_head
 from stoker.gateway.views import Reply, event_view
@@ -53,7 +50,7 @@ from stoker.session_views import SessionView, answered, show_session
 from stoker.store.base import SqlEventStore
 from stoker.store.gateway_log import STARTED
 from stoker.store.schema import LATEST
-from stoker.tools import ApprovalDecision, ToolRegistry
+from stoker.tools import ApprovalDecision
 from stoker.wire.blocks import ImageBlock, TextBlock
 from stoker.wire.messages import UserMessage
 from stoker.wire.stored import SessionSummary
@@ -70,47 +67,34 @@ class Gateway:
         self,
         *,
         store: SqlEventStore,
-        defaults: SessionSettings | None = None,
-        api_key: str | None = None,
-        provider_factory: ProviderFactory = default_provider_factory,
-        registry: ToolRegistry | None = None,
-        cache_size: int = DEFAULT_LIMITS.cache_size,
-        idle_ttl: float = DEFAULT_LIMITS.idle_ttl,
         max_message_chars: int = DEFAULT_LIMITS.max_message_chars,
         clock: Clock | None = None,
         monotonic: Callable[[], float] = time.monotonic,
         keep_warm: bool = True,
         keep_warm_limits: SpendLimits | None = None,
-        cache_key_scope: Literal["agent", "user"] = "agent",
-        telemetry: Telemetry = NO_TELEMETRY,
         replica: str | None = None,
         approval_timeout: float = DEFAULT_TIMEOUT,
-        review: ReviewConfig | None = None,
         memory_dir: Path | None = None,
+        **options: Unpack[PoolOptions],
     ) -> None:
+        """`options`, the agents' settings (`PoolOptions`: defaults, api_key, registry,
+        ...), go to the pool unread, so each is named and defaulted in one place."""
         self.store = store
-        self.telemetry = telemetry  # spans of its agents' turns; the app adds trace context
         self.replica = replica or f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
         self.draining = False
         clock = clock or SystemClock()
         self.pool = AgentPool(
             store=store,
-            defaults=defaults,
-            api_key=api_key,
-            provider_factory=provider_factory,
-            registry=registry,
-            cache_size=cache_size,
-            idle_ttl=idle_ttl,
             clock=clock,
             monotonic=monotonic,
             on_evict=lambda session_id: self.keep_warm.forget(session_id),
-            cache_key_scope=cache_key_scope,
-            telemetry=telemetry,
-            review=review,
             memory=UserMemory(memory_dir, clock=clock) if memory_dir is not None else None,
             key_shards=KeyShards(),
             fleet=FleetWatch(),
+            **options,
         )
+        # Spans of its agents' turns; the app adds trace context.
+        self.telemetry = self.pool.telemetry
         # The fleet of each agent is the deployment's, not this replica's share of it.
         self.fleet_sync = FleetSync(
             store,

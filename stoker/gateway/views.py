@@ -9,7 +9,7 @@ record of what happened in every process, not from one process's cached agent.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from stoker.agent.cache_clock import cache_clock
@@ -33,9 +33,9 @@ class Reply:
     session_id: str
     kind: str  # "answer" | "command"
     text: str
+    exit: str | None = None  # a turn's exit: "answered" | "budget_exhausted"
     usage: Usage = field(default_factory=Usage)
     cost_usd: float | None = 0.0
-    exit: str | None = None  # a turn's exit: "answered" | "budget_exhausted"
     requests: tuple[dict[str, Any], ...] = ()
     command: str | None = None
     new_session_id: str | None = None  # /new, /reset and /clear continue in another session
@@ -57,20 +57,9 @@ class Reply:
         )
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "session_id": self.session_id,
-            "kind": self.kind,
-            "text": self.text,
-            "exit": self.exit,
-            "usage": usage_dict(self.usage),
-            "cost_usd": self.cost_usd,
-            "requests": list(self.requests),
-            "command": self.command,
-            "new_session_id": self.new_session_id,
-            "data": self.data,
-            "replayed": self.replayed,
-            "notice": self.notice,
-        }
+        """Every field, in order (the JSON a stored reply is replayed from)."""
+        plain = {f.name: getattr(self, f.name) for f in fields(self)}
+        return {**plain, "usage": usage_dict(self.usage), "requests": list(self.requests)}
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), separators=(",", ":"))

@@ -33,10 +33,15 @@ from stoker.clock import Clock, SystemClock
 from stoker.memory._files import atomic_write, locked, read_text
 from stoker.memory.errors import InvalidSkill, SkillExists, SkillNotFound
 from stoker.memory.provenance import Provenance, WriteRecord, log_write, read_log
+from stoker.tools.tool import matching
 
 logger = logging.getLogger(__name__)
 
 NAME_PATTERN = re.compile(r"^[a-z0-9][a-z0-9-]{0,63}$")
+NAME_RULE = (
+    "use 1 to 64 characters among lowercase letters, digits and '-', starting with a letter "
+    "or digit (e.g. 'deploy-checklist')"
+)
 SKILL_FILE = "SKILL.md"
 LOG_FILE = "skills.log.jsonl"
 MAX_DESCRIPTION = 1_024
@@ -69,12 +74,7 @@ class Skill:
 
 def check_skill_name(name: object) -> str:
     """`name` if it can be a skill (and folder) name, else InvalidSkill saying what fits."""
-    if not isinstance(name, str) or not NAME_PATTERN.fullmatch(name):
-        raise InvalidSkill(
-            f"invalid skill name {name!r}: use 1 to 64 characters among lowercase letters, "
-            "digits and '-', starting with a letter or digit (e.g. 'deploy-checklist')"
-        )
-    return name
+    return matching(name, NAME_PATTERN, what="skill name", rule=NAME_RULE, error=InvalidSkill)
 
 
 def parse_skill(name: str, text: str) -> Skill:
@@ -250,28 +250,34 @@ class SkillStore:
 
 
 def _check_description(description: object) -> str:
-    if not isinstance(description, str) or not description.strip():
-        raise InvalidSkill("the description is empty; say in one line when to use the skill")
-    text = description.strip()
+    text = _filled(description, "description", "say in one line when to use the skill").strip()
     if "\n" in text or "\r" in text:
         raise InvalidSkill("the description must be one line; put details in the body")
-    if len(text) > MAX_DESCRIPTION:
-        raise InvalidSkill(
-            f"the description is {len(text):,} characters, over {MAX_DESCRIPTION:,}; "
-            "shorten it and put details in the body"
-        )
-    return text
+    return _within(text, "description", MAX_DESCRIPTION, "; shorten it and put details in the body")
 
 
 def _check_body(body: object) -> str:
-    if not isinstance(body, str) or not body.strip():
-        raise InvalidSkill("the body is empty; write the steps of the skill")
-    text = body.strip("\n").rstrip()
-    if len(text) > MAX_BODY:
-        raise InvalidSkill(
-            f"the body is {len(text):,} characters, over {MAX_BODY:,}: a skill is read into "
-            "the conversation whenever it is used; keep the steps and drop the rest"
-        )
+    text = _filled(body, "body", "write the steps of the skill").strip("\n").rstrip()
+    return _within(
+        text,
+        "body",
+        MAX_BODY,
+        ": a skill is read into the conversation whenever it is used; keep the steps and "
+        "drop the rest",
+    )
+
+
+def _filled(value: object, part: str, advice: str) -> str:
+    """`value` if it is a string with more than white space, else InvalidSkill."""
+    if not isinstance(value, str) or not value.strip():
+        raise InvalidSkill(f"the {part} is empty; {advice}")
+    return value
+
+
+def _within(text: str, part: str, limit: int, advice: str) -> str:
+    """`text` if it has at most `limit` characters, else InvalidSkill (`advice` follows)."""
+    if len(text) > limit:
+        raise InvalidSkill(f"the {part} is {len(text):,} characters, over {limit:,}{advice}")
     return text
 
 

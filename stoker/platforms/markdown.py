@@ -3,8 +3,9 @@
 Every converter walks a piece the same way: code fences open and close blocks (a piece
 that starts inside one was split there, and opens it again), a line inside a block is
 only escaped, and a line outside one is split at its code spans, a heading made bold.
-What differs is how a platform writes each of those: a `Markup` says it, and `convert`
-does the walk (Telegram's HTML in `markup`, Slack's mrkdwn in `mrkdwn`).
+What differs is how a platform writes each of those: a `Markup` says it, and calling it
+on a piece does the walk, so a platform's table is its `text.render` converter
+(Telegram's HTML, Slack's mrkdwn and Discord's markdown, each in its `markup`).
 """
 
 from __future__ import annotations
@@ -37,28 +38,28 @@ class Markup:
     code_span: Callable[[str], str]
     heading: Callable[[str], str]
 
-
-def convert(piece: str, fence: Fence | None, markup: Markup) -> tuple[str, Fence | None]:
-    """`piece` in `markup`; `fence` is open at its start. The fence open at its end too."""
-    out = [markup.open_block(fence)] if fence is not None else []
-    for line in piece.splitlines(keepends=True):
-        body = line.rstrip("\r\n")
-        end = line[len(body) :]
-        if body.lstrip(" ").startswith(FENCE):
-            if fence is None:
-                fence = Fence(info=body.lstrip(" ")[3:].strip())
-                out.append(markup.open_block(fence))
+    def __call__(self, piece: str, fence: Fence | None) -> tuple[str, Fence | None]:
+        """`piece` in this markup; `fence` is open at its start. The fence open at its end
+        too."""
+        out = [self.open_block(fence)] if fence is not None else []
+        for line in piece.splitlines(keepends=True):
+            body = line.rstrip("\r\n")
+            end = line[len(body) :]
+            if body.lstrip(" ").startswith(FENCE):
+                if fence is None:
+                    fence = Fence(info=body.lstrip(" ")[3:].strip())
+                    out.append(self.open_block(fence))
+                else:
+                    out.append(self.close_block(fence, end))
+                    fence = None
+                continue
+            if fence is not None:
+                out.append(self.block_line(line))
             else:
-                out.append(markup.close_block(fence, end))
-                fence = None
-            continue
+                out.append(_line(body, self) + end)
         if fence is not None:
-            out.append(markup.block_line(line))
-        else:
-            out.append(_line(body, markup) + end)
-    if fence is not None:
-        out.append(markup.close_block(fence, ""))
-    return "".join(out), fence
+            out.append(self.close_block(fence, ""))
+        return "".join(out), fence
 
 
 def _line(line: str, markup: Markup) -> str:

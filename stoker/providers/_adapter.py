@@ -9,7 +9,7 @@ missing key can be named, before the first call.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import ClassVar, TypeVar
+from typing import ClassVar, TypedDict, TypeVar
 
 from stoker.cache.prices import PriceBook
 from stoker.clock import Clock, SystemClock
@@ -19,9 +19,23 @@ from stoker.providers.retry import RetryPolicy, call_with_retries
 T = TypeVar("T")
 
 
+class AdapterOptions(TypedDict, total=False):
+    """What every adapter takes besides its key and its own settings: where calls go
+    (`base_url`, None: the SDK's own), how they are retried and timed, the variable named
+    when the key is refused (None: the adapter's `KEY_ENV`), and the user's prices. An
+    adapter with settings of its own passes these on as they came; `SdkAdapter` names
+    their defaults and refuses a keyword it does not know, so a misspelt option fails at
+    once rather than being dropped."""
+
+    base_url: str | None
+    retry: RetryPolicy | None
+    clock: Clock | None
+    key_env: str | None
+    prices: PriceBook | None
+
+
 class SdkAdapter(AsyncClosing):
-    """Where calls go (`base_url`, None: the SDK's own), how they are retried and timed,
-    the variable named when the key is refused, and the user's prices."""
+    """An adapter's `AdapterOptions`, named once and resolved to their defaults."""
 
     NAME: ClassVar[str]
     KEY_ENV: ClassVar[str]

@@ -18,17 +18,14 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import replace
-from typing import Any
+from typing import Any, Unpack
 
 from stoker.cache.models import ModelInfo, fallback_info, with_prices
-from stoker.cache.prices import PriceBook
-from stoker.clock import Clock
 from stoker.errors import ConfigError, ProviderError, ProviderTimeout
-from stoker.providers._adapter import SdkAdapter
+from stoker.providers._adapter import AdapterOptions, SdkAdapter
 from stoker.providers.base import CallContext, Completion
 from stoker.providers.retry import (
     RetryableError,
-    RetryPolicy,
     broken_stream,
     failure,
     relay,
@@ -87,11 +84,7 @@ class BedrockProvider(SdkAdapter):
         secret_access_key: str | None = None,
         session_token: str | None = None,
         profile: str | None = None,
-        base_url: str | None = None,
-        retry: RetryPolicy | None = None,
-        clock: Clock | None = None,
-        key_env: str = KEY_ENV,
-        prices: PriceBook | None = None,
+        **options: Unpack[AdapterOptions],
     ) -> None:
         """Without credentials (or a region) the AWS SDK finds its own, as a boto3 client
         does: AWS_ACCESS_KEY_ID / AWS_PROFILE / ~/.aws / an instance role (AWS_REGION)."""
@@ -109,9 +102,7 @@ class BedrockProvider(SdkAdapter):
         self._client: Any = None
         self._context: Any = None
         self._loop: asyncio.AbstractEventLoop | None = None
-        super().__init__(
-            base_url=base_url, retry=retry, clock=clock, key_env=key_env, prices=prices
-        )
+        super().__init__(**options)
 
     def __repr__(self) -> str:
         return f"BedrockProvider(region={self.region!r}, base_url={self.base_url!r})"

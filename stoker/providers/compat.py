@@ -11,12 +11,13 @@ and what each reports beside the usage: OpenRouter its cost, llama.cpp its timin
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, Unpack
 
 from stoker.cache.models import Family, ModelInfo, fallback_info, with_prices
 from stoker.cache.prices import PriceBook
 from stoker.clock import Clock
 from stoker.errors import ConfigError
+from stoker.providers._adapter import AdapterOptions
 from stoker.providers.openai import QUIRKS, OpenAIProvider, ServerQuirks
 from stoker.providers.retry import RetryPolicy
 from stoker.wire.dialects import llamacpp_chat, openrouter
@@ -55,28 +56,16 @@ class _KeyedProvider(OpenAIProvider):
     KEY_ENV: ClassVar[str]
     FAMILIES: tuple[str, ...]
 
-    def __init__(
-        self,
-        *,
-        api_key: str,
-        base_url: str | None = None,
-        retry: RetryPolicy | None = None,
-        clock: Clock | None = None,
-        key_env: str | None = None,
-        prices: PriceBook | None = None,
-    ) -> None:
-        key_env = key_env or self.KEY_ENV
+    def __init__(self, *, api_key: str, **options: Unpack[AdapterOptions]) -> None:
+        key_env = options["key_env"] = options.get("key_env") or self.KEY_ENV
+        options["base_url"] = options.get("base_url") or self.URL
         super().__init__(
             api_key=_own_key(api_key, self.NAME, key_env),
             api="chat",
-            base_url=base_url or self.URL,
             name=self.NAME,
             quirks=self.SERVER_QUIRKS,
-            retry=retry,
-            clock=clock,
-            key_env=key_env,
-            prices=prices,
             dialect=self.DIALECT,
+            **options,
         )
 
     def __repr__(self) -> str:

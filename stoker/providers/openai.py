@@ -13,17 +13,15 @@ anything to them, and what to do when they report nothing.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any, Literal
+from typing import Any, Literal, Unpack
 
 import openai
 
 from stoker.cache.models import ModelInfo, fallback_info, known_models, with_prices
-from stoker.cache.prices import PriceBook
-from stoker.clock import Clock
 from stoker.errors import ConfigError
+from stoker.providers._adapter import AdapterOptions
 from stoker.providers._sdk import Answer, ClosesClient, LoopBoundClient, Target, send
 from stoker.providers.base import CallContext, Completion
-from stoker.providers.retry import RetryPolicy
 from stoker.wire.dialects import (
     dialect_module,
     openai_chat,
@@ -113,15 +111,11 @@ class OpenAIProvider(ClosesClient):
         *,
         api_key: str | None = None,
         api: Api = "responses",
-        base_url: str | None = None,
         name: str = "openai",
         cache_retention: str | None = None,
         quirks: ServerQuirks | None = None,
-        retry: RetryPolicy | None = None,
-        clock: Clock | None = None,
-        key_env: str = KEY_ENV,
-        prices: PriceBook | None = None,
         dialect: str | None = None,
+        **options: Unpack[AdapterOptions],
     ) -> None:
         if api not in ("chat", "responses"):
             raise ConfigError(f"api must be 'chat' or 'responses', not {api!r}")
@@ -132,17 +126,10 @@ class OpenAIProvider(ClosesClient):
         self.api: Api = api
         self._name = name
         self.cache_retention = cache_retention
-        self.quirks = quirks or QUIRKS["openai" if base_url is None else "generic"]
+        self.quirks = quirks or QUIRKS["openai" if options.get("base_url") is None else "generic"]
         # A compatible API's own Chat dialect (OpenRouter's, DeepSeek's, a local server's).
         self.dialect = dialect
-        super().__init__(
-            api_key=api_key,
-            base_url=base_url,
-            retry=retry,
-            clock=clock,
-            key_env=key_env,
-            prices=prices,
-        )
+        super().__init__(api_key=api_key, **options)
 
     def _start(self) -> None:
         """Without `api_key` (or `base_url`) the SDK finds its own, as `AsyncOpenAI()` does:

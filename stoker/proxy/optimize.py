@@ -83,19 +83,29 @@ def _tools(payload: dict[str, Any], lineage: LineageState, notes: list[str]) -> 
     payload["tools"] = canonical
 
 
-def _anthropic(
-    payload: dict[str, Any],
-    request: Request,
-    lineage: LineageState,
-    info: ModelInfo,
-    policy: CachePolicy,
-    notes: list[str],
-) -> tuple[tuple[Breakpoint, ...], BlockRef | None]:
+@dataclass(slots=True, kw_only=True)
+class _Job:
+    """One request's rewrite: what each dialect's step reads, and the notes it adds."""
+
+    payload: dict[str, Any]
+    request: Request
+    lineage: LineageState
+    info: ModelInfo
+    policy: CachePolicy
+    notes: list[str]
+
+
+def _anthropic(job: _Job) -> tuple[tuple[Breakpoint, ...], BlockRef | None]:
+    payload, notes = job.payload, job.notes
     theirs = read(payload)
     strip(payload)
     thinking = (payload.get("thinking") or {}).get("type") == "enabled"
     planned = plan(
-        info, request.messages, previous=lineage.rolling, policy=policy, thinking=thinking
+        job.info,
+        job.request.messages,
+        previous=job.lineage.rolling,
+        policy=job.policy,
+        thinking=thinking,
     )
     place(payload, planned.breakpoints)
     mine = set(planned.breakpoints)
@@ -104,30 +114,22 @@ def _anthropic(
     return planned.breakpoints, planned.rolling
 
 
-def _openai(
-    payload: dict[str, Any],
-    request: Request,
-    lineage: LineageState,
-    info: ModelInfo,
-    policy: CachePolicy,
-    shards: KeyShards,
-    at: float,
-    notes: list[str],
-) -> None:
+def _openai(job: _Job, shards: KeyShards, at: float) -> None:
+    payload, lineage, prefix = job.payload, job.lineage, job.request.prefix
     if "prompt_cache_key" not in payload:
         if lineage.cache_key is None:
-            routed = info.regime == "L"
-            slot = shards.slot(request.prefix, at, routed=routed)
-            lineage.cache_key = cache_key(request.prefix.with_params(cache_slot=slot), lineage.id)
+            routed = job.info.regime == "L"
+            slot = shards.slot(prefix, at, routed=routed)
+            lineage.cache_key = cache_key(prefix.with_params(cache_slot=slot), lineage.id)
             lineage.cache_slot = slot
         payload["prompt_cache_key"] = lineage.cache_key
-        notes.append(f"set prompt_cache_key {lineage.cache_key}")
+        job.notes.append(f"set prompt_cache_key {lineage.cache_key}")
     if lineage.cache_slot is not None:
-        shards.observe(request.prefix.with_params(cache_slot=lineage.cache_slot), at)
-    kept = retention(info, policy.keep_warm)
+        shards.observe(prefix.with_params(cache_slot=lineage.cache_slot), at)
+    kept = retention(job.info, job.policy.keep_warm)
     if kept is not None and "prompt_cache_retention" not in payload:
         payload["prompt_cache_retention"] = kept
-        notes.append(f"set prompt_cache_retention {kept}")
+        job.notes.append(f"set prompt_cache_retention {kept}")
 
 
 def rewrite(
@@ -145,12 +147,15 @@ def rewrite(
     `request` is its parse, whose messages the planner reads."""
     notes: list[str] = []
     _tools(payload, lineage, notes)
+    job = _Job(
+        payload=payload, request=request, lineage=lineage, info=info, policy=policy, notes=notes
+    )
     breakpoints: tuple[Breakpoint, ...] = ()
     rolling = lineage.rolling
     if dialect == "anthropic":
-        breakpoints, rolling = _anthropic(payload, request, lineage, info, policy, notes)
+        breakpoints, rolling = _anthropic(job)
     else:
-        _openai(payload, request, lineage, info, policy, shards, at, notes)
+        _openai(job, shards, at)
     prefix = request.prefix
     tools = payload.get("tools")
     if isinstance(tools, list) and dialect == "anthropic" and lineage.tools_memo is not None:

@@ -16,7 +16,8 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any, Protocol, Self
 
-from stoker.errors import SessionNotFound, StoreError
+from stoker.errors import StoreError
+from stoker.store._sql import Op
 from stoker.store.event_ops import ops_for, title
 from stoker.store.fleet_log import FleetLog
 from stoker.store.gateway_log import STARTED, GatewayLog
@@ -32,8 +33,6 @@ from stoker.wire.messages import Message, UserMessage, message_from_dict
 from stoker.wire.prefix import Prefix
 from stoker.wire.record import CacheRecord
 from stoker.wire.stored import SessionSummary, StoredSession
-
-Op = tuple[str, tuple[Any, ...]]
 
 
 @dataclass(slots=True)
@@ -152,10 +151,8 @@ class SqlEventStore(ProxyLog, PlatformLog, GatewayLog, FleetLog):
         return ops_for(event, config, header=header)
 
     async def _config(self, session_id: str) -> dict[str, Any]:
-        rows = await self._read("SELECT config FROM sessions WHERE id = ?", (session_id,))
-        if not rows:
-            raise SessionNotFound(session_id)
-        return json.loads(rows[0][0])  # type: ignore[no-any-return]
+        row = await self._session_row("SELECT config FROM sessions WHERE id = ?", session_id)
+        return json.loads(row[0])  # type: ignore[no-any-return]
 
     async def emit(self, event: Event, *, idempotency_key: str | None = None) -> None:
         """Commit one event; when this returns, the event is durable.
@@ -217,14 +214,12 @@ class SqlEventStore(ProxyLog, PlatformLog, GatewayLog, FleetLog):
         return await self._load(session_id, epoch=None)
 
     async def _load(self, session_id: str, *, epoch: int | None) -> StoredSession:
-        rows = await self._read(
+        row = await self._session_row(
             "SELECT role, parent_id, root_id, created_at, prefix, config, last_record, "
             "declared_break, last_turn_at FROM sessions WHERE id = ?",
-            (session_id,),
+            session_id,
         )
-        if not rows:
-            raise SessionNotFound(session_id)
-        role, parent_id, root_id, created_at, prefix, config, last_record, pending, turned = rows[0]
+        role, parent_id, root_id, created_at, prefix, config, last_record, pending, turned = row
         settings = json.loads(config)
         messages, used, epochs = await self._own_messages(session_id, epoch=epoch)
         writes = await self._read(

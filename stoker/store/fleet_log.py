@@ -16,9 +16,8 @@ order, so a cursor on ids would skip some. The reader drops what it has already 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
-Op = tuple[str, tuple[Any, ...]]
+from stoker.store._sql import SqlAccess
 
 NoteRow = tuple[str, str, float, str, int, str, float, float]
 """(kind, digest, at, scope, shard, session, live_for, units)."""
@@ -26,14 +25,8 @@ NoteRow = tuple[str, str, float, str, int, str, float, float]
 _COLUMNS = "kind, digest, at, scope, shard, session, live_for, units"
 
 
-class FleetLog:
+class FleetLog(SqlAccess):
     """What the SQL store offers the replicas' fleet sync. Mixed into `SqlEventStore`."""
-
-    async def _write(self, ops: Sequence[Op]) -> None:
-        raise NotImplementedError
-
-    async def _read(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-        raise NotImplementedError
 
     async def add_fleet_notes(
         self, holder: str, first_seq: int, notes: Sequence[NoteRow], *, written_at: float

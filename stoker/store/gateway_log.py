@@ -10,43 +10,29 @@ background work, and which session a client's resent history continues.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
-from typing import Any
 
-from stoker.errors import SessionNotFound
-
-Op = tuple[str, tuple[Any, ...]]
+from stoker.store._sql import SqlAccess
 
 STARTED = ""  # an idempotency key whose turn began and has no response yet
 
 
-class GatewayLog:
+class GatewayLog(SqlAccess):
     """What the SQL store offers the gateway. Mixed into `SqlEventStore`."""
-
-    async def _write(self, ops: Sequence[Op]) -> None:
-        raise NotImplementedError
-
-    async def _read(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-        raise NotImplementedError
 
     async def head(self, session_id: str) -> tuple[str | None, int]:
         """(owner, last event number) in one query: how a process notices that another
         one wrote to a session since it last looked."""
-        rows = await self._read(
+        owner, last = await self._session_row(
             "SELECT s.owner, (SELECT COALESCE(MAX(seq), 0) FROM events WHERE session_id = s.id) "
             "FROM sessions s WHERE s.id = ?",
-            (session_id,),
+            session_id,
         )
-        if not rows:
-            raise SessionNotFound(session_id)
-        return rows[0][0], int(rows[0][1])
+        return owner, int(last)
 
     async def owner(self, session_id: str) -> str | None:
         """Who owns a session (None for sessions made outside the gateway)."""
-        rows = await self._read("SELECT owner FROM sessions WHERE id = ?", (session_id,))
-        if not rows:
-            raise SessionNotFound(session_id)
-        return rows[0][0]  # type: ignore[no-any-return]
+        row = await self._session_row("SELECT owner FROM sessions WHERE id = ?", session_id)
+        return row[0]  # type: ignore[no-any-return]
 
     async def idempotent_response(self, session_id: str, key: str) -> str | None:
         """The response stored for a retried request with this idempotency key, if any;

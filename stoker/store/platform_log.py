@@ -14,11 +14,9 @@ from __future__ import annotations
 
 import secrets
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
-Op = tuple[str, tuple[Any, ...]]
+from stoker.store._sql import SqlAccess
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -30,14 +28,8 @@ class PendingUpdate:
     body: str  # the update as the platform sent it (JSON)
 
 
-class PlatformLog:
+class PlatformLog(SqlAccess):
     """What the SQL store offers the platform layer. Mixed into `SqlEventStore`."""
-
-    async def _write(self, ops: Sequence[Op]) -> None:
-        raise NotImplementedError
-
-    async def _read(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-        raise NotImplementedError
 
     async def accept_update(self, platform: str, key: str, *, chat: str, body: str) -> bool:
         """Commit an inbound update; False when it was seen before (by any process)."""

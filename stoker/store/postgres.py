@@ -21,7 +21,8 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
 
 from stoker.errors import ConcurrentWrite, StoreError
-from stoker.store.base import Op, SqlEventStore, StoreStats
+from stoker.store._sql import Op
+from stoker.store.base import SqlEventStore, StoreStats
 from stoker.store.postgres_pool import Connections, PoolSettings
 from stoker.store.schema import VERSION_TABLE
 

@@ -11,12 +11,11 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from stoker.store._sql import Op, SqlAccess
 from stoker.store.codec import dumps
 from stoker.wire.blocks import valid_text
 from stoker.wire.exchange import Exchange, LineageSummary
 from stoker.wire.record import CacheRecord
-
-Op = tuple[str, tuple[Any, ...]]
 
 _CALL_COLUMNS = (
     "lineage_id, seq, tenant, dialect, path, mode, purpose, model, started_at, duration, "
@@ -131,17 +130,11 @@ def _exchange(row: tuple[Any, ...], parent: str | None, title: str) -> Exchange:
     )
 
 
-class ProxyLog:
+class ProxyLog(SqlAccess):
     """What the SQL store offers the proxy: write one exchange, read lineages back.
 
     Mixed into `SqlEventStore`, whose `_write` and `_read` it uses.
     """
-
-    async def _write(self, ops: Sequence[Op]) -> None:
-        raise NotImplementedError
-
-    async def _read(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-        raise NotImplementedError
 
     async def record_exchange(self, exchange: Exchange) -> None:
         """Commit one proxied call (and its lineage's row) in one transaction."""

@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from stoker.errors import StoreError
-from stoker.store.base import Op, SqlEventStore, StoreStats
+from stoker.store._sql import Op
+from stoker.store.base import SqlEventStore, StoreStats
 
 T = TypeVar("T")
 

@@ -34,16 +34,25 @@ from stoker.wire.canonical import canonical_json
 
 NAME_PATTERN = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 """What both Anthropic and OpenAI accept as a tool name."""
+NAME_RULE = (
+    "use 1 to 64 characters among letters, digits, '_' and '-' (it is the name the model "
+    "sees and calls)"
+)
+
+
+def matching(
+    name: object, pattern: re.Pattern[str], *, what: str, rule: str, error: type[Exception]
+) -> str:
+    """`name` if it is a string `pattern` matches whole, else `error` saying the `rule`:
+    the one check behind tool and skill names, which differ only in their rules."""
+    if not isinstance(name, str) or not pattern.fullmatch(name):
+        raise error(f"invalid {what} {name!r}: {rule}")
+    return name
 
 
 def check_name(name: object) -> str:
     """Return `name` if providers accept it as a tool name, else raise ToolError."""
-    if not isinstance(name, str) or not NAME_PATTERN.fullmatch(name):
-        raise ToolError(
-            f"invalid tool name {name!r}: use 1 to 64 characters among letters, digits, "
-            "'_' and '-' (it is the name the model sees and calls)"
-        )
-    return name
+    return matching(name, NAME_PATTERN, what="tool name", rule=NAME_RULE, error=ToolError)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

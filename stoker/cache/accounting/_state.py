@@ -182,38 +182,55 @@ class StoreSettings(Protocol):
 
 
 S = TypeVar("S", bound=StoreSettings)
+SettingsT = TypeVar("SettingsT")
+StateT = TypeVar("StateT")
 
 
-class ScopedAccountant(Generic[S]):
-    """The entries an accountant keeps per isolation scope (a workspace, an organisation),
-    each scope's store made on first use, and the settings they were made with."""
+class PerScope(Generic[SettingsT, StateT]):
+    """An accountant's settings and its state per isolation scope (a workspace, an
+    organisation), each scope's state made by `_open` on first use: scopes share nothing.
 
-    __slots__ = ("_settings", "_stores")
+    `account(..., trusted=True)` means the caller never mutates the payload's dicts once
+    passed (true of what the dialects render), so parts seen before may be recognized by
+    identity.
+    """
 
-    def __init__(self, settings: S) -> None:
+    __slots__ = ("_scopes", "_settings")
+
+    def __init__(self, settings: SettingsT) -> None:
         self._settings = settings
-        self._stores: dict[str, EntryStore] = {}
+        self._scopes: dict[str, StateT] = {}
 
     @property
-    def settings(self) -> S:
+    def settings(self) -> SettingsT:
         return self._settings
+
+    def reset(self) -> None:
+        """Forget every scope's state."""
+        self._scopes.clear()
+
+    def _scope(self, scope: str) -> StateT:
+        state = self._scopes.get(scope)
+        if state is None:
+            state = self._scopes[scope] = self._open()
+        return state
+
+    def _open(self) -> StateT:
+        raise NotImplementedError
+
+
+class ScopedAccountant(PerScope[S, EntryStore]):
+    """An accountant whose scopes each keep an `EntryStore`."""
+
+    __slots__ = ()
 
     def entries(self, scope: str = "default") -> dict[str, CacheEntry]:
         """A copy of the scope's entries (key -> entry), least recently used first."""
-        store = self._stores.get(scope)
+        store = self._scopes.get(scope)
         return store.snapshot() if store else {}
 
-    def reset(self) -> None:
-        """Forget every entry of every scope."""
-        self._stores.clear()
-
-    def _store(self, scope: str) -> EntryStore:
-        store = self._stores.get(scope)
-        if store is None:
-            s = self._settings
-            store = self._stores[scope] = EntryStore(
-                max_entries=s.max_entries,
-                forget_after=s.forget_after,
-                memo_capacity=s.memo_capacity,
-            )
-        return store
+    def _open(self) -> EntryStore:
+        s = self._settings
+        return EntryStore(
+            max_entries=s.max_entries, forget_after=s.forget_after, memo_capacity=s.memo_capacity
+        )

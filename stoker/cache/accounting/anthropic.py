@@ -109,8 +109,6 @@ class AnthropicAccountant(ScopedAccountant[AnthropicSettings]):
     ) -> CacheOutcome:
         """Reads and writes of a request that starts at `at`; updates the entries.
 
-        `trusted`: the caller never mutates the payload's dicts once passed (true of what
-        the dialects render), so blocks seen before may be recognized by identity.
         Raises `InvalidRequest` for what the API rejects with HTTP 400 (too many
         breakpoints, a 1h breakpoint after a 5m one, markers on thinking or empty text).
         """
@@ -119,7 +117,7 @@ class AnthropicAccountant(ScopedAccountant[AnthropicSettings]):
         if not isinstance(model, str):
             raise InvalidRequest("model: Field required", provider="anthropic")
         info = model_info(model)
-        store = self._store(workspace)
+        store = self._scope(workspace)
         r = render(
             payload,
             info,

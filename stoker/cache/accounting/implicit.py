@@ -25,15 +25,15 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, Protocol, TypeVar
 
 from stoker.cache.accounting._openai_render import Rendered, render
-from stoker.cache.accounting._state import EntryStore, ScopedAccountant
+from stoker.cache.accounting._state import EntryStore, PerScope, ScopedAccountant, SettingsT
 from stoker.cache.accounting.outcome import CacheBreakpoint, CacheOutcome, MissFact, outcome
 from stoker.cache.models import ModelInfo
 from stoker.cache.tokens import tokenizer_for
 from stoker.errors import ConfigError
-from stoker.wire.dialects._chain import DEFAULT_CAPACITY
+from stoker.wire.dialects._chain import DEFAULT_CAPACITY, ChainMemo
 from stoker.wire.usage import Usage
 
 FOREVER = float("inf")
@@ -41,7 +41,7 @@ _READ_FIELDS = ("tools", "messages")  # what the model reads; the rest keys noth
 
 
 def token_stream(
-    payload: dict[str, Any], info: ModelInfo, *, org: str, memo: Any, trusted: bool
+    payload: dict[str, Any], info: ModelInfo, *, org: str, memo: ChainMemo, trusted: bool
 ) -> Rendered:
     """The tools and messages of a Chat body as tokens with keys at every position."""
     body = {k: payload[k] for k in _READ_FIELDS if k in payload}
@@ -112,7 +112,53 @@ class ImplicitSettings:
             raise ConfigError("interval must be positive; recent and build_seconds not negative")
 
 
-class ImplicitAccountant(ScopedAccountant[ImplicitSettings]):
+class _Rendering(Protocol):
+    renders: ChainMemo  # what the scope's requests rendered, for the next to reuse
+
+
+RenderingT = TypeVar("RenderingT", bound=_Rendering)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ChatCall:
+    """A Chat request rendered as a token stream, with what its reuse depends on."""
+
+    r: Rendered
+    payload: dict[str, Any]
+    info: ModelInfo
+    at: float
+    workspace: str
+
+
+class StreamAccountant(PerScope[SettingsT, RenderingT]):
+    """A cache over a Chat body's token stream (the implicit caches, llama.cpp's slots):
+    every such accountant renders the body the same way against its scope's memo and
+    differs only in what it reuses of the stream (`_reuse`)."""
+
+    __slots__ = ()
+
+    def account(
+        self,
+        payload: dict[str, Any],
+        info: ModelInfo,
+        *,
+        at: float,
+        workspace: str = "default",
+        trusted: bool = False,
+    ) -> CacheOutcome:
+        """The tokens a Chat request that starts at `at` reads, and what it leaves cached."""
+        state = self._scope(workspace)
+        r = token_stream(payload, info, org=workspace, memo=state.renders, trusted=trusted)
+        call = ChatCall(r=r, payload=payload, info=info, at=at, workspace=workspace)
+        return self._reuse(call, state)
+
+    def _reuse(self, call: ChatCall, state: RenderingT) -> CacheOutcome:
+        raise NotImplementedError
+
+
+class ImplicitAccountant(
+    ScopedAccountant[ImplicitSettings], StreamAccountant[ImplicitSettings, EntryStore]
+):
     """Entries per workspace and the implicit algorithms over them. Not thread-safe."""
 
     __slots__ = ("_points", "_recent")
@@ -127,19 +173,10 @@ class ImplicitAccountant(ScopedAccountant[ImplicitSettings]):
         self._recent.clear()
         self._points.clear()
 
-    def account(
-        self,
-        payload: dict[str, Any],
-        info: ModelInfo,
-        *,
-        at: float,
-        workspace: str = "default",
-        trusted: bool = False,
-    ) -> CacheOutcome:
-        """Reads (and the free writes) of a Chat request that starts at `at`."""
+    def _reuse(self, call: ChatCall, store: EntryStore) -> CacheOutcome:
+        """Reads, and the free writes."""
         s = self._settings
-        store = self._store(workspace)
-        r = token_stream(payload, info, org=workspace, memo=store.renders, trusted=trusted)
+        r, info, at, workspace = call.r, call.info, call.at, call.workspace
         store.purge(at)
         unit = s.unit or info.unit
         ttl = s.idle_ttl if s.idle_ttl is not None else info.idle_ttl

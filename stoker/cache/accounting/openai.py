@@ -125,11 +125,8 @@ class OpenAIAccountant(ScopedAccountant[OpenAISettings]):
         org: str = "default",
         trusted: bool = False,
     ) -> CacheOutcome:
-        """Reads and writes of a request that starts at `at`; updates the entries.
-
-        `trusted`: the caller never mutates the payload's dicts once passed (true of what
-        the dialects render), so units seen before may be recognized by identity.
-        Raises `InvalidRequest` for a malformed payload or cache option.
+        """Reads and writes of a request that starts at `at` on `api`'s wire format;
+        updates the entries. Raises `InvalidRequest` for a malformed payload or cache option.
         """
         s = self._settings
         model = payload.get("model")
@@ -138,7 +135,7 @@ class OpenAIAccountant(ScopedAccountant[OpenAISettings]):
         info = model_info(model)
         if info.provider != "openai":
             raise InvalidRequest(f"model {model!r} is not an OpenAI model", provider="openai")
-        store = self._store(org)
+        store = self._scope(org)
         grid = (info.regime or "L") == "L"
         r = render(
             payload,

@@ -23,9 +23,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from stoker.cache.accounting._openai_render import Rendered
-from stoker.cache.accounting.implicit import common_prefix, token_stream
+from stoker.cache.accounting.implicit import ChatCall, StreamAccountant, common_prefix
 from stoker.cache.accounting.outcome import CacheBreakpoint, CacheOutcome, MissFact, outcome
-from stoker.cache.models import ModelInfo
 from stoker.errors import ConfigError, InvalidRequest
 from stoker.wire.dialects._chain import DEFAULT_CAPACITY, ChainMemo
 from stoker.wire.usage import Usage
@@ -64,43 +63,21 @@ class _Server:
     evicted: deque[Rendered] = field(default_factory=lambda: deque(maxlen=16))
 
 
-class SlotAccountant:
+class SlotAccountant(StreamAccountant[SlotSettings, _Server]):
     """Slots per workspace (one server each) and llama-server's reuse over them."""
 
-    __slots__ = ("_servers", "_settings")
+    __slots__ = ()
 
     def __init__(self, settings: SlotSettings | None = None) -> None:
-        self._settings = settings or SlotSettings()
-        self._servers: dict[str, _Server] = {}
+        super().__init__(settings or SlotSettings())
 
-    @property
-    def settings(self) -> SlotSettings:
-        return self._settings
+    def _open(self) -> _Server:
+        s = self._settings
+        return _Server(slots=[_Slot() for _ in range(s.slots)], renders=ChainMemo(s.memo_capacity))
 
-    def reset(self) -> None:
-        self._servers.clear()
-
-    def _server(self, workspace: str) -> _Server:
-        server = self._servers.get(workspace)
-        if server is None:
-            s = self._settings
-            server = self._servers[workspace] = _Server(
-                slots=[_Slot() for _ in range(s.slots)], renders=ChainMemo(s.memo_capacity)
-            )
-        return server
-
-    def account(
-        self,
-        payload: dict[str, Any],
-        info: ModelInfo,
-        *,
-        at: float,
-        workspace: str = "default",
-        trusted: bool = False,
-    ) -> CacheOutcome:
+    def _reuse(self, call: ChatCall, server: _Server) -> CacheOutcome:
         """The tokens a request reuses from its slot, and the slot it takes."""
-        server = self._server(workspace)
-        r = token_stream(payload, info, org=workspace, memo=server.renders, trusted=trusted)
+        r, payload = call.r, call.payload
         slot, shared = self._choose(server, r, payload.get("id_slot"))
         reused = 0 if payload.get("cache_prompt", True) is False else min(shared, r.total - 1)
         misses: list[MissFact] = []
@@ -109,7 +86,7 @@ class SlotAccountant:
             misses.append(MissFact(cause="evicted", tokens=lost))
         if slot.prompt is not None and common_prefix(r, slot.prompt) < slot.prompt.total:
             server.evicted.append(slot.prompt)
-        slot.prompt, slot.last_used = r, at
+        slot.prompt, slot.last_used = r, call.at
         usage = Usage(uncached=r.total - reused, read=reused)
         return outcome(
             usage,

@@ -11,10 +11,10 @@ mentions, so `@everyone` or `<@id>` in model output shows and notifies nobody.
 
 from __future__ import annotations
 
-from stoker.platforms.markdown import Markup, convert
-from stoker.platforms.text import FENCE, Fence
+from stoker.platforms.markdown import Markup
+from stoker.platforms.text import FENCE
 
-DISCORD = Markup(
+discord_markdown = Markup(
     open_block=lambda fence: f"{FENCE}{fence.info}\n",
     close_block=lambda fence, end: FENCE + end,
     block_line=lambda line: line,
@@ -22,8 +22,5 @@ DISCORD = Markup(
     code_span=lambda code: f"`{code}`",
     heading=lambda text: f"**{text}**",
 )
-
-
-def discord_markdown(piece: str, fence: Fence | None) -> tuple[str, Fence | None]:
-    """`piece` as a Discord message's content; `fence` is open at its start."""
-    return convert(piece, fence, DISCORD)
+"""Model output as a Discord message's content, a piece at a time: `text.render`'s
+converter."""

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import re
 
-from stoker.platforms.markdown import Markup, convert
-from stoker.platforms.text import FENCE, Fence
+from stoker.platforms.markdown import Markup
+from stoker.platforms.text import FENCE
 
 _ITALIC = re.compile(r"(?<![*\w])\*([^*\n<>|]+?)\*(?![*\w])")
 _BOLD = re.compile(r"\*\*([^*\n<>|]+?)\*\*")
@@ -45,7 +45,7 @@ def _prose(text: str) -> str:
     return "".join(out)
 
 
-SLACK = Markup(
+slack_mrkdwn = Markup(
     open_block=lambda fence: FENCE + "\n",  # no language: Slack would show it as code
     close_block=lambda fence, end: FENCE + end,
     block_line=escape,
@@ -53,8 +53,5 @@ SLACK = Markup(
     code_span=lambda code: f"`{escape(code)}`",
     heading=lambda text: f"*{text}*",
 )
-
-
-def slack_mrkdwn(piece: str, fence: Fence | None) -> tuple[str, Fence | None]:
-    """`piece` as Slack mrkdwn (a message's `text`); `fence` is open at its start."""
-    return convert(piece, fence, SLACK)
+"""Model output as Slack mrkdwn (a message's `text`), a piece at a time: `text.render`'s
+converter."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 import html
 import re
 
-from stoker.platforms.markdown import Markup, convert
+from stoker.platforms.markdown import Markup
 from stoker.platforms.text import Fence
 
 # Emphasis never spans a tag (a link's), so no two tags ever overlap.
@@ -43,7 +43,7 @@ def _escape(text: str) -> str:
     return html.escape(text, quote=False)
 
 
-TELEGRAM = Markup(
+telegram_html = Markup(
     open_block=_pre,
     close_block=lambda fence, end: _close(fence),  # the fence's newline is markup too
     block_line=_escape,
@@ -51,8 +51,5 @@ TELEGRAM = Markup(
     code_span=lambda code: f"<code>{_escape(code)}</code>",
     heading=lambda text: f"<b>{text}</b>",
 )
-
-
-def telegram_html(piece: str, fence: Fence | None) -> tuple[str, Fence | None]:
-    """`piece` as Telegram HTML (parse_mode="HTML"); `fence` is open at its start."""
-    return convert(piece, fence, TELEGRAM)
+"""Model output as Telegram HTML (parse_mode="HTML"), a piece at a time: `text.render`'s
+converter."""

@@ -146,14 +146,13 @@ class Families:
                 payload, at=at, workspace=workspace, session_header=header, trusted=trusted
             )
             return routed.outcome, {"provider": routed.endpoint}
+        accountant: ImplicitAccountant | SlotAccountant
         if dialect == "deepseek_chat":
             accountant = self.deepseek
         elif dialect == "vllm_chat":
             accountant = self.vllm
         else:
-            return self.llamacpp.account(
-                payload, info, at=at, workspace=workspace, trusted=trusted
-            ), {}
+            accountant = self.llamacpp
         return accountant.account(payload, info, at=at, workspace=workspace, trusted=trusted), {}
 
     def response(
