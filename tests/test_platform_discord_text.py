@@ -21,6 +21,18 @@ def test_messages_stay_within_the_limit(text: str, limit: int) -> None:
         assert utf16_length(message) <= limit
 
 
+def test_a_long_language_is_cut_and_every_message_keeps_room_for_the_code() -> None:
+    """The language a model writes after a fence is repeated in every message the block
+    spans: kept to its first 16 characters, it leaves each message room for code."""
+    code = "\n".join(f"line {n}" for n in range(40))
+    messages = render(f"```{'x' * 300}\n{code}\n```", 64, discord_markdown)
+    assert all(m.startswith(f"```{'x' * 16}\n") and len(m) <= 64 for m in messages)
+    # the rest of the overlong fence line (it was split) comes first, as code
+    assert (
+        "".join(m.split("\n", 1)[1].removesuffix("```") for m in messages).rstrip().endswith(code)
+    )
+
+
 @given(text=st.text(alphabet="ab *_~`#&<>@é😀\n", max_size=600), limit=st.integers(64, 200))
 def test_text_outside_code_survives_as_written(text: str, limit: int) -> None:
     """Discord reads Markdown itself: every character arrives, in order (whitespace at

@@ -14,7 +14,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from stoker.platforms.text import FENCE, Fence
+from stoker.platforms.text import FENCE, INFO_MAX, Fence
 
 _CODE = re.compile(r"`([^`\n]+)`")
 _HEADING = re.compile(r"^#{1,6} +(.+)$")
@@ -47,7 +47,7 @@ class Markup:
             end = line[len(body) :]
             if body.lstrip(" ").startswith(FENCE):
                 if fence is None:
-                    fence = Fence(info=body.lstrip(" ")[3:].strip())
+                    fence = Fence(info=body.lstrip(" ")[3:].strip()[:INFO_MAX])
                     out.append(self.open_block(fence))
                 else:
                     out.append(self.close_block(fence, end))

@@ -16,6 +16,10 @@ from dataclasses import dataclass
 Measure = Callable[[str], int]
 FENCE = "```"
 MIN_LIMIT = 64  # below this a fence's markup alone may not fit
+INFO_MAX = 16
+"""A fence's info string (its language) as far as it is kept: a model may write any
+length there, and every message the fence spans repeats it, so the longest opening and
+closing markup plus a character must still fit in `MIN_LIMIT`."""
 
 
 def utf16_length(text: str) -> int:

@@ -22,7 +22,7 @@ _LINK = re.compile(r"\[([^\]\n<>]+)\]\((https?://[^\s)\"<>]+)\)")
 
 
 def _pre(fence: Fence) -> str:
-    lang = re.sub(r"[^\w+#.-]", "", fence.info)[:32]
+    lang = re.sub(r"[^\w+#.-]", "", fence.info)
     return f'<pre><code class="language-{lang}">' if lang else "<pre>"
 
 
