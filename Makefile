@@ -3,16 +3,29 @@ VENV   ?= .venv
 PYTHON ?= python3
 BIN     = $(VENV)/bin
 STAMP   = $(VENV)/.installed
+SHELL   = /bin/bash
 
 .PHONY: run test lint docs fmt bench clean
 
-$(STAMP): pyproject.toml
-	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
-	touch $(STAMP)
+CORE    = $(VENV)/.core
+PIP     = $(BIN)/python -m pip --disable-pip-version-check --no-input
 
-run: $(STAMP)
+# `make run` needs only the core (the library, the simulator, SQLite): a short install.
+$(CORE): pyproject.toml
+	@test -x $(BIN)/python || { echo "==> creating $(VENV) with $$($(PYTHON) --version)"; $(PYTHON) -m venv $(VENV); }
+	@echo "==> installing stoker and its core dependencies into $(VENV) (the first time only)"
+	@$(PIP) install -e . | { grep -E '^(Collecting|Successfully)' || true; }; test $${PIPESTATUS[0]} -eq 0
+	@$(BIN)/python -c "import stoker" && touch $(CORE)
+
+# `make test` needs every extra and the development tools: a longer install, once.
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || { echo "==> creating $(VENV) with $$($(PYTHON) --version)"; $(PYTHON) -m venv $(VENV); }
+	@echo "==> installing every extra and the development tools into $(VENV) (the first time only)"
+	@$(PIP) install --quiet --upgrade pip
+	@$(PIP) install -e '.[dev]' | { grep -E '^(Collecting|Successfully)' || true; }; test $${PIPESTATUS[0]} -eq 0
+	@$(BIN)/python -c "import stoker, starlette, pytest" && touch $(STAMP) $(CORE)
+
+run: $(CORE)
 	$(BIN)/stoker demo
 
 lint: $(STAMP)

@@ -5,7 +5,8 @@ what went wrong and what to do about it.
 
     StokerError
     ├── ConfigError              bad settings or arguments
-    │   └── UnknownPrice         no price for a model: says which file to add it to
+    │   ├── UnknownPrice         no price for a model: says which file to add it to
+    │   └── MissingExtra         an optional part is not installed: says which extra brings it
     ├── WireError                a payload or stored value that does not parse
     ├── ProviderError            a provider call failed
     │   ├── InvalidRequest       the provider (or the sim) rejected the request (HTTP 400)
@@ -61,6 +62,21 @@ class UnknownPrice(ConfigError):
         )
         self.model = model
         self.path = path
+
+
+class MissingExtra(ConfigError, ImportError):
+    """An optional part of Stoker is used but its extra is not installed. Also an
+    `ImportError`, so code that treats a missing optional module as absent still does."""
+
+    def __init__(self, extra: str, what: str, missing: str) -> None:
+        super().__init__(
+            f"{what} needs the {extra!r} extra ({missing} is not installed): "
+            f"pip install 'stoker[{extra}]'"
+        )
+        self.extra = extra
+        self.what = what
+        self.missing = missing
+        self.name = missing
 
 
 class WireError(StokerError):

@@ -23,8 +23,13 @@ import http
 import logging
 from typing import Any
 
-import httptools
-import uvicorn
+from stoker.errors import MissingExtra
+
+try:
+    import httptools
+    import uvicorn
+except ImportError as exc:  # the server stack is an extra: the core has no server
+    raise MissingExtra("server", "serving HTTP", exc.name or "uvicorn") from exc
 from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol

@@ -23,6 +23,7 @@ ARCHITECTURE = ROOT.parent / "docs" / "architecture.md"
 # Lower number = lower layer. A module may import its own package or any lower layer.
 LAYERS = {
     "errors": 0,
+    "extras": 1,  # which extra brings what: above errors, below everything that needs one
     "clock": 0,
     "lifecycle": 0,
     "config": 0,

@@ -65,12 +65,12 @@ class Installed:
         assert done.returncode == 0, f"{args}:\n{done.stdout}\n{done.stderr}"
         return done
 
-    def pip(self, *args: str) -> None:
+    def pip(self, *args: str, compile: bool = False) -> None:
         """`pip install` into the virtualenv: this interpreter's pip (`--python`), so the
         virtualenv needs none of its own, and no .pyc compiled ahead (that took half the
-        time on a loaded machine; imports compile what they use)."""
+        time on a loaded machine; imports compile what they use) unless `compile`."""
         pip = [sys.executable, "-m", "pip", "--python", str(self.bin / "python"), "install"]
-        self.run(*pip, "--quiet", "--no-compile", *args, timeout=900)
+        self.run(*pip, "--quiet", "--compile" if compile else "--no-compile", *args, timeout=900)
 
 
 def _run(*args: str | Path, cwd: Path = ROOT) -> str:
@@ -115,8 +115,32 @@ def test_the_wheel_and_sdist_hold_the_package_and_pass_twine(built: Built) -> No
     assert out.count("PASSED") == 2, out
 
 
+def _footprint(venv: Path, python: str) -> tuple[float, list[str]]:
+    """The virtualenv's size in MB (its files, links not followed) and the distributions
+    in it. Made `--without-pip`, it holds only what `pip install stoker` brought."""
+    size = sum(p.lstat().st_size for p in venv.rglob("*") if p.is_file() and not p.is_symlink())
+    names = subprocess.run(
+        [
+            python,
+            "-c",
+            "import importlib.metadata as m; print(*sorted({d.name.lower() "
+            "for d in m.distributions()}), sep='\\n')",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    ).stdout.split()
+    return size / 1e6, names
+
+
+# The core install's budget (issue 38): the library, the CLI's local commands, the
+# simulator and SQLite. The README quotes the figures this test prints.
+CORE_MB, CORE_PACKAGES = 100, 25
+
+
 def test_the_wheel_works_in_a_fresh_virtualenv_with_and_without_extras(
-    built: Built, tmp_path: Path
+    built: Built, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """One test, so that a parallel run installs once: pip takes most of its time."""
     _run(sys.executable, "-m", "venv", "--without-pip", tmp_path / "venv")
@@ -124,14 +148,21 @@ def test_the_wheel_works_in_a_fresh_virtualenv_with_and_without_extras(
     home.mkdir()
     fresh = Installed(bin=tmp_path / "venv" / "bin", home=home, wheel=built.wheel)
     python, stoker = str(fresh.bin / "python"), str(fresh.bin / "stoker")
-    fresh.pip(str(built.wheel))  # no extras; pip resolves the dependencies
+    fresh.pip(str(built.wheel), compile=True)  # no extras, with .pyc files: as users get it
+
+    megabytes, packages = _footprint(tmp_path / "venv", python)
+    with capsys.disabled():
+        print(f"\ncore install: {megabytes:.0f} MB, {len(packages)} packages: {' '.join(packages)}")
+    assert megabytes < CORE_MB, packages
+    assert len(packages) < CORE_PACKAGES, packages
+    heavy = {"starlette", "uvicorn", "aiohttp", "anthropic", "openai", "bpe-openai", "httpx"}
+    assert not heavy & set(packages), heavy & set(packages)
 
     where = fresh.run(python, "-c", "import stoker; print(stoker.__file__)").stdout
     assert where.startswith(str(tmp_path / "venv")), where
     assert fresh.run(stoker, "--version").stdout.startswith("stoker 0.")
     assert "the same tokens without a cache" in fresh.run(stoker, "demo").stdout
-    assert "Usage" in fresh.run(stoker, "sim", "serve", "--help").stdout
-    _sim_serve_answers(fresh)
+    _extras_are_named(fresh)
 
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     example = re.findall(r"```python\n(.*?)```", readme, flags=re.S)[0]
@@ -139,16 +170,55 @@ def test_the_wheel_works_in_a_fresh_virtualenv_with_and_without_extras(
     lines = fresh.run(python, "example.py").stdout.splitlines()
     assert lines[0].startswith("Done. Tool results: 3")
     assert int(lines[-1]) > 1000  # the fork read the parent's prefix
+    # a user's type checker sees the installed package's types (py.typed), strictly
+    mypy = [sys.executable, "-m", "mypy", "--strict", "--python-executable", python]
+    fresh.run(*mypy, "--cache-dir", str(tmp_path / "mypy-cache"), "example.py", timeout=300)
 
     fresh.pip(f"{built.wheel}[{','.join(EXTRAS)}]")
+    assert "Usage" in fresh.run(stoker, "sim", "serve", "--help").stdout
+    _sim_serve_answers(fresh)
     saved = fresh.run(stoker, "demo", "--save").stdout
     (session,) = re.findall(r"stored as session (\S+);", saved)
     fresh.run(stoker, "report", session, "--html", "report.html")
     assert (home / "report.html").stat().st_size > 100_000  # plotly's library inline
     modules = ["psycopg", "psycopg_pool", "mcp", "hypothesis", "plotly", "matplotlib"]
     modules += ["opentelemetry.sdk", "telegram", "slack_sdk", "discord", "google.genai"]
-    modules += ["aiobotocore"]
+    modules += ["aiobotocore", "starlette", "uvicorn", "anthropic", "openai", "bpe_openai"]
     fresh.run(python, "-c", f"import {', '.join(modules)}")
+
+
+def _extras_are_named(fresh: Installed) -> None:
+    """On a core install, what needs an extra says which, in one line, and exits 1."""
+    stoker = str(fresh.bin / "stoker")
+    for args, extra in (
+        (("serve",), "server"),
+        (("proxy",), "server"),
+        (("sim", "serve"), "server"),
+        (("run", "hello", "--provider", "anthropic"), "anthropic"),
+        (("run", "hello", "--model", "gpt-5.6"), "openai"),  # OpenAI's exact tokenizer
+    ):
+        done = subprocess.run(
+            [stoker, *args],
+            cwd=fresh.home,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={**os.environ, "STOKER_HOME": str(fresh.home / "stoker-home")},
+            check=False,
+        )
+        assert done.returncode == 1, (args, done.stdout, done.stderr)
+        assert f"pip install 'stoker[{extra}]'" in done.stderr, (args, done.stderr)
+        assert "Traceback" not in done.stderr, done.stderr
+    code = "import stoker.gateway"
+    done = subprocess.run(
+        [str(fresh.bin / "python"), "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert "MissingExtra" in done.stderr, done.stderr
+    assert "pip install 'stoker[server]'" in done.stderr, done.stderr
 
 
 SDK_CALL = """

@@ -14,7 +14,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-import httpx
+import httpx2
 
 
 def free_port() -> int:
@@ -47,6 +47,6 @@ def child_server(command: list[str], probe: str, *, timeout: float = 30.0) -> It
 
 def _answers(url: str) -> bool:
     try:
-        return httpx.get(url, timeout=1.0).status_code == 200
-    except httpx.TransportError:
+        return httpx2.get(url, timeout=1.0).status_code == 200
+    except httpx2.TransportError:
         return False

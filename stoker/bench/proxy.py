@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import httpx
+import httpx2
 from rich.table import Table
 
 from stoker.bench.cache import SYSTEM, TOOLS, WorkloadModel, hard
@@ -104,7 +104,7 @@ class ProxyFigures:
 class Framework:
     """A client with caching off: builds each body from the whole history, every call."""
 
-    def __init__(self, client: httpx.Client, timings: list[float]) -> None:
+    def __init__(self, client: httpx2.Client, timings: list[float]) -> None:
         self.client = client
         self.timings = timings
         self.history: list[dict[str, Any]] = []
@@ -178,7 +178,7 @@ def _workload(
     timings: list[float] = []
     usage: list[Usage] = []
     headers = {"x-api-key": key, "anthropic-version": "2023-06-01"}
-    with httpx.Client(base_url=url, headers=headers, timeout=60.0) as client:
+    with httpx2.Client(base_url=url, headers=headers, timeout=60.0) as client:
         main = Framework(client, timings)
         main.turn("Audit the service: run 24 steps")
         main.turn("Summarise what you found")
@@ -189,7 +189,7 @@ def _workload(
         usage += main.usage + fork.usage
         if sent is not None:
             sent += [Sent(messages=m, usage=u) for f in (main, fork) for m, u in f.calls()]
-    with httpx.Client(base_url=url, headers=headers, timeout=60.0) as client:  # a new process
+    with httpx2.Client(base_url=url, headers=headers, timeout=60.0) as client:  # a new process
         resumed = Framework(client, timings)
         resumed.history = main.history
         resumed.turn("Fix the first one: run 3 steps")

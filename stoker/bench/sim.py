@@ -20,7 +20,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-import httpx
+import httpx2
 from rich.table import Table
 
 from stoker.bench.children import child_server, free_port
@@ -111,7 +111,7 @@ async def _in_process(dialect: str, history: int, calls: int) -> SimBenchRow:
     return _row(dialect, "in process", history, samples[1:])
 
 
-def _over_http(client: httpx.Client, dialect: str, history: int, calls: int) -> SimBenchRow:
+def _over_http(client: httpx2.Client, dialect: str, history: int, calls: int) -> SimBenchRow:
     module = dialect_module(dialect)
     conversation = _Conversation(dialect, history)
     samples: list[float] = []
@@ -148,7 +148,7 @@ def run_sim_bench(
     if http:
         with (
             sim_serve() as url,
-            httpx.Client(
+            httpx2.Client(
                 base_url=url, headers={"x-api-key": "bench", "authorization": "Bearer bench"}
             ) as client,
         ):

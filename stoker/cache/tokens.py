@@ -27,6 +27,7 @@ from typing import Any, Protocol
 
 from stoker.cache import media_tokens as media
 from stoker.cache.models import ModelInfo
+from stoker.extras import require
 from stoker.wire.blocks import (
     Block,
     DocumentBlock,
@@ -199,6 +200,9 @@ def tokenizer_named(name: str) -> Tokenizer:
         return ESTIMATE
     if name not in ENCODINGS:
         raise ValueError(f"unknown tokenizer {name!r}: expected 'estimate' or one of {ENCODINGS}")
+    # The encodings are 75 MB: they come with the `openai` extra, beside the SDK of the
+    # only provider that counts with them, not with every install of the library.
+    require("openai", f"counting tokens with OpenAI's {name} encoding", ("bpe_openai",))
     return Bpe(name)
 
 

@@ -9,10 +9,6 @@ from pathlib import Path
 
 import typer
 
-from stoker.bench import resume as resume_bench
-from stoker.bench.firstturn import firstturn_table, run_firstturn
-from stoker.bench.overhead import overhead_table, run_overhead
-from stoker.bench.sim import run_sim_bench, sim_table
 from stoker.cli.chat import chat
 from stoker.cli.errors import Commands, fail
 from stoker.cli.models import models
@@ -33,8 +29,6 @@ from stoker.cli.sessions import sessions_app
 from stoker.cli.settings import settings
 from stoker.cli.sim import sim_app
 from stoker.config import DEFAULT_MODEL, DEFAULT_PROVIDER
-from stoker.demo import run_demo
-from stoker.run import run_once
 
 app = command_group(
     "Stoker: an agent runtime that keeps the provider's prompt cache warm.", cls=Commands
@@ -83,6 +77,8 @@ def demo(
     """Run a demo session on the simulator.
 
     Six tool-using turns with background reviews, each call shown with its cache effect."""
+    from stoker.demo import run_demo
+
     report = asyncio.run(run_demo(database=settings(db=db).database if save else None))
     rows = [(r.label, str(r.turn) if r.turn else "-", r.record) for r in report.rows]
     console.print(
@@ -124,6 +120,8 @@ def run(
     """Run one turn with the workspace tools.
 
     Prints the answer, the tools that ran, and each provider call's cache effect."""
+    from stoker.run import run_once
+
     turn = asyncio.run(
         run_once(
             prompt,
@@ -146,6 +144,8 @@ def bench_overhead(
     """Framework CPU time per turn.
 
     The sim model at 0 ms, at 10, 100 and 1,000 messages of history."""
+    from stoker.bench.overhead import overhead_table, run_overhead
+
     console.print(overhead_table(run_overhead(turns=turns)))
 
 
@@ -156,6 +156,8 @@ def bench_sim(
     """The simulator's time per call.
 
     At 10, 100 and 1,000 messages, in process and over HTTP."""
+    from stoker.bench.sim import run_sim_bench, sim_table
+
     console.print(sim_table(run_sim_bench(calls=calls)))
 
 
@@ -171,6 +173,8 @@ def bench_resume(
     """Time to resume a stored session.
 
     Sessions of 100, 1,000 and 10,000 events, on SQLite and PostgreSQL."""
+    from stoker.bench import resume as resume_bench
+
     console.print(resume_bench.resume_table(resume_bench.run(runs=runs, postgres=postgres)))
     if not postgres:
         console.print("[dim]PostgreSQL not measured: pass --postgres DSN[/]")
@@ -270,6 +274,8 @@ def bench_firstturn(runs: int = typer.Option(10, help="Sessions measured per cas
     """First-turn latency with a warm and a cold toolkit cache.
 
     The toolkit fetch takes 200 ms."""
+    from stoker.bench.firstturn import firstturn_table, run_firstturn
+
     console.print(firstturn_table(asyncio.run(run_firstturn(runs=runs))))
 
 

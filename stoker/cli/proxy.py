@@ -14,6 +14,7 @@ from stoker.cli.render import console
 from stoker.cli.report import report_files, show
 from stoker.cli.settings import settings
 from stoker.errors import StokerError
+from stoker.extras import require
 from stoker.proxy.report import proxy_report
 from stoker.report.build import Report
 from stoker.report.output import report_json
@@ -36,6 +37,7 @@ def proxy(
 
     Each call is stored with its cache effect; --optimize also rewrites requests for
     the cache."""
+    require("server", "stoker proxy")
     from stoker.http_server import run
     from stoker.proxy import ProxyConfig, create_app
     from stoker.proxy.recorder_process import RecorderProcess

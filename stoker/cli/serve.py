@@ -18,6 +18,7 @@ from stoker.cli.errors import fail
 from stoker.cli.options import AsJson, Db
 from stoker.cli.render import console
 from stoker.config import DEFAULT_LIMITS
+from stoker.extras import require
 from stoker.toolsets.workspace import WORKSPACE_SYSTEM
 
 # Printed as plain text (rich would read `[[users]]` as markup and swallow it), on
@@ -118,7 +119,7 @@ def serve(
     [memory] directory = "memory" gives each user their own memory, saved by a
     background review every review_every turns and read by their next session.
     """
-
+    require("server", "stoker serve")
     from stoker import gateway
     from stoker.platforms.config import load_platforms
     from stoker.platforms.registry import build_bridges
@@ -174,6 +175,7 @@ def bench_gateway(
     On loopback with the simulator at 0 ms: lost messages, per-session order, throughput
     and the gateway's added latency; or, with --workload fleet, one agent's fresh sessions
     over replicas."""
+    require("server", "stoker bench gateway")
     from stoker.bench.gateway import gateway_table, run_gateway_bench
     from stoker.gateway.local import local_gateway
 

@@ -6,6 +6,7 @@ import typer
 
 from stoker.cli.options import command_group
 from stoker.cli.render import console
+from stoker.extras import require
 from stoker.providers.sim.engine import SimEngine
 from stoker.providers.sim.model import ScriptedModel
 
@@ -29,6 +30,7 @@ def serve_command(
 
     Anthropic Messages, OpenAI Chat Completions and Responses, Bedrock, OpenRouter,
     DeepSeek, vLLM, llama.cpp and Gemini, each with real cache accounting."""
+    require("server", "stoker sim serve")
     from stoker.providers.sim.server import serve  # starlette and uvicorn load only here
 
     engine = SimEngine(model=ScriptedModel.from_file(model_script)) if model_script else None

@@ -17,6 +17,10 @@ package; it imports neither (a test keeps the layers pointing down).
     session_settings.py  what one session's agent is made of (defaults + /model, /reasoning)
 """
 
+from stoker.extras import require
+
+require("server", "stoker.gateway")  # one clear error, before the first starlette import
+
 from stoker.gateway.app import create_app
 from stoker.gateway.companion import Companion
 from stoker.gateway.config import GatewayConfig, load_config

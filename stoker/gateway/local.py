@@ -23,7 +23,7 @@ from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 
-import httpx
+import httpx2
 
 from stoker.config import DEFAULT_LIMITS
 from stoker.gateway.auth import TokenTable, token_digest
@@ -139,9 +139,9 @@ def wait_ready(
         if child.poll() is not None:
             raise RuntimeError(f"the gateway exited at start:\n{log.read_text()[-2000:]}")
         try:
-            if httpx.get(url + probe, timeout=1.0).status_code == 200:
+            if httpx2.get(url + probe, timeout=1.0).status_code == 200:
                 return
-        except httpx.TransportError:
+        except httpx2.TransportError:
             pass
         time.sleep(0.05)
     raise RuntimeError(f"the gateway did not answer within {timeout:.0f} s")

@@ -12,7 +12,12 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-import anthropic
+from stoker.errors import MissingExtra
+
+try:
+    import anthropic
+except ImportError as exc:  # the SDK comes with the provider's extra
+    raise MissingExtra("anthropic", "the anthropic provider", "anthropic") from exc
 
 from stoker.cache.models import ModelInfo, fallback_info, with_prices
 from stoker.errors import ConfigError

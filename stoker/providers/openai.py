@@ -15,7 +15,12 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any, Literal, Unpack
 
-import openai
+from stoker.errors import MissingExtra
+
+try:
+    import openai
+except ImportError as exc:  # the SDK comes with the provider's extra
+    raise MissingExtra("openai", "the openai provider", "openai") from exc
 
 from stoker.cache.models import ModelInfo, fallback_info, known_models, with_prices
 from stoker.errors import ConfigError

@@ -11,7 +11,24 @@ records into the report `stoker report` prints, per tree of lineages.
 
 from __future__ import annotations
 
-from stoker.proxy.app import ProxyConfig, create_app
+import importlib
+from typing import TYPE_CHECKING
+
 from stoker.proxy.report import LineageFigures, proxy_report
+
+if TYPE_CHECKING:
+    from stoker.proxy.app import ProxyConfig, create_app
+
+# The server side needs the `server` extra (starlette, aiohttp); the report does not, so
+# `stoker report-proxy` works on a core install and only `stoker proxy` asks for it.
+_LAZY = {"ProxyConfig": "stoker.proxy.app", "create_app": "stoker.proxy.app"}
+
+
+def __getattr__(name: str) -> object:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'stoker.proxy' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)
+
 
 __all__ = ["LineageFigures", "ProxyConfig", "create_app", "proxy_report"]

@@ -30,8 +30,13 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-import aiohttp
-from starlette.applications import Starlette
+from stoker.errors import MissingExtra
+
+try:
+    import aiohttp
+    from starlette.applications import Starlette
+except ImportError as exc:  # the server stack is an extra: the proxy's report needs none
+    raise MissingExtra("server", "stoker proxy", exc.name or "aiohttp") from exc
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route

@@ -41,7 +41,12 @@ from collections.abc import AsyncIterator, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from starlette.applications import Starlette
+from stoker.errors import MissingExtra
+
+try:
+    from starlette.applications import Starlette
+except ImportError as exc:  # the server stack is an extra: the in-process simulator needs none
+    raise MissingExtra("server", "the simulator's HTTP server", "starlette") from exc
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
