@@ -8,6 +8,7 @@ table both the checks and the docs read; it imports nothing heavier than `import
 
 from __future__ import annotations
 
+import sys
 from importlib.util import find_spec
 
 from stoker.errors import MissingExtra
@@ -31,6 +32,8 @@ EXTRAS: dict[str, tuple[str, ...]] = {
 
 
 def _present(module: str) -> bool:
+    if module in sys.modules:  # imported already, or blocked (None) as a test does
+        return sys.modules[module] is not None
     try:
         return find_spec(module) is not None
     except ModuleNotFoundError:  # a dotted name whose parent package is missing
