@@ -1,4 +1,4 @@
-"""`make docs` fails on any warning.
+"""`make docs` fails on any warning, and the API reference shows the calls Python accepts.
 
 The builds run `scripts/docs_build.py`, the script `make docs` runs, on a copy of the docs
 tree and mkdocs.yml: untouched it builds silently; with a broken `[text][reference]` or a
@@ -9,15 +9,21 @@ counts them.)
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
+import inspect
 import re
 import shutil
 import subprocess
 import sys
+from html import unescape
 from pathlib import Path
 from typing import Any
 
+import griffe
 import pytest
+
+import stoker
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "scripts" / "docs_build.py"
@@ -130,3 +136,61 @@ def test_a_broken_link_fails_the_docs_build_and_is_named(
     failure = done.stderr.split("docs build failed", 1)[1]  # the summary names it
     assert "getting-started.md" in failure
     assert named in failure
+
+
+def test_agent_takes_the_model_positionally() -> None:
+    first, *rest = inspect.signature(stoker.Agent).parameters.values()
+    assert (first.name, first.kind) == ("model", inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    assert {p.kind for p in rest} == {inspect.Parameter.KEYWORD_ONLY}
+
+
+@pytest.mark.slow
+def test_the_reference_shows_agent_called_with_the_model_first(built: Path) -> None:
+    page = (built / "reference" / "agent" / "index.html").read_text(encoding="utf-8")
+    signature = page.split('class="doc-signature', 1)[1].split("</code>", 1)[0]
+    text = " ".join(unescape(re.sub(r"<[^>]+>", "", signature)).split())
+    assert text.startswith('highlight">Agent( model: str, *, provider: Provider = None,'), text[:80]
+
+
+def _documented() -> list[str]:
+    """Every object the API reference renders (`::: path` in docs/reference/)."""
+    return [
+        path
+        for md in sorted((ROOT / "docs" / "reference").glob("*.md"))
+        for path in re.findall(r"^::: (\S+)", md.read_text(encoding="utf-8"), re.MULTILINE)
+    ]
+
+
+def _runtime(path: str) -> Any:
+    module, _, name = path.rpartition(".")
+    try:
+        return getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError):
+        return importlib.import_module(path)
+
+
+def test_the_reference_signatures_are_the_ones_python_accepts() -> None:
+    """What mkdocstrings draws comes from griffe's reading of the source, not from Python:
+    a dataclass with `kw_only=True` and one `field(kw_only=False)` was drawn `Agent(*,
+    model` while Python takes the model positionally. Every rendered class and function
+    must list the parameters, and their kinds, that `inspect.signature` gives."""
+    package = griffe.load(
+        "stoker", search_paths=[str(ROOT)], resolve_aliases=True, resolve_external=False
+    )
+    compared = []
+    for path in _documented():
+        obj = _runtime(path)
+        drawn = package[path.removeprefix("stoker.")]
+        if drawn.is_alias:
+            drawn = drawn.final_target
+        if not (drawn.is_class or drawn.is_function) or getattr(obj, "_is_protocol", False):
+            continue  # modules, values; a Protocol's runtime __init__ is typing's placeholder
+        try:
+            parameters = inspect.signature(obj).parameters.values()
+        except ValueError:  # a class on a builtin's constructor (an exception): nothing to say
+            continue
+        runtime = [(p.name, p.kind.description) for p in parameters]
+        shown = [(p.name, p.kind.value) for p in drawn.parameters if p.name not in ("self", "cls")]
+        assert shown == runtime, path
+        compared.append(path)
+    assert "stoker.agent.agent.Agent" in compared
