@@ -1,5 +1,6 @@
-"""Every code block of the docs site runs or parses (the rules: tests/doc_examples.py), and
-the site builds with `mkdocs build --strict` (`make docs`; `make test` runs it too)."""
+"""Every code block of the docs site runs or parses (the rules: tests/doc_examples.py); that
+the site builds with no warning is `make docs` (`make test` runs it too) and
+tests/test_docs_build.py."""
 
 from __future__ import annotations
 

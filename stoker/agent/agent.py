@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from types import TracebackType
 from typing import Any, Literal
 
@@ -59,7 +59,7 @@ def _sha(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True)
 class Agent(AsyncClosing):
     """What an agent is, not what it has said. Immutable: derive variants with `replace`.
 
@@ -70,7 +70,11 @@ class Agent(AsyncClosing):
     the provider's connections at the end.
     """
 
-    model: str = field(kw_only=False)
+    model: str  # the one positional argument: `Agent("sim:claude-sonnet-4-6", tools=...)`
+    # Every later field is keyword-only. Said with `KW_ONLY` rather than `kw_only=True` on
+    # the class plus `field(kw_only=False)` here: Python read both the same, but the API
+    # reference (griffe) took the class's `kw_only` for every field and showed `Agent(*, model`.
+    _: KW_ONLY
     provider: Provider = field(default=None, compare=False)  # type: ignore[assignment]
     tools: Sequence[Tool | Toolset] = ()  # loose tools, and toolsets always on
     registry: ToolRegistry | None = field(default=None, compare=False)

@@ -27,8 +27,11 @@ from stoker.store import open_store
 def _summary(lineage: LineageReport) -> str:
     u = lineage.usage
     storage = f" · of it storage ${lineage.storage_usd:.5f}" if lineage.storage_usd else ""
+    heading = lineage.title or lineage.root_id
+    # an audited conversation's title is its id: said once
+    session = "" if heading == lineage.root_id else f" · session {escape(lineage.root_id)}"
     return (
-        f"[bold]{escape(lineage.title or lineage.root_id)}[/] · session {lineage.root_id} · "
+        f"[bold]{escape(heading)}[/]{session} · "
         f"{counted(len(lineage.sessions), 'session')} · {counted(len(lineage.calls), 'call')} · "
         f"hit ratio {u.hit_ratio:.1%} · cost {lineage.cost}{storage} · "
         f"no cache {lineage.no_cache_cost} · saved ${lineage.savings_usd:.5f}"

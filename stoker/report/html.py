@@ -139,11 +139,21 @@ def _what_ifs(found: tuple[WhatIf, ...], cls: str) -> str:
     )
 
 
-def _lineage(lineage: LineageReport, index: int) -> str:
+def _lineage(lineage: LineageReport, index: int, *, of_several: bool) -> str:
+    """One tree's section. Its own what-ifs only when the page has other trees: with one,
+    they are the page's "What Stoker would have saved" table, already shown at the top."""
     u = lineage.usage
     calls = f"{len(lineage.calls)} call{'' if len(lineage.calls) == 1 else 's'}"
     roles = ", ".join(
         f"{n} {r}" for r, n in sorted(Counter(s.role for s in lineage.sessions).items())
+    )
+    heading = lineage.title or lineage.root_id
+    # an audited conversation's title is its id: said once
+    session = "" if heading == lineage.root_id else f"session {escape(lineage.root_id)} · "
+    own_what_ifs = (
+        f"<h3>What Stoker would have saved here</h3>{_what_ifs(lineage.what_if, 'what-if')}"
+        if of_several and lineage.what_if
+        else ""
     )
     checked = (
         "The exact accountant, replaying these calls, reproduces every recorded figure."
@@ -152,8 +162,8 @@ def _lineage(lineage: LineageReport, index: int) -> str:
     )
     return (
         f"<section class=lineage id='lineage-{index}' data-root='{escape(lineage.root_id)}'>"
-        f"<h2>{escape(lineage.title or lineage.root_id)}</h2>"
-        f"<p>session {escape(lineage.root_id)} · {roles} · {calls} · "
+        f"<h2>{escape(heading)}</h2>"
+        f"<p>{session}{roles} · {calls} · "
         f"hit ratio {u.hit_ratio:.1%} · cost {escape(str(lineage.cost))} · "
         f"with no cache {escape(str(lineage.no_cache_cost))} · "
         f"saved <span class=saved data-usd='{lineage.savings_usd}'>"
@@ -161,7 +171,7 @@ def _lineage(lineage: LineageReport, index: int) -> str:
         f"{_figure(lineage, div_id=f'chart-{index}', with_library=index == 0)}"
         f"<h3>Sessions</h3>{_sessions(lineage)}"
         f"{_notes(lineage.notes)}"
-        f"<h3>Misses</h3>{_misses(lineage)}{_what_ifs(lineage.what_if, 'what-if')}</section>"
+        f"<h3>Misses</h3>{_misses(lineage)}{own_what_ifs}</section>"
     )
 
 
@@ -195,6 +205,9 @@ def render_html(report: Report) -> str:
             if report.what_if
             else ""
         )
-        + "".join(_lineage(lineage, i) for i, lineage in enumerate(report.lineages))
+        + "".join(
+            _lineage(lineage, i, of_several=len(report.lineages) > 1)
+            for i, lineage in enumerate(report.lineages)
+        )
         + "</body></html>"
     )
