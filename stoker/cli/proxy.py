@@ -12,7 +12,7 @@ from stoker.cli.errors import fail
 from stoker.cli.options import AsJson, Db
 from stoker.cli.render import console
 from stoker.cli.report import report_files, show
-from stoker.cli.settings import settings
+from stoker.cli.settings import reading, settings
 from stoker.errors import StokerError
 from stoker.extras import require
 from stoker.proxy.report import proxy_report
@@ -96,7 +96,7 @@ def report_proxy(
     As `stoker report` tells it: cost, savings, writes against the ideal per lineage,
     what --optimize changed, and each miss with its cause, its fix and what the fix
     saves."""
-    config = settings(db=db)
+    config = reading(db)
 
     async def read() -> Report:
         async with open_store(config.database) as store:
