@@ -6,7 +6,8 @@ what went wrong and what to do about it.
     StokerError
     ├── ConfigError              bad settings or arguments
     │   ├── UnknownPrice         no price for a model: says which file to add it to
-    │   └── MissingExtra         an optional part is not installed: says which extra brings it
+    │   ├── MissingExtra         an optional part is not installed: says which extra brings it
+    │   └── PortInUse            a server's port is taken (by another Stoker server, often)
     ├── WireError                a payload or stored value that does not parse
     ├── ProviderError            a provider call failed
     │   ├── InvalidRequest       the provider (or the sim) rejected the request (HTTP 400)
@@ -22,6 +23,7 @@ what went wrong and what to do about it.
     ├── CompactionError          a history could not be compacted (or not enough to fit)
     ├── OutputError              an answer did not validate as the output type asked for
     ├── StoreError               the session database cannot be used as it is
+    │   ├── DatabaseNotFound     a SQLite file to read from does not exist (and is not created)
     │   ├── SessionNotFound      no session with that id in the store
     │   ├── AmbiguousSessionId   a shortened id that starts more than one session's id
     │   ├── StoreUnavailable     the database cannot be reached now; retry later
@@ -77,6 +79,18 @@ class MissingExtra(ConfigError, ImportError):
         self.what = what
         self.missing = missing
         self.name = missing
+
+
+class PortInUse(ConfigError):
+    """Another process listens on the port a server was to take. `owner` is what may hold
+    it ("stoker serve"), `flag` the option that picks another ("--port")."""
+
+    def __init__(self, host: str, port: int, *, owner: str, flag: str) -> None:
+        super().__init__(
+            f"port {port} on {host} is in use (another {owner}?): pick another with {flag}"
+        )
+        self.host = host
+        self.port = port
 
 
 class WireError(StokerError):
@@ -223,6 +237,21 @@ class CompactionError(StokerError):
 
 class StoreError(StokerError):
     """The database cannot be used as it is (newer schema, unreachable server, ...)."""
+
+
+class DatabaseNotFound(StoreError):
+    """A command that only reads sessions was given a SQLite file that does not exist.
+    Reading never creates a database (a mistyped path would otherwise become an empty
+    one); the commands that store sessions do. `named_by` is where the path came from."""
+
+    def __init__(self, path: str, *, named_by: str = "--db") -> None:
+        super().__init__(
+            f"no session database at {path} (from {named_by}), and reading creates none: "
+            "check the path; a command that stores sessions creates it "
+            f"(`stoker chat --db {path}`, `stoker run --db {path} --session NAME ...`)"
+        )
+        self.path = path
+        self.named_by = named_by
 
 
 class SessionNotFound(StoreError):

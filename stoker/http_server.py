@@ -13,17 +13,32 @@ is served. `HardenedHttpTools` keeps httptools and answers as real servers do:
 Starlette raise `ClientDisconnect` in the handler; that is the client's business, so it
 is one INFO line, and nothing (no 500) is sent after it.
 
+A command that serves (`stoker serve`, `stoker proxy`, `stoker sim serve`) takes its
+port before it says anything, and says it only once the app has started:
+
+    sockets = listen(host, port, owner="stoker serve", port_flag="--port", host_flag="--host")
+    serve(app, sockets, started=lambda: print("serving"))  # in the foreground
+
+`listen` turns what the operating system refuses (a port in use, a port below 1024, an
+address of another machine) into one `ConfigError` that says what to pick instead, and
+`serve` raises a `StokerError` the app's startup raised instead of logging its traceback;
+the CLI prints either as one line.
+
     run(app, host=..., port=...)        # in the foreground, as `uvicorn.run`
     uvicorn.Server(server_config(app))  # for a server in a thread of the caller's
 """
 
 from __future__ import annotations
 
+import errno
 import http
 import logging
+import os
+import socket
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from stoker.errors import MissingExtra
+from stoker.errors import ConfigError, MissingExtra, PortInUse, StokerError
 
 try:
     import httptools
@@ -34,7 +49,16 @@ from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
-__all__ = ["MAX_HEAD_BYTES", "HardenedHttpTools", "QuietDisconnects", "run", "server_config"]
+__all__ = [
+    "MAX_HEAD_BYTES",
+    "HardenedHttpTools",
+    "QuietDisconnects",
+    "base_url",
+    "listen",
+    "run",
+    "serve",
+    "server_config",
+]
 
 log = logging.getLogger(__name__)
 
@@ -192,3 +216,143 @@ def run(app: ASGIApp, **options: Any) -> None:
     """Serve `app` in the foreground until SIGINT or SIGTERM, as `uvicorn.run` does (and
     exits as it does when the server cannot start); `options` as `server_config`'s."""
     uvicorn.run(QuietDisconnects(app), http=HardenedHttpTools, **options)
+
+
+def listen(
+    host: str, port: int, *, owner: str, port_flag: str, host_flag: str
+) -> list[socket.socket]:
+    """Sockets listening on `port` of every address `host` names (one for "127.0.0.1",
+    two for "localhost"), bound as uvicorn binds them, for `serve`. What the system
+    refuses is a `ConfigError` naming the option that fixes it (`port_flag`, `host_flag`);
+    a port in use is `PortInUse`, which guesses another `owner` ("stoker serve") holds it.
+    Port 0 takes a free port (the sockets' `getsockname()` says which)."""
+    if not 0 <= port <= 65535:
+        raise ConfigError(f"{port} is not a port number (1 to 65535): pick one with {port_flag}")
+    try:
+        found = socket.getaddrinfo(
+            host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )
+    except socket.gaierror as exc:
+        raise ConfigError(
+            f"cannot listen on {host!r}: {exc.strerror}; give {host_flag} an address of this "
+            "machine (127.0.0.1 for it alone, 0.0.0.0 for every interface)"
+        ) from None
+    sockets: list[socket.socket] = []
+    try:
+        for family, kind, proto, _, address in dict.fromkeys(found):
+            sock = socket.socket(family, kind, proto)
+            sockets.append(sock)
+            if os.name == "posix":  # as asyncio does: a restart need not wait out TIME_WAIT
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if family == socket.AF_INET6:  # as asyncio does: IPv4 gets a socket of its own
+                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            sock.bind(address)
+            sock.listen()  # a second bind with SO_REUSEADDR fails only here
+            sock.set_inheritable(True)
+    except OSError as exc:
+        for sock in sockets:
+            sock.close()
+        raise _refused(
+            exc, host, port, owner=owner, port_flag=port_flag, host_flag=host_flag
+        ) from None
+    return sockets
+
+
+def base_url(host: str, port: int) -> str:
+    """`http://host:port`, an IPv6 address in brackets."""
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
+def _refused(
+    exc: OSError, host: str, port: int, *, owner: str, port_flag: str, host_flag: str
+) -> ConfigError:
+    if exc.errno == errno.EADDRINUSE:
+        return PortInUse(host, port, owner=owner, flag=port_flag)
+    if exc.errno == errno.EACCES:
+        return ConfigError(
+            f"no permission to listen on port {port} on {host} (ports below 1024 need "
+            f"root): pick a port above 1023 with {port_flag}"
+        )
+    if exc.errno == errno.EADDRNOTAVAIL:
+        return ConfigError(
+            f"cannot listen on {host}: it is not an address of this machine; give "
+            f"{host_flag} 127.0.0.1 (this machine alone) or 0.0.0.0 (every interface)"
+        )
+    return ConfigError(f"cannot listen on port {port} on {host}: {exc.strerror or exc}")
+
+
+class _StartupErrors:
+    """An ASGI app whose lifespan startup, when it raises a `StokerError`, fails without
+    uvicorn logging the traceback: the error is kept in `error` for `serve` to raise."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+        self.error: StokerError | None = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "lifespan":
+            await self.app(scope, receive, send)
+            return
+        failed: list[Message] = []
+
+        async def held(message: Message) -> None:
+            # Starlette sends "startup.failed", with the traceback, before it re-raises.
+            if message["type"] == "lifespan.startup.failed":
+                failed.append(message)
+            else:
+                await send(message)
+
+        try:
+            await self.app(scope, receive, held)
+        except StokerError as exc:
+            if not failed:
+                raise
+            self.error = exc
+            await send({"type": "lifespan.startup.failed", "message": ""})
+            return
+        except BaseException:
+            if failed:
+                await send(failed[0])
+            raise
+        if failed:
+            await send(failed[0])
+
+
+class _Server(uvicorn.Server):
+    """uvicorn's server, calling `started` once the app started and the sockets serve."""
+
+    def __init__(self, config: uvicorn.Config, started: Callable[[], None] | None) -> None:
+        super().__init__(config)
+        self._on_started = started
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets=sockets)
+        if self.started and not self.should_exit and self._on_started is not None:
+            self._on_started()
+
+
+def serve(
+    app: ASGIApp,
+    sockets: Sequence[socket.socket],
+    *,
+    started: Callable[[], None] | None = None,
+    **options: Any,
+) -> None:
+    """Serve `app` on `sockets` (from `listen`) in the foreground until SIGINT or SIGTERM;
+    `started` is called once the app's startup succeeded and the sockets serve (where a
+    command says it is up). A `StokerError` from the app's startup is raised here;
+    another startup failure exits as `uvicorn.run` does (status 3). `options` as
+    `server_config`'s."""
+    guarded = _StartupErrors(app)
+    server = _Server(server_config(guarded, **options), started)
+    try:
+        server.run(sockets=list(sockets))
+    except SystemExit:
+        if guarded.error is not None:
+            raise guarded.error from None
+        raise
+    except KeyboardInterrupt:  # the Ctrl-C that stopped it, which uvicorn raises again
+        pass
+    finally:
+        for sock in sockets:
+            sock.close()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +50,7 @@ def test_chat_then_list_show_export_resume_and_remove(tmp_path: Path) -> None:
 
 
 def test_resume_with_an_unknown_id_is_a_clear_error(tmp_path: Path) -> None:
+    sqlite3.connect(tmp_path / "s.db").close()  # a database, with no session in it
     out = runner.invoke(app, ["chat", "--db", str(tmp_path / "s.db"), "--resume", "nope"], input="")
     assert out.exit_code == 1
     assert "no session 'nope'" in out.output

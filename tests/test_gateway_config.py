@@ -154,6 +154,36 @@ def test_the_default_factory_routes_key_and_base_url_to_the_real_providers() -> 
         default_provider_factory(ProviderRoute(provider="anthropic", model="claude-sonnet-4-6"))
 
 
+def test_the_agent_model_may_name_its_provider_as_the_command_line_does(tmp_path: Path) -> None:
+    path = tmp_path / "gateway.toml"
+
+    def route(agent: str, env: dict[str, str] | None = None) -> tuple[str, str]:
+        path.write_text(f"[agent]\n{agent}\n")
+        defaults = load_config(path, env=env or {}).defaults
+        return defaults.provider, defaults.model
+
+    named = 'model = "anthropic:claude-sonnet-4-6"'
+    assert route(named) == ("anthropic", "claude-sonnet-4-6")
+    assert route('provider = "anthropic"\n' + named) == ("anthropic", "claude-sonnet-4-6")
+    assert route('model = "x"', {"STOKER_GATEWAY_MODEL": "openai:gpt-5.5"}) == (
+        "openai",
+        "gpt-5.5",
+    )
+    bedrock = 'provider = "bedrock"\nmodel = "anthropic.claude-sonnet-4-6-v1:0"'
+    assert route(bedrock) == ("bedrock", "anthropic.claude-sonnet-4-6-v1:0")  # no provider
+    with pytest.raises(ConfigError, match="names the anthropic provider, but provider is 'openai'"):
+        route('provider = "openai"\n' + named)
+
+
+def test_the_default_agent_is_checked_before_anything_is_served(tmp_path: Path) -> None:
+    """`stoker serve` calls `check` before it takes its port: no network, no store."""
+    store = SQLiteStore(tmp_path / "s.db")
+    gateway = Gateway(store=store, defaults=SessionSettings(model="no-such-model"))
+    with pytest.raises(ConfigError, match="unknown model 'no-such-model'"):
+        gateway.check()
+    assert not (tmp_path / "s.db").exists()
+
+
 async def test_a_gateway_with_unusable_defaults_fails_at_start(tmp_path: Path) -> None:
     store = SQLiteStore(tmp_path / "s.db")
     try:

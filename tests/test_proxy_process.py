@@ -154,6 +154,7 @@ def test_the_proxy_command_records_each_call_in_its_child_and_stores_no_key(
     # uvicorn shuts down cleanly, then ends with the signal it caught
     assert proxy.returncode in (0, -signal.SIGTERM), err.decode()
     assert b"Traceback" not in err
+    assert out.startswith(f"Stoker proxy (optimize) on http://127.0.0.1:{port} -> ".encode())
     (calls,) = asyncio.run(_stored(db))
     assert [c.seq for c in calls] == [0, 1]
     assert all(c.record is not None and c.record.usage.input_total > 0 for c in calls)

@@ -298,9 +298,8 @@ def test_report_needs_a_session_or_all(tmp_path: Path) -> None:
     result = runner.invoke(app, ["report"], env={"STOKER_HOME": str(tmp_path)})
     assert result.exit_code == 2
     assert "name one SESSION, or --all" in result.output
-    result = runner.invoke(
-        app, ["report", "nope", "--db", str(tmp_path / "x.db")], env={"STOKER_HOME": str(tmp_path)}
-    )
+    home = {"STOKER_HOME": str(tmp_path), "STOKER_DB": "", "STOKER_DATABASE_URL": ""}
+    result = runner.invoke(app, ["report", "nope"], env=home)  # the default database
     assert result.exit_code == 1
     assert "no session 'nope'" in result.output
 
@@ -365,8 +364,13 @@ def test_an_unwritable_output_is_a_clear_error(tmp_path: Path) -> None:
     for flag, what in (("--html", "HTML report"), ("--png", "PNG chart")):
         result = runner.invoke(
             app,
-            ["report", "--all", "--db", str(tmp_path / "x.db"), flag, str(blocker / "out")],
-            env={"STOKER_HOME": str(tmp_path), "COLUMNS": "300"},
+            ["report", "--all", flag, str(blocker / "out")],
+            env={
+                "STOKER_HOME": str(tmp_path),
+                "STOKER_DB": "",
+                "STOKER_DATABASE_URL": "",
+                "COLUMNS": "300",
+            },
         )
         assert result.exit_code == 1, result.output
         assert f"cannot write the {what} to {blocker / 'out'}" in result.output

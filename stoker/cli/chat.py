@@ -19,7 +19,7 @@ from stoker.agent.session import Session
 from stoker.cli.options import Db, LocalCache, Provider, Workdir
 from stoker.cli.render import console, records_table
 from stoker.cli.sessions import with_store
-from stoker.cli.settings import settings
+from stoker.cli.settings import reading, settings
 from stoker.cli.slash import Chat, answer, message_text, parse, print_clock
 from stoker.clock import Clock
 from stoker.config import DEFAULT_MODEL, DEFAULT_PROVIDER
@@ -149,4 +149,5 @@ def chat(
             await _converse(session, store)
         console.print(f"[dim]resume with: stoker chat --resume {session.id}[/]")
 
-    with_store(settings(db=db), run)
+    # A resume reads what is stored: a mistyped --db is refused, not made (`reading`).
+    with_store(reading(db) if resume is not None else settings(db=db), run)

@@ -24,10 +24,13 @@ def command_group(help_text: str, **settings: Any) -> typer.Typer:
     )
 
 
+# Which commands create a SQLite file that does not exist: stoker.cli.settings says why.
 DB_HELP = (
     "Session database: a path or postgresql:// URL "
     "(default: STOKER_DATABASE_URL, else STOKER_DB, else stoker.db in STOKER_HOME, "
-    "else in the user data dir)."
+    "else in the user data dir). A command that stores sessions creates a missing SQLite "
+    "file; one that only reads refuses a path that does not exist (a typo), except the "
+    "default before its first session, which has no sessions yet."
 )
 PROVIDER_HELP = (
     "sim:, anthropic:MODEL, openai:MODEL, openai-chat:MODEL, bedrock:MODEL_ID, "

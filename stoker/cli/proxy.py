@@ -12,7 +12,7 @@ from stoker.cli.errors import fail
 from stoker.cli.options import AsJson, Db
 from stoker.cli.render import console
 from stoker.cli.report import report_files, show
-from stoker.cli.settings import settings
+from stoker.cli.settings import reading, settings
 from stoker.errors import StokerError
 from stoker.extras import require
 from stoker.proxy.report import proxy_report
@@ -38,12 +38,13 @@ def proxy(
     Each call is stored with its cache effect; --optimize also rewrites requests for
     the cache."""
     require("server", "stoker proxy")
-    from stoker.http_server import run
+    from stoker import http_server
     from stoker.proxy import ProxyConfig, create_app
     from stoker.proxy.recorder_process import RecorderProcess
     from stoker.proxy.routes import upstream_url
 
     host, _, port = listen.rpartition(":")
+    host = host.removeprefix("[").removesuffix("]")  # [::1]:8789
     try:
         target = upstream_url(upstream)
         if not host or not port.isdigit():
@@ -51,6 +52,10 @@ def proxy(
     except StokerError as exc:
         fail(str(exc), code=2)
     database = str(settings(db=db).database)
+    # The port first: a port in use is said before anything is written.
+    sockets = http_server.listen(
+        host, int(port), owner="stoker proxy", port_flag="--listen", host_flag="--listen"
+    )
 
     async def migrate() -> None:  # here, once, before the recorder process opens it
         async with open_store(database) as store:
@@ -59,19 +64,24 @@ def proxy(
     try:
         asyncio.run(migrate())
     except StokerError as exc:
+        for sock in sockets:
+            sock.close()
         fail(str(exc))
     config = ProxyConfig(upstream=target, optimize=optimize)
     app = create_app(config, sink=None, process=RecorderProcess(database))
-    url = f"http://{host}:{port}"
     mode = "optimize" if optimize else "audit"
-    console.print(
-        f"Stoker proxy ({mode}) on {url} -> {target}\n"
-        f"  ANTHROPIC_BASE_URL={url}\n  OPENAI_BASE_URL={url}/v1\n"
-        "  keys pass through to the upstream and are never stored; `stoker report-proxy` "
-        "shows what was recorded",
-        soft_wrap=True,
-    )
-    run(app, host=host, port=int(port), ws="none", lifespan="on", log_level="warning")
+
+    def up() -> None:  # only once the port is ours and the proxy started
+        url = http_server.base_url(host, sockets[0].getsockname()[1])
+        console.print(
+            f"Stoker proxy ({mode}) on {url} -> {target}\n"
+            f"  ANTHROPIC_BASE_URL={url}\n  OPENAI_BASE_URL={url}/v1\n"
+            "  keys pass through to the upstream and are never stored; `stoker report-proxy` "
+            "shows what was recorded",
+            soft_wrap=True,
+        )
+
+    http_server.serve(app, sockets, started=up, ws="none", lifespan="on", log_level="warning")
 
 
 def report_proxy(
@@ -86,7 +96,7 @@ def report_proxy(
     As `stoker report` tells it: cost, savings, writes against the ideal per lineage,
     what --optimize changed, and each miss with its cause, its fix and what the fix
     saves."""
-    config = settings(db=db)
+    config = reading(db)
 
     async def read() -> Report:
         async with open_store(config.database) as store:

@@ -7,11 +7,20 @@ from collections.abc import Iterable
 from rich.console import Console
 from rich.table import Table
 
+from stoker.config import redact_dsn
 from stoker.wire.record import CacheRecord
 
 _probe = Console()
 # Piped output (make run, CI logs) gets a table wide enough to read, not 80 columns.
 console = _probe if _probe.is_terminal else Console(width=120)
+
+
+def no_sessions_yet(database: str) -> str:
+    """What a command that reads sessions says when the database holds none."""
+    return (
+        f"no sessions yet in {redact_dsn(database)}: `stoker chat` stores one as it goes, "
+        "as do `stoker run --session NAME ...` and `stoker demo --save`"
+    )
 
 
 def counted(n: int, noun: str, plural: str = "") -> str:

@@ -14,8 +14,8 @@ from rich.table import Table
 from stoker.cache.prices import PriceBook
 from stoker.cli.errors import fail
 from stoker.cli.options import AsJson, Db
-from stoker.cli.render import console, cost_text, counted
-from stoker.cli.settings import settings
+from stoker.cli.render import console, cost_text, counted, no_sessions_yet
+from stoker.cli.settings import reading, settings
 from stoker.config import Config
 from stoker.errors import StokerError
 from stoker.report.build import LineageReport, Report
@@ -122,7 +122,7 @@ def report(
     Cache reads and writes, cost against no cache, savings and every miss's cost."""
     if (session_id is None) == (not all_):
         fail("name one SESSION, or --all", code=2)
-    config = settings(db=db)
+    config = reading(db)
     written = asyncio.run(
         write_report(
             config,
@@ -133,6 +133,8 @@ def report(
     )
     if as_json:
         typer.echo(report_json(written.report))
+    elif not written.report.lineages:
+        console.print(no_sessions_yet(settings(db=db).database), soft_wrap=True)
     else:
         show(written)
 

@@ -128,7 +128,7 @@ def serve(
     platforms = load_platforms(config, env=os.environ)
     if host:
         settings = dataclasses.replace(settings, host=host)
-    if port:
+    if port is not None:  # 0 too: a free port, which the banner then names
         settings = dataclasses.replace(settings, port=port)
     if db:
         settings = dataclasses.replace(settings, database=db)
@@ -140,11 +140,19 @@ def serve(
             "config as in the example above (`stoker serve --config FILE`), or set "
             "STOKER_GATEWAY_TOKENS=alice=TOKEN."
         )
-    console.print(f"gateway on http://{settings.host}:{settings.port} (dashboard at /ui)")
-    for name in platforms.names:
-        console.print(f"platform: {name}")
+
+    def up(url: str) -> None:  # only once the port is ours and the app started
+        console.print(f"gateway on {url} (dashboard at /ui)")
+        for name in platforms.names:
+            console.print(f"platform: {name}")
+
     # the platforms' bridges run beside the gateway, started and stopped with its app
-    gateway.serve(settings, log_level=log_level, companions=partial(build_bridges, platforms))
+    gateway.serve(
+        settings,
+        log_level=log_level,
+        companions=partial(build_bridges, platforms),
+        started=up,
+    )
 
 
 def bench_gateway(

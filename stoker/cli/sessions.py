@@ -16,8 +16,8 @@ from rich.text import Text
 
 from stoker.cache.pricing import total_cost
 from stoker.cli.options import AsJson, Db, SessionId, command_group
-from stoker.cli.render import console, cost_text, counted
-from stoker.cli.settings import settings
+from stoker.cli.render import console, cost_text, counted, no_sessions_yet
+from stoker.cli.settings import reading, settings
 from stoker.config import Config
 from stoker.errors import SessionNotFound
 from stoker.session_ids import resolve, short_ids
@@ -113,9 +113,12 @@ def list_(
         rows = await store.list_sessions(limit=limit)
         return rows, short_ids([r.id for r in rows], await store.session_ids())
 
-    rows, short = with_store(settings(db=db), listed)
+    rows, short = with_store(reading(db), listed)
     if as_json:
         typer.echo(json.dumps([summary_dict(r, short_id=short[r.id]) for r in rows], indent=2))
+        return
+    if not rows:
+        console.print(no_sessions_yet(settings(db=db).database), soft_wrap=True)
         return
     console.print(sessions_table(rows, short, console.width))
 
@@ -166,7 +169,7 @@ def show(session_id: SessionId, db: Db = None, as_json: AsJson = False) -> None:
     async def view_of(store: SqlEventStore) -> SessionView:
         return await show_session(store, await resolve(store, session_id))
 
-    view = with_store(settings(db=db), view_of)
+    view = with_store(reading(db), view_of)
     if as_json:
         typer.echo(json.dumps(view_dict(view), indent=2, ensure_ascii=False))
         return
@@ -192,7 +195,7 @@ def export(session_id: SessionId, db: Db = None) -> None:
     async def lines(store: SqlEventStore) -> list[str]:
         return await export_session(store, await resolve(store, session_id))
 
-    for line in with_store(settings(db=db), lines):
+    for line in with_store(reading(db), lines):
         typer.echo(line)
 
 
@@ -206,4 +209,4 @@ def remove(session_id: SessionId, db: Db = None) -> None:
             raise SessionNotFound(sid)
         return sid
 
-    console.print(f"removed {with_store(settings(db=db), delete)}")
+    console.print(f"removed {with_store(reading(db), delete)}")

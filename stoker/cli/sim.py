@@ -34,14 +34,16 @@ def serve_command(
     from stoker.providers.sim.server import serve  # starlette and uvicorn load only here
 
     engine = SimEngine(model=ScriptedModel.from_file(model_script)) if model_script else None
-    url = f"http://{host}:{port}"
-    console.print(
-        f"Stoker simulator on {url} (any API key; cache totals at {url}/stats)\n"
-        f"  ANTHROPIC_BASE_URL={url}\n  OPENAI_BASE_URL={url}/v1\n"
-        f"  AWS_ENDPOINT_URL_BEDROCK_RUNTIME={url}\n"
-        f"  OPENROUTER_BASE_URL={url}/openrouter/api/v1\n  DEEPSEEK_BASE_URL={url}/deepseek\n"
-        f"  vLLM: {url}/vllm/v1   llama.cpp: {url}/llamacpp/v1\n"
-        f"  GOOGLE_GEMINI_BASE_URL={url}",
-        soft_wrap=True,
-    )
-    serve(engine, host=host, port=port)
+
+    def up(url: str) -> None:  # only once the port is ours and it answers
+        console.print(
+            f"Stoker simulator on {url} (any API key; cache totals at {url}/stats)\n"
+            f"  ANTHROPIC_BASE_URL={url}\n  OPENAI_BASE_URL={url}/v1\n"
+            f"  AWS_ENDPOINT_URL_BEDROCK_RUNTIME={url}\n"
+            f"  OPENROUTER_BASE_URL={url}/openrouter/api/v1\n  DEEPSEEK_BASE_URL={url}/deepseek\n"
+            f"  vLLM: {url}/vllm/v1   llama.cpp: {url}/llamacpp/v1\n"
+            f"  GOOGLE_GEMINI_BASE_URL={url}",
+            soft_wrap=True,
+        )
+
+    serve(engine, host=host, port=port, started=up)

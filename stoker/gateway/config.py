@@ -6,7 +6,7 @@
 
     [agent]                       # the defaults every new session starts from
     provider = "sim"              # sim | anthropic | openai | openai-compatible | google
-    model = "claude-sonnet-4-6"
+    model = "claude-sonnet-4-6"   # or "anthropic:claude-sonnet-4-6", naming its provider
     api_key_env = "ANTHROPIC_API_KEY"   # keys come from the environment, never the file
     system_file = "prompt.md"     # or system = "..."
     ephemeral_prompt = ""         # a note sent with each user message (not in the prefix)
@@ -89,6 +89,7 @@ from stoker.gateway.approvals import DEFAULT_TIMEOUT
 from stoker.gateway.auth import TokenTable, token_digest
 from stoker.gateway.session_settings import SessionSettings, parse_reasoning
 from stoker.providers.retry import Timeouts
+from stoker.providers.select import KINDS
 from stoker.store.postgres_pool import PoolSettings
 
 
@@ -284,9 +285,14 @@ def load_config(path: str | Path | None, *, env: Mapping[str, str]) -> GatewayCo
             system = _path(base, a.system_file).read_text(encoding="utf-8")
         except OSError as exc:
             raise ConfigError(f"cannot read system_file {a.system_file}: {exc}") from exc
+    provider, model = _provider_and_model(
+        env.get("STOKER_GATEWAY_PROVIDER") or a.provider,
+        env.get("STOKER_GATEWAY_MODEL") or a.model,
+        given=bool(env.get("STOKER_GATEWAY_PROVIDER")) or "provider" in a.model_fields_set,
+    )
     defaults = SessionSettings(
-        provider=env.get("STOKER_GATEWAY_PROVIDER") or a.provider,
-        model=env.get("STOKER_GATEWAY_MODEL") or a.model,
+        provider=provider,
+        model=model,
         base_url=env.get("STOKER_GATEWAY_BASE_URL") or a.base_url,
         api_mode=a.api_mode,
         toolsets=tuple(a.toolsets) if a.toolsets is not None else None,
@@ -354,6 +360,28 @@ def load_config(path: str | Path | None, *, env: Mapping[str, str]) -> GatewayCo
             else None
         ),
     )
+
+
+# The providers a model may name as `stoker run --provider` and `Agent(...)` take them;
+# openai-compatible needs a URL, which is the [agent]'s base_url here.
+_NAMED = frozenset(KINDS) - {"openai-compatible"}
+
+
+def _provider_and_model(provider: str, model: str, *, given: bool) -> tuple[str, str]:
+    """The [agent]'s provider and model, where the model may name its provider as the
+    command line and `Agent(...)` write it ("anthropic:claude-sonnet-4-6"); unless
+    `provider` was `given` as another one, which is a `ConfigError`. A model id with a
+    colon that names no provider (Bedrock's "...-v1:0") is left whole."""
+    kind, sep, name = model.partition(":")
+    if not sep or not name or kind not in _NAMED:
+        return provider, model
+    if given and provider != kind:
+        raise ConfigError(
+            f"[agent] model {model!r} names the {kind} provider, but provider is "
+            f"{provider!r}: write provider = {kind!r} and model = {name!r}, or name no "
+            "provider in the model"
+        )
+    return kind, name
 
 
 def _number(

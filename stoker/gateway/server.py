@@ -25,7 +25,8 @@ from stoker.gateway.companion import Companion
 from stoker.gateway.config import GatewayConfig
 from stoker.gateway.providers import ProviderFactory, factory_for
 from stoker.gateway.service import Gateway
-from stoker.http_server import run, server_config
+from stoker.http_server import base_url, listen, server_config
+from stoker.http_server import serve as http_serve
 from stoker.providers.retry import RetryPolicy
 from stoker.store import open_store
 from stoker.store.base import SqlEventStore
@@ -91,18 +92,33 @@ def build_app(
 
 
 def serve(
-    config: GatewayConfig, *, log_level: str = "info", companions: Companions | None = None
+    config: GatewayConfig,
+    *,
+    log_level: str = "info",
+    companions: Companions | None = None,
+    started: Callable[[str], None] | None = None,
 ) -> None:
     """Run the gateway until SIGTERM or SIGINT: it stops accepting connections, gives the
     requests running then `config.grace` seconds, cancels what is left (writes are
     shielded, session locks released), then gives back its leases and exits.
-    `companions` makes what runs beside it (started and stopped with the app)."""
+    `companions` makes what runs beside it (started and stopped with the app).
+
+    Nothing is bound, and nothing said, until the settings are known to work: the
+    default agent is built first (an unknown model, a provider without its key and an
+    unknown toolset are `ConfigError`s here, with no network call), then the port is
+    taken (`PortInUse` when another process has it), and `started` is called with the
+    base URL only once the app has started and answers."""
     gateway = build_gateway(config)
+    gateway.check()
     app = build_app(config, gateway, companions=companions(gateway) if companions else ())
-    run(
+    sockets = listen(
+        config.host, config.port, owner="stoker serve", port_flag="--port", host_flag="--host"
+    )
+    url = base_url(config.host, sockets[0].getsockname()[1])
+    http_serve(
         app,
-        host=config.host,
-        port=config.port,
+        sockets,
+        started=(lambda: started(url)) if started is not None else None,
         log_level=log_level,
         timeout_graceful_shutdown=math.ceil(config.grace),  # uvicorn takes whole seconds
     )

@@ -377,14 +377,20 @@ class Gateway:
 
     # -- lifecycle -------------------------------------------------------------------------
 
-    async def start(self) -> None:
-        """Fail at start, not at the first request, on settings that cannot work (an
-        unknown model or toolset, a provider without its key); and open the store here,
-        so its migration runs once instead of racing the first burst of requests."""
+    def check(self) -> None:
+        """A `ConfigError` for settings that cannot work (an unknown model or toolset, a
+        provider without its key), found by building the default agent, with no network
+        call: `stoker serve` calls it before it takes its port, `start` again."""
         defaults = self.pool.defaults
         self.pool.agent_for(defaults).info  # noqa: B018 - raises ConfigError when unusable
         if self.pool.registry is not None:
             self.pool.agent_for(defaults).resolved_tools()
+
+    async def start(self) -> None:
+        """Fail at start, not at the first request, on settings that cannot work
+        (`check`); and open the store here, so its migration runs once instead of racing
+        the first burst of requests."""
+        self.check()
         try:
             await self.store.list_sessions(limit=1)
             if self._keep_warm_on:

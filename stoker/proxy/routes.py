@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable
+from urllib.parse import urlsplit
 
 from stoker.errors import ConfigError
 from stoker.wire.dialects import Dialect
@@ -50,12 +51,25 @@ _HOP_BY_HOP = frozenset(
 
 
 def upstream_url(spec: str) -> str:
-    """`anthropic`, `openai`, or an http(s) URL (its origin; the client's path follows)."""
+    """`anthropic`, `openai`, `openrouter`, `deepseek`, or an http(s) URL: a server's
+    origin, or a base path the client's path follows (`http://127.0.0.1:8000/api`). A URL
+    that could never be reached (no host, a port out of range, spaces, a query) is a
+    `ConfigError` here, not a 502 at every call."""
     if spec in UPSTREAMS:
         return UPSTREAMS[spec]
-    if not spec.startswith(("http://", "https://")):
-        names = ", ".join(UPSTREAMS)
-        raise ConfigError(f"--upstream {spec!r}: expected {names} or an http(s) URL")
+    expected = f"expected {', '.join(UPSTREAMS)} or an http(s) URL such as http://127.0.0.1:8000"
+    try:
+        parts = urlsplit(spec)
+        parts.port  # noqa: B018 - raises ValueError for a port out of range
+    except ValueError as exc:
+        raise ConfigError(f"--upstream {spec!r}: {exc}; {expected}") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ConfigError(f"--upstream {spec!r}: {expected}")
+    if parts.query or parts.fragment or any(c.isspace() for c in spec):
+        raise ConfigError(
+            f"--upstream {spec!r}: a URL with no spaces, query or fragment (the client's "
+            f"path and query are added to it); {expected}"
+        )
     return spec.rstrip("/")
 
 

@@ -37,7 +37,7 @@ from __future__ import annotations
 import json
 import logging
 from collections import deque
-from collections.abc import AsyncIterator, Iterable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -367,8 +367,25 @@ def create_app(
     return app
 
 
-def serve(engine: SimEngine | None = None, *, host: str, port: int) -> None:
-    """Serve the simulator in the foreground until interrupted (`stoker sim serve`)."""
-    from stoker.http_server import run  # uvicorn loads only here
+def serve(
+    engine: SimEngine | None = None,
+    *,
+    host: str,
+    port: int,
+    started: Callable[[str], None] | None = None,
+) -> None:
+    """Serve the simulator in the foreground until interrupted (`stoker sim serve`). The
+    port is taken first (`PortInUse` when another process has it); `started` gets the
+    base URL once it answers."""
+    from stoker.http_server import base_url, listen
+    from stoker.http_server import serve as http_serve  # uvicorn loads only here
 
-    run(create_app(engine), host=host, port=port, ws="none", lifespan="off")
+    sockets = listen(host, port, owner="stoker sim serve", port_flag="--port", host_flag="--host")
+    url = base_url(host, sockets[0].getsockname()[1])
+    http_serve(
+        create_app(engine),
+        sockets,
+        started=(lambda: started(url)) if started is not None else None,
+        ws="none",
+        lifespan="off",
+    )
