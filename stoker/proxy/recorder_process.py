@@ -151,6 +151,10 @@ class RecorderProcess:
                 "stoker.proxy.recorder_process",
                 stdin=asyncio.subprocess.PIPE,
                 stdout=asyncio.subprocess.PIPE,
+                # Its own session: a Ctrl-C at the terminal stops the proxy, which closes
+                # the child's input once the calls in flight are recorded; the child does
+                # not die first and leave a "gone" warning on a normal stop.
+                start_new_session=True,
             )
         except OSError as exc:
             self._lost(f"it could not start: {exc}")
