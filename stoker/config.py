@@ -56,6 +56,10 @@ DATABASE_FILE = "stoker.db"
 PRICES_FILE = "prices.toml"
 """The user's price overrides under the Stoker home (`stoker.cache.prices`)."""
 
+SIM_CACHE_FILE = "sim-cache.db"
+"""The embedded simulator's cache entries under the Stoker home, kept between processes
+(`stoker.providers.sim.cache_file`)."""
+
 ENVIRONMENT: Mapping[str, tuple[str, ...]] = MappingProxyType(
     {
         "home": ("STOKER_HOME",),
@@ -231,8 +235,8 @@ _MORE_PROVIDERS = (
 class Config:
     """What the library needs from outside the program, resolved once.
 
-    `home` holds Stoker's files: the default SQLite database, `memory/`, `skills/` and
-    the price overrides (`prices.toml`).
+    `home` holds Stoker's files: the default SQLite database, `memory/`, `skills/`, the
+    price overrides (`prices.toml`) and the simulator's cache (`sim-cache.db`).
     `database` is a SQLite path, `sqlite:///path` or a `postgresql://` DSN (its password
     is masked in the repr). `provider` is a spec (`stoker.providers.select`), `model` the
     model used when the spec names none. The keys are not part of the repr, so a config
@@ -328,6 +332,12 @@ class Config:
         """Prices for models the catalogue lacks, or that the user pays otherwise for
         (read when a provider or a report is built; it need not exist)."""
         return self.home / PRICES_FILE
+
+    @property
+    def sim_cache_file(self) -> Path:
+        """Where the embedded simulator on the wall clock keeps its cache entries between
+        processes, as a real provider keeps its cache (created on the first call)."""
+        return self.home / SIM_CACHE_FILE
 
     @property
     def skills_dir(self) -> Path:

@@ -17,6 +17,20 @@ from stoker.wire.record import CacheRecord
 
 
 @pytest.fixture(autouse=True)
+def own_stoker_home(
+    monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """Every test has a Stoker home of its own, as if no other test had ever run: the CLI
+    reads STOKER_HOME (and children it starts inherit it), and a `Config` resolved from no
+    environment falls back to the user data dir, which platformdirs finds under
+    XDG_DATA_HOME. Nothing a test writes there (the simulator's cache file, a default
+    database, memory) reaches another test, or the home of whoever runs the suite."""
+    root = tmp_path_factory.mktemp("home")
+    monkeypatch.setenv("STOKER_HOME", str(root / "stoker"))
+    monkeypatch.setenv("XDG_DATA_HOME", str(root / "data"))
+
+
+@pytest.fixture(autouse=True)
 def fresh_process_watches() -> None:
     """What the process has seen of other sessions (request rates per shared prefix, new
     sessions' arrivals) starts empty in every test, as in a new process: tests run on

@@ -12,7 +12,8 @@ from typer.testing import CliRunner
 
 from stoker.cache.models import known_models, model_info
 from stoker.cli import app
-from stoker.cli.render import counted
+from stoker.cli.render import SIMULATOR_NOTE, counted, simulator_note
+from stoker.config import Config
 
 runner = CliRunner()
 
@@ -108,3 +109,41 @@ def test_models_lists_every_model_the_table_knows() -> None:
     assert sonnet["min_cacheable"] == model_info("claude-sonnet-4-6").min_cacheable
     table = runner.invoke(app, ["models"], env={"COLUMNS": "120"})
     assert re.search(r"│ claude-sonnet-4-6 +│ anthropic +│ +1,024 │", table.output), table.output
+
+
+def test_run_and_chat_say_once_that_the_answers_come_from_the_simulator(tmp_path: Path) -> None:
+    ran = runner.invoke(app, ["run", "--workdir", str(tmp_path), "hello there"])
+    assert ran.exit_code == 0, ran.output
+    lines = ran.output.splitlines()
+    note = next(i for i, line in enumerate(lines) if line.startswith(SIMULATOR_NOTE))
+    assert lines[note + 1 :][:1] == ["Understood: hello there"]  # said before the answer
+    chatted = runner.invoke(
+        app,
+        ["chat", "--db", str(tmp_path / "s.db"), "--workdir", str(tmp_path)],
+        input="hello\nagain\n",
+    )
+    assert chatted.exit_code == 0, chatted.output
+    for out in (ran.output, chatted.output):
+        said = " ".join(out.split())
+        assert said.count(SIMULATOR_NOTE) == 1  # once per command, not once per turn
+        assert "(sim:claude-sonnet-4-6): deterministic, no model behind them" in said
+        assert "--provider anthropic:claude-sonnet-4-6 with ANTHROPIC_API_KEY set" in said
+
+
+def test_the_simulator_note_names_the_real_provider_and_only_for_the_simulator() -> None:
+    def note(provider: str, model: str = "claude-sonnet-4-6") -> str | None:
+        return simulator_note(Config.from_env({}, provider=provider, model=model))
+
+    assert note("sim:") == note("sim:claude-sonnet-4-6") == note("") is not None
+    gpt = note("sim:gpt-5.6")
+    assert gpt is not None
+    assert "(sim:gpt-5.6)" in gpt
+    assert "--provider openai:gpt-5.6 with OPENAI_API_KEY set" in gpt
+    assert "--provider google:" in (note("sim:", "gemini-2.5-flash") or "")
+    for real in (
+        "anthropic:claude-sonnet-4-6",
+        "openai:gpt-5.6",
+        "openai-compatible:http://127.0.0.1:8788/v1#qwen3-8b",
+        "bedrock:anthropic.claude-sonnet-4-6",
+    ):
+        assert note(real) is None, real

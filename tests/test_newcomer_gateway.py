@@ -77,6 +77,48 @@ def test_the_second_message_with_the_printed_example_reads_its_prompt_from_the_c
     assert usage["read"] > 0.9 * usage["input_total"]
 
 
+def test_a_gateway_with_no_agent_table_serves_the_printed_examples_agent(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)  # no file: the workspace is `notes` in the working directory
+    bare = load_config(None, env={})
+    example = load_config(_printed_example(tmp_path), env={})
+    assert bare.defaults == example.defaults
+    assert bare.workspace == example.workspace == tmp_path / "notes"
+    assert bare.keep_warm is example.keep_warm is True
+    assert example.defaults.provider == "sim"
+    # an [agent] table describes its agent whole: no workspace unless it names one
+    (tmp_path / "own.toml").write_text('[agent]\nmodel = "claude-sonnet-4-6"\n')
+    assert load_config(tmp_path / "own.toml", env={}).workspace is None
+
+
+def test_the_readme_gateway_with_no_config_reads_its_prefix_from_the_second_message(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`STOKER_GATEWAY_TOKENS=alice=alice-secret stoker serve`, then the README's curl
+    message twice in one session: the second reads the prefix the first wrote."""
+    monkeypatch.chdir(tmp_path)
+    env = {"STOKER_GATEWAY_TOKENS": f"alice={TOKEN}", "STOKER_HOME": str(tmp_path / "home")}
+    config = load_config(None, env=env)
+    gateway = build_gateway(config)
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    with serve_in_thread(build_app(config, gateway)) as url, httpx.Client(base_url=url) as c:
+        made = c.post("/v1/sessions", headers=auth)
+        assert made.status_code in (200, 201), made.text
+        sid = made.json()["id"]
+        replies = []
+        for _ in range(2):
+            text = {"text": "Hello! What can you do?"}
+            sent = c.post(f"/v1/sessions/{sid}/messages", headers=auth, json=text)
+            assert sent.status_code == 200, sent.text
+            replies.append(sent.json())
+    first, second = (reply["requests"][0] for reply in replies)
+    assert first["usage"]["written"] > model_info(config.defaults.model).min_cacheable
+    assert second["explanation"]["verdict"] == "hit"
+    assert second["usage"]["read"] >= first["usage"]["written"]
+    assert replies[1]["usage"]["read"] > 0  # what the README's `jq '{text, usage, ...}'` shows
+
+
 async def test_a_gateway_start_reschedules_its_own_sessions_and_leaves_the_cli_ones(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -8,6 +8,7 @@ import pytest
 from typer.testing import CliRunner
 
 from stoker.cli import app
+from stoker.cli.render import SIMULATOR_NOTE
 from tests.provider_rigs import cli_run
 
 
@@ -20,6 +21,8 @@ def test_run_with_the_anthropic_provider_against_the_served_sim(tmp_path: Path) 
     assert "Understood: hi" in done.stdout
     assert "calls" in done.stdout
     assert requests == 1
+    # a real provider's SDK answered (a served simulator, but not the embedded one): no note
+    assert SIMULATOR_NOTE not in done.stdout
 
 
 def test_run_without_the_key_says_which_variable_to_set(monkeypatch: pytest.MonkeyPatch) -> None:

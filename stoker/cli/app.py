@@ -22,7 +22,7 @@ from stoker.cli.options import (
     command_group,
 )
 from stoker.cli.proxy import proxy, report_proxy
-from stoker.cli.render import console, cost_text, counted, records_table
+from stoker.cli.render import console, cost_text, counted, print_simulator_note, records_table
 from stoker.cli.report import audit, report
 from stoker.cli.serve import bench_gateway, serve
 from stoker.cli.sessions import sessions_app
@@ -122,14 +122,9 @@ def run(
     Prints the answer, the tools that ran, and each provider call's cache effect."""
     from stoker.run import run_once
 
-    turn = asyncio.run(
-        run_once(
-            prompt,
-            config=settings(db=db, provider=provider, model=model, cache=cache),
-            workdir=Path(workdir),
-            session_id=session,
-        )
-    )
+    config = settings(db=db, provider=provider, model=model, cache=cache)
+    turn = asyncio.run(run_once(prompt, config=config, workdir=Path(workdir), session_id=session))
+    print_simulator_note(config)
     console.print(turn.result.text, markup=False, highlight=False)
     ran = ", ".join(turn.tools) if turn.tools else "none"
     console.print(f"tools: {ran}", style="dim", markup=False, highlight=False)

@@ -17,7 +17,7 @@ from rich.markup import escape
 from stoker.agent.seams import Callbacks
 from stoker.agent.session import Session
 from stoker.cli.options import Db, LocalCache, Provider, Workdir
-from stoker.cli.render import console, records_table
+from stoker.cli.render import console, print_simulator_note, records_table
 from stoker.cli.sessions import with_store
 from stoker.cli.settings import reading, settings
 from stoker.cli.slash import Chat, answer, message_text, parse, print_clock
@@ -143,6 +143,7 @@ def chat(
         async with default_agent(config=config, workdir=Path(workdir), writable=True) as agent:
             await agent.sweep_caches()  # explicit caches a killed `stoker chat` left behind
             session = await agent.open(store, sid, create=resume is None)
+            print_simulator_note(config)
             console.print(f"[dim]session {session.id} — /help for commands, /exit to leave[/]")
             # While you read or think, the agent's time policy keeps the cache warm if it
             # pays (the library's default: `Agent(keep_warm=...)`).

@@ -1,4 +1,5 @@
-"""Rich tables for cache records: the same view in the demo, `run` and reports."""
+"""What several commands print alike: tables of cache records (the demo, `run`, reports)
+and the note that says the answers come from the simulator (`run`, `chat`)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,10 @@ from collections.abc import Iterable
 from rich.console import Console
 from rich.table import Table
 
-from stoker.config import redact_dsn
+from stoker.cache.models import model_info
+from stoker.config import Config, env_var, redact_dsn
+from stoker.errors import ConfigError
+from stoker.providers.select import is_simulator, spec_model
 from stoker.wire.record import CacheRecord
 
 _probe = Console()
@@ -61,3 +65,42 @@ def records_table(rows: Iterable[tuple[str, str, CacheRecord]], *, title: str) -
             r.explanation.verdict,
         )
     return table
+
+
+SIMULATOR_NOTE = "answers come from Stoker's simulator"
+"""How the simulator note starts (`simulator_note`)."""
+
+# A model's family -> how a newcomer names it, and the provider kind serving it for real.
+_REAL = {
+    "anthropic": ("Anthropic", "anthropic"),
+    "openai": ("OpenAI", "openai"),
+    "google": ("Gemini", "google"),
+}
+
+
+def simulator_note(config: Config) -> str | None:
+    """The line `stoker run` and `stoker chat` print once when `config`'s provider is the
+    embedded simulator (None otherwise): "Understood: hello there" reads as broken until
+    you know no model wrote it, and the fix is one option away."""
+    if not is_simulator(config.provider):
+        return None
+    model = spec_model(config.provider) or config.model
+    note = f"{SIMULATOR_NOTE} (sim:{model}): deterministic, no model behind them"
+    try:
+        family: str = model_info(model).provider
+    except ConfigError:
+        family = ""  # an unknown model: the command fails on it with its own message
+    if family not in _REAL:
+        return f"{note}; for a real model: --provider PROVIDER:MODEL (`stoker models` lists them)"
+    name, kind = _REAL[family]
+    return (
+        f"{note}, cache figures by {name}'s rules; for a real model: "
+        f"--provider {kind}:{model} with {env_var(kind + '_api_key')} set"
+    )
+
+
+def print_simulator_note(config: Config) -> None:
+    """`simulator_note`, dim and on one line (the terminal wraps it), when there is one."""
+    note = simulator_note(config)
+    if note is not None:
+        console.print(note, style="dim", markup=False, highlight=False, soft_wrap=True)

@@ -19,16 +19,15 @@ from stoker.cli.options import AsJson, Db
 from stoker.cli.render import console
 from stoker.config import DEFAULT_LIMITS
 from stoker.extras import require
-from stoker.toolsets.workspace import WORKSPACE_SYSTEM
 
 # Printed as plain text (rich would read `[[users]]` as markup and swallow it), on
-# standard output, so `stoker serve > gateway.toml` starts a config file. It is a real
-# small agent, so what a new operator first runs caches: the system prompt `stoker chat`
-# uses (past the default model's 1,024-token minimum, with the read-only workspace tools)
-# is the prefix a session's first message writes and the next ones read, and keep-warm
-# holds it between messages. The prompt goes in a TOML literal string: no escapes.
-EXAMPLE_CONFIG = (
-    """\
+# standard output, so `stoker serve > gateway.toml` starts a config file. Its agent is the
+# gateway's starter agent (`starter_agent_toml`), the one a config without an [agent] table
+# also serves: a real small agent, so what a new operator first runs caches (the system
+# prompt `stoker chat` uses, past the default model's 1,024-token minimum, with the
+# read-only workspace tools, is the prefix a session's first message writes and the next
+# ones read; keep-warm holds it between messages).
+_EXAMPLE_HEAD = """\
 host = "127.0.0.1"
 port = 8765
 
@@ -61,19 +60,14 @@ hourly_usd = 1.0              # the most all sessions' keep-warm may spend in an
 # token_env = "DISCORD_BOT_TOKEN"              # Developer Portal > your app > Bot > Token
 # allowed_users = ["80351110224678912"]        # user ids; allowed_servers for whole servers
 
-# The agent every new session starts from. Its tools and system prompt are the prefix
-# each message sends first: the first message of a session writes it to the cache and
-# the next ones read it (a prefix under the model's minimum is never cached).
-[agent]
-provider = "sim"              # or anthropic / openai, with api_key_env = "ANTHROPIC_API_KEY"
-model = "claude-sonnet-4-6"
-workspace = "notes"           # a folder beside this file whose files the agent may list,
-                              # read, search and count (put your notes there); never writes
-system = '''
 """
-    + WORKSPACE_SYSTEM
-    + "'''\n"
-)
+
+
+def example_config() -> str:
+    """The example config; the gateway (and so the `server` extra) loads only here."""
+    from stoker.gateway.config import starter_agent_toml
+
+    return _EXAMPLE_HEAD + starter_agent_toml()
 
 
 def serve(
@@ -134,7 +128,7 @@ def serve(
         settings = dataclasses.replace(settings, database=db)
     if not len(settings.tokens) and not platforms.names:
         # Every request would get 401: show how to add a user instead of serving nobody.
-        typer.echo(EXAMPLE_CONFIG, nl=False)
+        typer.echo(example_config(), nl=False)
         fail(
             "no users configured, so every request would get 401. Add [[users]] to the "
             "config as in the example above (`stoker serve --config FILE`), or set "

@@ -4,7 +4,7 @@
     port = 8765
     database = "postgresql://stoker@db/stoker"   # or a SQLite path; default: Config.database
 
-    [agent]                       # the defaults every new session starts from
+    [agent]                       # the agent every new session starts from
     provider = "sim"              # sim | anthropic | openai | openai-compatible | google
     model = "claude-sonnet-4-6"   # or "anthropic:claude-sonnet-4-6", naming its provider
     api_key_env = "ANTHROPIC_API_KEY"   # keys come from the environment, never the file
@@ -56,6 +56,17 @@
     token_env = "TELEGRAM_BOT_TOKEN"  # tables (`read_tables`); the gateway lets them be
     allowed_users = [123456789]
 
+With no `[agent]` table, sessions start from the starter agent (`starter_agent`), the one
+the example config `stoker serve` prints describes: on the simulator, the workspace
+assistant's system prompt (past the model's caching minimum), the read-only workspace
+tools over `notes` (beside the file; in the working directory without one) and keep-warm
+on, so a session's second message reads its prefix from the cache. An `[agent]` table
+describes its agent whole: what it leaves out takes the library's defaults (a short
+system prompt, no tools).
+
+The embedded simulator keeps its cache in the Stoker home (`sim_cache`,
+`stoker.providers.sim.cache_file`), so a restarted gateway reads what it wrote before.
+
 Environment variables override the file: STOKER_GATEWAY_HOST, _PORT, _DATABASE,
 _DATABASE_FILE (a file holding the location, e.g. a mounted secret), _POOL_SIZE,
 _GRACE_SECONDS, _PROVIDER, _MODEL, _BASE_URL, _API_KEY and _TOKENS
@@ -66,6 +77,7 @@ the provider key default to what `stoker.config.Config.from_env` resolves from i
 
 from __future__ import annotations
 
+import json
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -91,6 +103,7 @@ from stoker.gateway.session_settings import SessionSettings, parse_reasoning
 from stoker.providers.retry import Timeouts
 from stoker.providers.select import KINDS
 from stoker.store.postgres_pool import PoolSettings
+from stoker.toolsets.workspace import WORKSPACE_SYSTEM
 
 
 class _Strict(BaseModel):
@@ -117,6 +130,43 @@ class _Agent(_Strict):
     fallbacks: list[str] = []  # "PROVIDER:MODEL" entries tried in order when it is down
     fallback_cooldown_seconds: float = Field(default=0.0, ge=0)
     workspace: str | None = None
+
+
+def starter_agent() -> _Agent:
+    """The agent of a config with no `[agent]` table, and of the example config `stoker
+    serve` prints (`starter_agent_toml`): one definition, so what a newcomer runs first and
+    what they copy are the same agent, and both cache from the second message on."""
+    return _Agent(workspace="notes", system=WORKSPACE_SYSTEM)
+
+
+def starter_agent_toml() -> str:
+    """`starter_agent` as the `[agent]` table of a config file, commented for a newcomer."""
+    a = starter_agent()
+
+    def line(key: str, value: str, comment: str = "") -> str:
+        text = f"{key} = {json.dumps(value)}"
+        return f"{text:<30}# {comment}\n" if comment else text + "\n"
+
+    return (
+        "# The agent every new session starts from (a file with no [agent] table gets it too).\n"
+        "# Its tools and system prompt are the prefix each message sends first: the first\n"
+        "# message of a session writes it to the cache and the next ones read it (a prefix\n"
+        "# under the model's minimum is never cached).\n"
+        "[agent]\n"
+        + line(
+            "provider", a.provider, 'or anthropic / openai, with api_key_env = "ANTHROPIC_API_KEY"'
+        )
+        + line("model", a.model)
+        + line(
+            "workspace",
+            a.workspace or "",
+            "a folder beside this file whose files the agent may list,",
+        )
+        + f"{'':<30}# read, search and count (put your notes there); never writes\n"
+        + "system = '''\n"  # a literal string: the prompt as written, no escapes
+        + (a.system or "")
+        + "'''\n"
+    )
 
 
 class _Limits(_Strict):
@@ -179,7 +229,7 @@ class _File(_Strict):
     host: str = "127.0.0.1"
     port: int = Field(default=8765, ge=0, le=65535)
     database: str | None = None
-    agent: _Agent = _Agent()
+    agent: _Agent = Field(default_factory=starter_agent)  # no [agent] table: the starter
     limits: _Limits = _Limits()
     cache: _Cache = _Cache()
     keep_warm: _KeepWarm = _KeepWarm()
@@ -219,6 +269,8 @@ class GatewayConfig:
     approval_timeout: float = DEFAULT_TIMEOUT  # seconds a risky call waits for its answer
     memory_dir: Path | None = None  # per-user memory (None: off)
     review: ReviewConfig | None = None  # background memory reviews after turns
+    # Where the embedded simulator keeps its cache between processes (None: in memory).
+    sim_cache: Path | None = None
 
     def __repr__(self) -> str:
         return repr_without_secrets(self)
@@ -359,6 +411,7 @@ def load_config(path: str | Path | None, *, env: Mapping[str, str]) -> GatewayCo
             if f.memory and f.memory.review_every
             else None
         ),
+        sim_cache=settings.sim_cache_file,
     )
 
 

@@ -2,7 +2,9 @@
 
 The seam is one callable from a `ProviderRoute` to a `Provider`, so tests hand in a
 shared simulator and a deployment uses `stoker.providers.select` with the retry policy
-and timeouts of the gateway's config (`factory_for`). Every provider the gateway
+and timeouts of the gateway's config (`factory_for`). With a simulator cache file (the
+Stoker home's `sim-cache.db`), all the gateway's sim sessions share one simulator whose
+cache outlives the process, as one provider account's would. Every provider the gateway
 uses is wrapped in `TimedProvider`, so the time spent in provider calls can be told
 apart from the gateway's own (`stoker.gateway.timing`).
 """
@@ -12,12 +14,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
+from pathlib import Path
 
 from stoker.config import Config
 from stoker.gateway.timing import provider_call
 from stoker.providers.base import CallContext, Completion, Provider, ProviderWrapper
 from stoker.providers.retry import RetryPolicy
 from stoker.providers.select import select_provider
+from stoker.providers.sim.cache_file import SimCacheFile
+from stoker.providers.sim.engine import SimEngine
 from stoker.providers.sim.provider import SimProvider
 from stoker.wire.request import Request
 
@@ -38,13 +43,29 @@ ProviderFactory = Callable[[ProviderRoute], Provider]
 _SIM_APIS = {"chat": "openai_chat", "responses": "openai_responses"}
 
 
-def default_provider_factory(route: ProviderRoute, *, retry: RetryPolicy | None = None) -> Provider:
-    """The simulator for "sim" (without keeping payloads: a server runs for days), else
-    `select_provider` with the route's key and base URL as its settings and `retry`
-    (default: `RetryPolicy()`, with the default `Timeouts`)."""
+@dataclass(frozen=True, slots=True)
+class KeptSim:
+    """The one simulator engine a gateway's sim sessions share, and the file its cache
+    entries are kept in between processes (`stoker.providers.sim.cache_file`)."""
+
+    engine: SimEngine
+    cache_file: SimCacheFile
+
+
+def default_provider_factory(
+    route: ProviderRoute, *, retry: RetryPolicy | None = None, sim: KeptSim | None = None
+) -> Provider:
+    """The simulator for "sim" (without keeping payloads: a server runs for days; on
+    `sim`'s engine and file when given), else `select_provider` with the route's key and
+    base URL as its settings and `retry` (default: `RetryPolicy()`, with the default
+    `Timeouts`)."""
     if route.provider == "sim":
         api = _SIM_APIS.get(route.api_mode or "", route.api_mode or "openai_responses")
-        return SimProvider(keep_requests=False, openai_api=api)
+        if sim is None:
+            return SimProvider(keep_requests=False, openai_api=api)
+        return SimProvider(
+            keep_requests=False, openai_api=api, engine=sim.engine, cache_file=sim.cache_file
+        )
     # Only the credentials are used; the route, not the environment, supplies them.
     config = Config.from_env(
         {},
@@ -71,9 +92,11 @@ def default_provider_factory(route: ProviderRoute, *, retry: RetryPolicy | None 
     return select_provider(spec, config=config, retry=retry).provider
 
 
-def factory_for(retry: RetryPolicy) -> ProviderFactory:
-    """`default_provider_factory` with `retry`: how the gateway's `[timeouts]` reach the SDKs."""
-    return partial(default_provider_factory, retry=retry)
+def factory_for(retry: RetryPolicy, *, sim_cache: Path | None = None) -> ProviderFactory:
+    """`default_provider_factory` with `retry`: how the gateway's `[timeouts]` reach the
+    SDKs; with `sim_cache`, every sim session on one simulator that keeps its cache there."""
+    sim = KeptSim(SimEngine(), SimCacheFile(sim_cache)) if sim_cache is not None else None
+    return partial(default_provider_factory, retry=retry, sim=sim)
 
 
 class TimedProvider(ProviderWrapper):

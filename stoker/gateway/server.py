@@ -55,7 +55,8 @@ def build_gateway(
         store=store,
         defaults=config.defaults,
         api_key=config.api_key,
-        provider_factory=provider_factory or factory_for(RetryPolicy(timeouts=config.timeouts)),
+        provider_factory=provider_factory
+        or factory_for(RetryPolicy(timeouts=config.timeouts), sim_cache=config.sim_cache),
         registry=registry,
         cache_size=config.limits.cache_size,
         idle_ttl=config.limits.idle_ttl,

@@ -1,6 +1,8 @@
 """A provider from one string, as a user types it on the command line or in a config file.
 
-    sim:  /  sim:MODEL                        the embedded simulator (the default)
+    sim:  /  sim:MODEL                        the embedded simulator (the default); on
+                                              the wall clock with a `config`, its cache
+                                              is kept in the home (sim-cache.db)
     anthropic:MODEL                           Anthropic; anthropic_api_key, anthropic_base_url
     openai:MODEL                              OpenAI Responses; openai_api_key, openai_base_url
     openai-chat:MODEL                         OpenAI Chat Completions; the same settings
@@ -36,11 +38,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from stoker.cache.prices import PriceBook
-from stoker.clock import Clock
+from stoker.clock import Clock, SystemClock
 from stoker.config import DEFAULT_PROVIDER, Config
 from stoker.errors import ConfigError
 from stoker.providers.base import Provider
 from stoker.providers.retry import RetryPolicy
+from stoker.providers.sim.cache_file import SimCacheFile
 from stoker.providers.sim.provider import SimProvider
 
 KINDS = (
@@ -73,15 +76,16 @@ def select_provider(
 ) -> ProviderChoice:
     """The provider `spec` names (see the module docstring), with keys and base URLs from
     `config`; those it lacks (all, without one) are the SDK's own. The providers price
-    models by `config`'s prices file over the catalogue."""
+    models by `config`'s prices file over the catalogue. The simulator keeps its cache in
+    `config`'s home when it runs on the wall clock (`clock` None or the system clock)."""
     kind, _, rest = spec.strip().partition(":")
     kind, _, engine = kind.partition("+")
     model = rest.strip() or None
     prices = PriceBook.load(config.prices_file) if config is not None else None
-    if kind in ("", "sim"):
-        sim = (
-            SimProvider(prices=prices) if clock is None else SimProvider(clock=clock, prices=prices)
-        )
+    if is_simulator(spec):
+        wall = clock is None or type(clock) is SystemClock
+        kept = SimCacheFile(config.sim_cache_file) if config is not None and wall else None
+        sim = SimProvider(clock=clock or SystemClock(), prices=prices, cache_file=kept)
         return ProviderChoice(provider=sim, model=model)
     # No settings: the SDKs find their own keys and URLs.
     anthropic_key, anthropic_url, openai_key, openai_url = (
@@ -142,6 +146,16 @@ def select_provider(
         )
         return ProviderChoice(provider=provider, model=name.strip())
     raise ConfigError(f"unknown provider {kind!r} in {spec!r}; expected one of: {', '.join(KINDS)}")
+
+
+def is_simulator(spec: str) -> bool:
+    """Whether `spec` names the embedded simulator ("sim:", "sim:MODEL", or nothing)."""
+    return spec.strip().partition(":")[0].partition("+")[0].strip() in ("", "sim")
+
+
+def spec_model(spec: str) -> str | None:
+    """The model `spec` names after its kind ("sim:gpt-5.6" -> "gpt-5.6"), None if none."""
+    return spec.strip().partition(":")[2].strip() or None
 
 
 def _more(

@@ -7,7 +7,7 @@ calls; every rule the providers' docs leave open is a field of its settings.
 
 from __future__ import annotations
 
-from stoker.cache.accounting._state import CacheEntry
+from stoker.cache.accounting._state import CacheEntry, EntryStore
 from stoker.cache.accounting.anthropic import (
     AnthropicAccountant,
     AnthropicSettings,
@@ -24,6 +24,7 @@ __all__ = [
     "CacheBreakpoint",
     "CacheEntry",
     "CacheOutcome",
+    "EntryStore",
     "MissCause",
     "MissFact",
     "OpenAIAccountant",

@@ -229,6 +229,12 @@ class ScopedAccountant(PerScope[S, EntryStore]):
         store = self._scopes.get(scope)
         return store.snapshot() if store else {}
 
+    def entry_store(self, scope: str = "default") -> EntryStore:
+        """The scope's entries themselves (made on first use), for a caller that keeps
+        them elsewhere between processes (`stoker.providers.sim.cache_file`): it reads them
+        with `snapshot` and puts back what it kept with `put`; the accounting is the same."""
+        return self._scope(scope)
+
     def _open(self) -> EntryStore:
         s = self._settings
         return EntryStore(

@@ -113,6 +113,11 @@ class GoogleAccountant:
         scope = self._scopes.get(workspace)
         return scope.entries.snapshot() if scope else {}
 
+    def entry_store(self, workspace: str = "default") -> EntryStore:
+        """The workspace's implicit entries themselves (not its explicit caches), as
+        `ScopedAccountant.entry_store` gives them."""
+        return self._scope(workspace).entries
+
     def storage_billed(self, workspace: str = "default") -> float:
         """Token-seconds of explicit-cache storage the workspace has been billed."""
         scope = self._scopes.get(workspace)

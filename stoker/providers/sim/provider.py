@@ -2,7 +2,9 @@
 
 Every request goes through the wire dialect and back, so the in-process simulator tests
 the same bytes a real provider would receive. It keeps the payloads it received
-(`requests`) so tests can compare what was actually sent.
+(`requests`) so tests can compare what was actually sent. With a `cache_file` (a
+simulator on the wall clock with a Stoker home: `stoker.providers.select`), its cache
+entries outlive the process, as a real provider's do (`stoker.providers.sim.cache_file`).
 """
 
 from __future__ import annotations
@@ -19,7 +21,8 @@ from stoker.clock import Clock, SystemClock
 from stoker.lifecycle import AsyncClosing
 from stoker.providers.base import CallContext, Completion
 from stoker.providers.caches import CacheCall, owned
-from stoker.providers.sim.engine import SimEngine
+from stoker.providers.sim.cache_file import SimCacheFile
+from stoker.providers.sim.engine import SimEngine, SimResult
 from stoker.providers.sim.families import dialect_of
 from stoker.wire.blocks import TextBlock, ThinkingBlock
 from stoker.wire.dialects import dialect_module, gemini_caches
@@ -73,6 +76,8 @@ class SimProvider(AsyncClosing):
     # wins over the model's family (an OpenAI model through OpenRouter: "openrouter_chat").
     local: str = "vllm"
     dialect: str | None = None
+    # Where the engine's cache entries are kept between processes (None: memory only).
+    cache_file: SimCacheFile | None = None
 
     @property
     def name(self) -> str:
@@ -88,7 +93,10 @@ class SimProvider(AsyncClosing):
         return with_prices(model_info(model), self.prices, model)
 
     async def aclose(self) -> None:
-        """Nothing to close (no connections); here so every provider closes the same way."""
+        """Close the cache file, if any (its entries are saved at every call); here so
+        every provider closes the same way."""
+        if self.cache_file is not None:
+            self.cache_file.close()
 
     def dialect_for(self, model: str) -> str:
         if self.dialect is not None:
@@ -108,8 +116,17 @@ class SimProvider(AsyncClosing):
         # shared payload reaches no one else (`requests` keeps a copy a test may change).
         payload = module.render_request(request, shared=True)
         started = self.clock.now()
-        result = self.engine.handle(
-            dialect, payload, at=started, workspace=self.workspace, trusted=True
+
+        def handle() -> SimResult:
+            return self.engine.handle(
+                dialect, payload, at=started, workspace=self.workspace, trusted=True
+            )
+
+        kept = self.cache_file
+        result = (
+            handle()
+            if kept is None
+            else kept.call(self.engine, dialect, self.workspace, at=started, run=handle)
         )
         if self.latency:
             await asyncio.sleep(self.latency)
