@@ -223,7 +223,8 @@ def record_dict(record: CacheRecord, *, turn: int | None = None) -> dict[str, An
 
 
 def summary_dict(summary: SessionSummary, *, short_id: str) -> dict[str, Any]:
-    """A listed session, with the start of its id that names it alone in its store."""
+    """A listed session, with the short id that names it alone in its store
+    (`stoker.session_ids`)."""
     return {
         "id": summary.id,
         "short_id": short_id,

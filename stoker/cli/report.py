@@ -106,7 +106,9 @@ async def _full_id(config: Config, given: str) -> str:
 
 def report(
     session_id: str = typer.Argument(
-        None, help="A session (or a unique start of its id); its whole tree is reported."
+        None,
+        help="A session: its id, its short id or a unique start of its id; its whole tree "
+        "is reported.",
     ),
     all_: bool = typer.Option(False, "--all", help="Every session tree in the database."),
     html: str = typer.Option(None, "--html", help="Write a self-contained HTML report here."),
