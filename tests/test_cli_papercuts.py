@@ -7,7 +7,9 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import Any
 
+import typer
 from typer.testing import CliRunner
 
 from stoker.cache.models import known_models, model_info
@@ -108,3 +110,33 @@ def test_models_lists_every_model_the_table_knows() -> None:
     assert sonnet["min_cacheable"] == model_info("claude-sonnet-4-6").min_cacheable
     table = runner.invoke(app, ["models"], env={"COLUMNS": "120"})
     assert re.search(r"│ claude-sonnet-4-6 +│ anthropic +│ +1,024 │", table.output), table.output
+
+
+def _groups(group: Any, path: tuple[str, ...] = ()) -> dict[tuple[str, ...], Any]:
+    """Every command group below `group` (itself included) by its path."""
+    found = {path: group}
+    for name, command in getattr(group, "commands", {}).items():
+        if hasattr(command, "commands"):
+            found |= _groups(command, (*path, name))
+    return found
+
+
+def test_every_help_names_the_commands_as_they_are_typed() -> None:
+    """A group's summary that lists its commands (`Stored sessions: list, show, ...`)
+    lists their real names, and every `stoker ...` a help text quotes is a command."""
+    groups = _groups(typer.main.get_command(app))
+    listing = 0
+    for path, group in groups.items():
+        summary = (group.help or "").split("\n")[0]
+        _, colon, tail = summary.rpartition(": ")
+        named = [w.strip(" .") for w in tail.split(",")]
+        if colon and len(named) > 1 and all(re.fullmatch(r"[a-z-]+", w) for w in named):
+            listing += 1
+            assert set(named) <= set(group.commands), (path, named, sorted(group.commands))
+        for command in (path, *((*path, name) for name in group.commands)):
+            shown = runner.invoke(app, [*command, "-h"]).output
+            for first, second in re.findall(r"`stoker ([a-z-]+)(?: ([a-z-]+))?", shown):
+                assert (first,) in groups or first in groups[()].commands, (command, first)
+                if (first,) in groups and second:
+                    assert second in groups[(first,)].commands, (command, first, second)
+    assert listing >= 1  # the sessions group's list is checked

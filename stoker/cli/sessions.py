@@ -34,7 +34,7 @@ from stoker.wire.stored import SessionSummary
 
 T = TypeVar("T")
 
-sessions_app = command_group("Stored sessions: list, show, export, remove.")
+sessions_app = command_group("Stored sessions: list, show, export, rm.")
 
 
 def with_store(config: Config, job: Callable[[SqlEventStore], Awaitable[T]]) -> T:
