@@ -140,3 +140,19 @@ def test_every_help_names_the_commands_as_they_are_typed() -> None:
                 if (first,) in groups and second:
                     assert second in groups[(first,)].commands, (command, first, second)
     assert listing >= 1  # the sessions group's list is checked
+
+
+def test_bench_cache_help_says_what_each_workload_runs() -> None:
+    shown = runner.invoke(app, ["bench", "cache", "-h"], terminal_width=80).output
+    for name, says in (
+        ("hard", "24-call tool loop"),
+        ("library-defaults", "at its defaults"),
+        ("typed", "three different output types"),
+        ("extended", "3 parallel sub-agents"),
+        ("fleet", "keyed three ways"),
+        ("providers", "simulated API"),
+    ):
+        entry = re.search(rf"^  {name} +(\S.*(?:\n {{10,}}\S.*)*)", shown, re.MULTILINE)
+        assert entry, (name, shown)
+        assert says in " ".join(entry[1].split()), (name, entry[1])
+    assert all(len(line) <= 80 for line in shown.splitlines())  # laid out by hand: it fits
