@@ -4,14 +4,19 @@ laid out so no label runs on after a multi-line answer."""
 
 from __future__ import annotations
 
+import io
 import json
 import re
 from pathlib import Path
 from typing import Any
 
 import typer
+from rich.console import Console
 from typer.testing import CliRunner
 
+from stoker.bench.cache import PhaseFigures, WorkloadFigures
+from stoker.bench.fleet import WIRES, ArrivalFigures, FleetFigures, arrivals_table, fleet_table
+from stoker.bench.providers import PROVIDER_RUNS, providers_table
 from stoker.cache.models import known_models, model_info
 from stoker.cli import app
 from stoker.cli.render import counted
@@ -156,3 +161,68 @@ def test_bench_cache_help_says_what_each_workload_runs() -> None:
         assert entry, (name, shown)
         assert says in " ".join(entry[1].split()), (name, entry[1])
     assert all(len(line) <= 80 for line in shown.splitlines())  # laid out by hand: it fits
+
+
+def _rendered(*tables: Any) -> str:
+    console = Console(width=80, record=True, file=io.StringIO())
+    for table in tables:
+        console.print(table)
+    return console.export_text()
+
+
+def test_the_fleet_tables_explain_their_marks_and_keep_names_whole() -> None:
+    fleet = [
+        FleetFigures(
+            wire=wire,
+            rate=60,
+            mode="per session",
+            sessions=200,
+            minutes=3.3,
+            first_calls_full=0.956,
+            cost_ratio=0.14,
+            overflows=141,
+            keys=200,
+        )
+        for wire in WIRES
+    ]
+    arrivals = ArrivalFigures(
+        interval_minutes=2.0,
+        fleet_aware=True,
+        sessions=24,
+        first_calls_full=1.0,
+        cost_ratio=0.134,
+        keep_warm_calls=22,
+        keep_warm_units=15191.0,
+    )
+    shown = _rendered(fleet_table(fleet), arrivals_table([arrivals]))
+    assert all(len(line) <= 80 for line in shown.splitlines())
+    for wire in WIRES:  # "openai gpt-5.6 (N)" on one line, not folded into three
+        assert re.search(rf"│ {re.escape(wire)} +│", shown), (wire, shown)
+    said = " ".join(shown.split())
+    assert "(N): OpenAI regime N (gpt-5.6 and later)" in said
+    assert "(L): OpenAI regime L (before gpt-5.6)" in said
+    assert "(prefix): Anthropic takes no key" in said
+    assert "keep-warm spend in base-input tokens" in said
+
+
+def test_the_providers_table_never_cuts_a_provider_name() -> None:
+    total = PhaseFigures(
+        name="total",
+        calls=32,
+        keep_warm_calls=1,
+        written=123_456,
+        ideal=120_000,
+        read_share=0.9123,
+        cost_ratio=0.1234,
+        floor_ratio=0.12,
+        keep_warm_units=1234.0,
+        rewrite_units=9999.0,
+        misses=(),
+        undeclared=0,
+    )
+    rows = [WorkloadFigures(name=name, phases=(), total=total) for name in PROVIDER_RUNS]
+    shown = _rendered(providers_table(rows))
+    assert all(len(line) <= 80 for line in shown.splitlines())
+    for name in PROVIDER_RUNS:  # gemini-implicit, gemini-explicit, openrouter, ...
+        assert re.search(rf"│ {name} +│", shown), (name, shown)
+    assert "…" not in shown  # a figure that does not fit folds; no digit is dropped
