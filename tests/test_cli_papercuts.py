@@ -15,6 +15,7 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 from stoker.bench.cache import PhaseFigures, WorkloadFigures
+from stoker.bench.compaction import CompactionFigures, Variant, compaction_table
 from stoker.bench.fleet import WIRES, ArrivalFigures, FleetFigures, arrivals_table, fleet_table
 from stoker.bench.providers import PROVIDER_RUNS, providers_table
 from stoker.cache.models import known_models, model_info
@@ -226,3 +227,33 @@ def test_the_providers_table_never_cuts_a_provider_name() -> None:
     for name in PROVIDER_RUNS:  # gemini-implicit, gemini-explicit, openrouter, ...
         assert re.search(rf"│ {name} +│", shown), (name, shown)
     assert "…" not in shown  # a figure that does not fit folds; no digit is dropped
+
+
+def test_the_compaction_table_names_each_ratios_denominator() -> None:
+    def variant(name: str, cost: float, no_cache: float) -> Variant:
+        return Variant(
+            name=name,
+            turns=300,
+            compactions=7,
+            calls=777,
+            cost_usd=cost,
+            no_cache_usd=no_cache,
+            written=128_678,
+            read=10_756_186,
+            largest_request=19_412,
+        )
+
+    figures = CompactionFigures(
+        window=24_000,
+        aware=variant("idle-aware", 4.3028, 32.4008),
+        fixed=variant("fixed threshold", 4.3512, 33.1694),
+    )
+    console = Console(width=200, record=True, file=io.StringIO())
+    console.print(compaction_table(figures))
+    shown = console.export_text()
+    header = next(line for line in shown.splitlines() if "policy" in line)
+    assert "│ no-cache cost │ cost / no-cache │" in header.replace("┃", "│")
+    assert re.search(r"idle-aware .* \$4\.3028 │ +\$32\.4008 │ +0\.133 │", shown), shown
+    said = " ".join(shown.split())
+    assert "idle-aware cost / fixed-threshold cost: 0.989" in said
+    assert 'each row\'s "cost / no-cache" divides by its own no-cache cost' in said
