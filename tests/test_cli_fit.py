@@ -27,6 +27,7 @@ from stoker.session_ids import MIN_LENGTH, name_in, pick, short_ids
 from stoker.session_views import show_session
 from stoker.store.base import SqlEventStore
 from stoker.store.sqlite import SQLiteStore
+from stoker.wire.figures import json_usd
 from stoker.wire.stored import SessionSummary
 from tests.cli_rig import chat, runner, session_id
 from tests.helpers import sim_agent
@@ -166,7 +167,7 @@ def test_list_and_show_as_json(tmp_path: Path) -> None:
     records = [r for t in data["turns"] for r in t["requests"]]
     assert len(records) == len(view.turns[0].records)  # type: ignore[attr-defined]
     assert data["usage"]["read"] == sum(r["usage"]["read"] for r in records)
-    assert data["cost_usd"] == view.cost_usd  # type: ignore[attr-defined]
+    assert data["cost_usd"] == json_usd(view.cost_usd)  # type: ignore[attr-defined]
 
 
 def _stored_turns(db: Path, sid: str) -> list[str]:

@@ -6,11 +6,15 @@ from __future__ import annotations
 
 import io
 import json
+import math
 import re
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 import typer
+from hypothesis import given
+from hypothesis import strategies as st
 from rich.console import Console
 from typer.testing import CliRunner
 
@@ -21,6 +25,7 @@ from stoker.bench.providers import PROVIDER_RUNS, providers_table
 from stoker.cache.models import known_models, model_info
 from stoker.cli import app
 from stoker.cli.render import counted
+from stoker.wire.figures import RATIO_PLACES, USD_PLACES, json_ratio, json_usd
 
 runner = CliRunner()
 
@@ -257,3 +262,58 @@ def test_the_compaction_table_names_each_ratios_denominator() -> None:
     said = " ".join(shown.split())
     assert "idle-aware cost / fixed-threshold cost: 0.989" in said
     assert 'each row\'s "cost / no-cache" divides by its own no-cache cost' in said
+
+
+@given(value=st.floats(min_value=-1e9, max_value=1e9, allow_nan=False))
+def test_json_figures_carry_their_places_and_round_half_a_unit_at_most(value: float) -> None:
+    for helper, places in ((json_usd, USD_PLACES), (json_ratio, RATIO_PLACES)):
+        text = json.dumps(helper(value))
+        exponent = Decimal(text).as_tuple().exponent
+        assert isinstance(exponent, int)
+        assert exponent >= -places, (value, text)  # never more digits than its places
+        assert abs(float(text) - value) <= 0.5 * 10**-places + math.ulp(value), (value, text)
+        assert text != "-0.0"
+    assert json_usd(None) is None  # unknown stays unknown, never 0
+
+
+def _figures_in(data: Any, key: str = "") -> list[tuple[str, float]]:
+    """Every (key, float) in parsed JSON."""
+    if isinstance(data, dict):
+        return [f for k, v in data.items() for f in _figures_in(v, k)]
+    if isinstance(data, list):
+        return [f for v in data for f in _figures_in(v, key)]
+    return [(key, data)] if isinstance(data, float) else []
+
+
+def _exponent(value: float) -> int:
+    exponent = Decimal(json.dumps(value)).as_tuple().exponent
+    assert isinstance(exponent, int)
+    return exponent
+
+
+def test_json_output_carries_no_float_noise(tmp_path: Path) -> None:
+    db = str(tmp_path / "s.db")
+    (tmp_path / "a.md").write_text("one two three\n")
+    for prompt in ("hi", "word count of 'a.md'", "list_files"):
+        ran = runner.invoke(
+            app, ["run", "--db", db, "--workdir", str(tmp_path), "--session", "noisy", prompt]
+        )
+        assert ran.exit_code == 0, ran.output
+    money = []
+    stored = ["--db", db]
+    for command in (
+        ["report", "noisy", *stored],
+        ["sessions", "show", "noisy", *stored],
+        ["models"],
+    ):
+        out = runner.invoke(app, [*command, "--json"])
+        assert out.exit_code == 0, out.output
+        for key, value in _figures_in(json.loads(out.output)):
+            places = -_exponent(value)
+            if key.endswith("usd") or "usd_per" in key:
+                money.append(value)
+                assert places <= USD_PLACES, (command, key, value)
+            elif "ratio" in key:
+                assert places <= RATIO_PLACES, (command, key, value)
+    assert len(money) > 10
+    assert any(-_exponent(v) == USD_PLACES for v in money)  # sums that needed rounding

@@ -32,6 +32,7 @@ from stoker.config import DEFAULT_MODEL
 from stoker.providers.sim.engine import SimEngine
 from stoker.providers.sim.provider import SimProvider
 from stoker.wire.events import HistoryCompacted, MemorySink
+from stoker.wire.figures import json_ratio, json_usd
 from stoker.wire.record import CacheRecord
 from stoker.wire.usage import Usage
 
@@ -71,9 +72,9 @@ class CompactionFigures:
                 "turns": v.turns,
                 "compactions": v.compactions,
                 "calls": v.calls,
-                "cost_usd": round(v.cost_usd, 6),
-                "no_cache_usd": round(v.no_cache_usd, 6),
-                "vs_no_cache": round(v.vs_no_cache, 4),
+                "cost_usd": json_usd(v.cost_usd),
+                "no_cache_usd": json_usd(v.no_cache_usd),
+                "vs_no_cache": json_ratio(v.vs_no_cache),
                 "written": v.written,
                 "read": v.read,
                 "largest_request": v.largest_request,
@@ -83,7 +84,7 @@ class CompactionFigures:
             "window": self.window,
             "idle_aware": one(self.aware),
             "fixed_threshold": one(self.fixed),
-            "aware_vs_fixed": round(self.aware.cost_usd / self.fixed.cost_usd, 4),
+            "aware_vs_fixed": json_ratio(self.aware.cost_usd / self.fixed.cost_usd),
         }
 
 

@@ -42,6 +42,7 @@ from stoker.clock import FrozenClock
 from stoker.config import DEFAULT_MODEL
 from stoker.providers.sim.engine import SimEngine
 from stoker.providers.sim.provider import SimProvider
+from stoker.wire.figures import json_ratio
 from stoker.wire.record import CacheRecord
 
 Mode = Literal["per session", "one key", "sharded"]
@@ -86,8 +87,8 @@ class FleetFigures:
             "mode": self.mode,
             "sessions": self.sessions,
             "minutes": round(self.minutes, 1),
-            "first_calls_reading_the_shared_prefix": round(self.first_calls_full, 4),
-            "cost_vs_no_cache": round(self.cost_ratio, 4),
+            "first_calls_reading_the_shared_prefix": json_ratio(self.first_calls_full),
+            "cost_vs_no_cache": json_ratio(self.cost_ratio),
             "overflow_misses": self.overflows,
             "keys": self.keys,
         }
@@ -196,8 +197,8 @@ class ArrivalFigures:
             "interval_minutes": self.interval_minutes,
             "fleet_aware": self.fleet_aware,
             "sessions": self.sessions,
-            "first_calls_reading_the_shared_prefix": round(self.first_calls_full, 4),
-            "cost_vs_no_cache": round(self.cost_ratio, 4),
+            "first_calls_reading_the_shared_prefix": json_ratio(self.first_calls_full),
+            "cost_vs_no_cache": json_ratio(self.cost_ratio),
             "keep_warm_calls": self.keep_warm_calls,
             "keep_warm_units": round(self.keep_warm_units, 1),
         }

@@ -11,6 +11,7 @@ from rich.table import Table
 from stoker.cache.models import ModelInfo, known_models, model_info
 from stoker.cli.options import AsJson
 from stoker.cli.render import console
+from stoker.wire.figures import json_usd
 
 
 def _rate(value: float | None) -> str:
@@ -53,8 +54,8 @@ def models(as_json: AsJson = False) -> None:
                 "model": i.name,
                 "rules": i.provider,
                 "min_cacheable": i.min_cacheable,
-                "input_usd_per_million": i.input,
-                "output_usd_per_million": i.output,
+                "input_usd_per_million": json_usd(i.input),
+                "output_usd_per_million": json_usd(i.output),
             }
             for i in infos
         ]
