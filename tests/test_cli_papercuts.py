@@ -24,8 +24,9 @@ from stoker.bench.fleet import WIRES, ArrivalFigures, FleetFigures, arrivals_tab
 from stoker.bench.providers import PROVIDER_RUNS, providers_table
 from stoker.cache.models import known_models, model_info
 from stoker.cli import app
-from stoker.cli.render import counted
+from stoker.cli.render import cost_text, counted, saving_text
 from stoker.wire.figures import RATIO_PLACES, USD_PLACES, json_ratio, json_usd
+from tests.cli_rig import chat
 
 runner = CliRunner()
 
@@ -317,3 +318,28 @@ def test_json_output_carries_no_float_noise(tmp_path: Path) -> None:
                 assert places <= RATIO_PLACES, (command, key, value)
     assert len(money) > 10
     assert any(-_exponent(v) == USD_PLACES for v in money)  # sums that needed rounding
+
+
+def test_money_on_screen_and_a_saving_the_cache_has_not_made_yet() -> None:
+    assert cost_text(0.0010535999999999998) == "$0.00105"
+    assert cost_text(-0.00112) == "-$0.00112"
+    assert cost_text(-0.000001) == "$0.00000"  # never "-$0.00000"
+    assert cost_text(None) == "n/a"
+    assert saving_text(0.0029) == "saved $0.00290"
+    assert saving_text(0.0) == "saved $0.00000"
+    assert saving_text(-0.00112) == (
+        "cache writes cost $0.00112 more than no cache so far (they pay back from the next read)"
+    )
+
+
+def test_chat_usage_never_says_a_negative_saving(tmp_path: Path) -> None:
+    first = chat(tmp_path, "hello\n/usage\nhello again\n/usage\n")
+    said = " ".join(first.output.split())
+    usages = said.split(" · without a cache ")[1:]
+    assert len(usages) == 2
+    # after the first call the cache has only written (at 1.25x): it cost more, said so
+    assert usages[0].split(" ", 1)[1].startswith("· cache writes cost $0.")
+    assert "more than no cache so far (they pay back from the next read)" in usages[0]
+    assert usages[1].split(" ", 1)[1].startswith("· saved $0.")  # the second call read it
+    assert "saved -" not in said
+    assert "-$" not in said

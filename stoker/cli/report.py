@@ -14,7 +14,7 @@ from rich.table import Table
 from stoker.cache.prices import PriceBook
 from stoker.cli.errors import fail
 from stoker.cli.options import AsJson, Db
-from stoker.cli.render import console, cost_text, counted
+from stoker.cli.render import console, cost_text, counted, saving_text
 from stoker.cli.settings import settings
 from stoker.config import Config
 from stoker.errors import StokerError
@@ -26,12 +26,12 @@ from stoker.store import open_store
 
 def _summary(lineage: LineageReport) -> str:
     u = lineage.usage
-    storage = f" · of it storage ${lineage.storage_usd:.5f}" if lineage.storage_usd else ""
+    storage = f" · of it storage {cost_text(lineage.storage_usd)}" if lineage.storage_usd else ""
     return (
         f"[bold]{escape(lineage.title or lineage.root_id)}[/] · session {lineage.root_id} · "
         f"{counted(len(lineage.sessions), 'session')} · {counted(len(lineage.calls), 'call')} · "
         f"hit ratio {u.hit_ratio:.1%} · cost {lineage.cost}{storage} · "
-        f"no cache {lineage.no_cache_cost} · saved ${lineage.savings_usd:.5f}"
+        f"no cache {lineage.no_cache_cost} · {saving_text(lineage.savings_usd)}"
     )
 
 
@@ -64,7 +64,7 @@ def show(written: Written) -> None:
             console.print(
                 f"  {r.session.role} {r.session.id}: {counted(len(r.calls), 'call')} · "
                 f"hit ratio {r.usage.hit_ratio:.1%} · cost {r.cost} · "
-                f"saved ${r.savings_usd:.5f}",
+                f"{saving_text(r.savings_usd)}",
                 highlight=False,
                 soft_wrap=True,
             )
@@ -78,7 +78,7 @@ def show(written: Written) -> None:
     console.print(
         f"{counted(len(report.calls), 'call')} · hit ratio {report.usage.hit_ratio:.1%} · "
         f"cost {report.cost} · with no cache {report.no_cache_cost} · "
-        f"saved ${report.savings_usd:.5f}",
+        f"{saving_text(report.savings_usd)}",
         soft_wrap=True,
     )
     for what in report.what_if:
