@@ -12,19 +12,22 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+import pytest
 import typer
 from hypothesis import given
 from hypothesis import strategies as st
 from rich.console import Console
 from typer.testing import CliRunner
 
+from stoker.agent.agent import Agent
 from stoker.bench.cache import PhaseFigures, WorkloadFigures
 from stoker.bench.compaction import CompactionFigures, Variant, compaction_table
 from stoker.bench.fleet import WIRES, ArrivalFigures, FleetFigures, arrivals_table, fleet_table
 from stoker.bench.providers import PROVIDER_RUNS, providers_table
-from stoker.cache.models import known_models, model_info
+from stoker.cache.models import closest_models, known_models, model_info
 from stoker.cli import app
 from stoker.cli.render import cost_text, counted, saving_text
+from stoker.errors import ConfigError
 from stoker.wire.figures import RATIO_PLACES, USD_PLACES, json_ratio, json_usd
 from tests.cli_rig import chat
 
@@ -343,3 +346,35 @@ def test_chat_usage_never_says_a_negative_saving(tmp_path: Path) -> None:
     assert usages[1].split(" ", 1)[1].startswith("· saved $0.")  # the second call read it
     assert "saved -" not in said
     assert "-$" not in said
+
+
+@pytest.mark.parametrize(
+    ("bare", "first", "also"),
+    [
+        ("gpt-5", "openai:gpt-5", "sim:gpt-5"),  # known: its own provider, then the sim
+        ("gpt-7", "openai:gpt-6", "openai:gpt-7"),  # newer than the table: nearest known
+        ("claude-sonet-4-6", "anthropic:claude-sonnet-4-6", "anthropic:claude-sonet-4-6"),
+        ("claude-opus-4-6", "anthropic:claude-opus-4-6", "sim:claude-opus-4-6"),
+        ("gemini-4-pro", "google:gemini-2.5-pro", "google:gemini-4-pro"),
+        ("deepseek-v4", "deepseek:deepseek-chat", "deepseek:deepseek-v4"),
+    ],
+)
+def test_a_bare_model_is_suggested_under_its_own_familys_provider(
+    bare: str, first: str, also: str
+) -> None:
+    with pytest.raises(ConfigError) as refused:
+        Agent(bare)
+    said = str(refused.value)
+    suggested = re.findall(r"'([a-z-]+:[^']+)'", said)
+    assert suggested[0] == first, said
+    assert also in suggested
+    family = first.split(":")[0]
+    assert all(s.startswith((f"{family}:", "sim:")) for s in suggested), said
+    assert "pass provider=..." in said
+
+
+def test_an_unknown_models_closest_names_share_its_family_first() -> None:
+    assert closest_models("gpt-7")[0].startswith("gpt-")
+    assert closest_models("claude-sonet-4-6")[0] == "claude-sonnet-4-6"
+    assert all(m.startswith("gemini-") for m in closest_models("gemini-4-pro"))
+    assert closest_models("zzzz") == []
