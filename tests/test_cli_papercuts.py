@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+import logging
 import math
 import re
 from decimal import Decimal
@@ -28,6 +29,8 @@ from stoker.cache.models import closest_models, known_models, model_info
 from stoker.cli import app
 from stoker.cli.render import cost_text, counted, saving_text
 from stoker.errors import ConfigError
+from stoker.gateway import GatewayConfig, build_gateway
+from stoker.toolsets.workspace import workspace_toolset
 from stoker.wire.figures import RATIO_PLACES, USD_PLACES, json_ratio, json_usd
 from tests.cli_rig import chat
 
@@ -378,3 +381,36 @@ def test_an_unknown_models_closest_names_share_its_family_first() -> None:
     assert closest_models("claude-sonet-4-6")[0] == "claude-sonnet-4-6"
     assert all(m.startswith("gemini-") for m in closest_models("gemini-4-pro"))
     assert closest_models("zzzz") == []
+
+
+def test_run_and_chat_refuse_a_workspace_folder_that_does_not_exist(tmp_path: Path) -> None:
+    missing = tmp_path / "notes"
+    db = str(tmp_path / "s.db")
+    for command in (["run", "hi"], ["chat"]):
+        out = runner.invoke(app, [*command, "--workdir", str(missing), "--db", db], input="hi\n")
+        assert out.exit_code == 1, out.output
+        said = " ".join(out.output.split())
+        assert f"the workspace folder '{missing}' does not exist: create it, or pass" in said
+        assert "Traceback" not in out.output
+    (tmp_path / "a-file").write_text("x")
+    out = runner.invoke(app, ["run", "hi", "--workdir", str(tmp_path / "a-file"), "--db", db])
+    assert out.exit_code == 1
+    assert "is not a folder" in out.output
+    listed = runner.invoke(app, ["sessions", "list", "--json", "--db", db])
+    assert json.loads(listed.output) == []  # nothing was started
+
+
+def test_a_workspace_that_does_not_exist_yet_is_warned_about_by_the_library_and_gateway(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    missing = tmp_path / "notes"
+    with caplog.at_level(logging.WARNING, logger="stoker.toolsets.workspace"):
+        tools = {t.name: t for t in workspace_toolset(missing, writable=False).tools}
+        build_gateway(GatewayConfig(database=str(tmp_path / "g.db"), workspace=missing))
+    warned = [r.getMessage() for r in caplog.records]
+    assert len(warned) == 2
+    assert all(f"the workspace folder {missing} does not exist" in w for w in warned)
+    assert tools["list_files"].fn() == "(the workspace folder notes does not exist)"
+    missing.mkdir()  # created later: the same tools serve it from then on
+    (missing / "plan.md").write_text("ship\n")
+    assert tools["list_files"].fn() == "plan.md"
