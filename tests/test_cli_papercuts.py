@@ -414,3 +414,30 @@ def test_a_workspace_that_does_not_exist_yet_is_warned_about_by_the_library_and_
     missing.mkdir()  # created later: the same tools serve it from then on
     (missing / "plan.md").write_text("ship\n")
     assert tools["list_files"].fn() == "plan.md"
+
+
+def test_models_takes_a_pattern_and_a_provider() -> None:
+    def listed(*args: str) -> list[str]:
+        out = runner.invoke(app, ["models", *args, "--json"])
+        assert out.exit_code == 0, out.output
+        return [r["model"] for r in json.loads(out.output)]
+
+    assert listed("SONNET-4-6", "--provider", "anthropic") == ["claude-sonnet-4-6"]
+    assert listed("gpt-5*") == ["gpt-5", "gpt-5.5", "gpt-5.5-pro", "gpt-5.6"]  # a glob
+    assert set(listed("--provider", "google:")) == {  # as a provider spec spells it
+        m for m in known_models() if model_info(m).provider == "google"
+    }
+    assert listed("flash") == [m for m in known_models() if "flash" in m]
+    assert listed() == known_models()
+    assert listed("zzz") == []
+    table = runner.invoke(app, ["models", "opus-4-8"], env={"COLUMNS": "120"})
+    assert "claude-opus-4-8" in table.output
+    assert "claude-sonnet" not in table.output
+    none = runner.invoke(app, ["models", "zzz", "--provider", "openai"])
+    assert none.exit_code == 1
+    said = " ".join(none.output.split())
+    assert "no known model matches 'zzz' and follows openai; `stoker models` lists all" in said
+    wrong = runner.invoke(app, ["models", "--provider", "anthropc"])
+    assert wrong.exit_code == 2
+    said = " ".join(wrong.output.split())
+    assert "--provider 'anthropc': the rules are anthropic, openai" in said

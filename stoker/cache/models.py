@@ -9,12 +9,13 @@ name (`claude-sonnet-4-6-20260101`) resolves to its family entry.
 from __future__ import annotations
 
 import difflib
+import fnmatch
 import re
 import tomllib
 from dataclasses import dataclass, replace
 from functools import cache
 from importlib import resources
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from stoker.cache.prices import Price, PriceBook, catalogue_price
 from stoker.errors import ConfigError
@@ -139,6 +140,22 @@ def _table() -> dict[str, ModelInfo]:
 
 def known_models() -> list[str]:
     return sorted(_table())
+
+
+FAMILIES: tuple[Family, ...] = get_args(Family)
+
+
+def find_models(pattern: str = "", family: str = "") -> list[str]:
+    """The known models whose name holds `pattern` (case-insensitive; a glob when it has
+    `*`, `?` or `[`: `claude-*`) and, given a `family`, follow its cache rules."""
+    wanted = pattern.lower()
+    glob = any(c in wanted for c in "*?[")
+    return [
+        name
+        for name in known_models()
+        if (fnmatch.fnmatchcase(name.lower(), wanted) if glob else wanted in name.lower())
+        and (not family or model_info(name).provider == family)
+    ]
 
 
 VENDORS = ("anthropic/", "openai/")  # routers (OpenRouter, LiteLLM) spell models so
