@@ -10,6 +10,7 @@ from stoker.agent.agent import Agent
 from stoker.agent.loop import TurnResult
 from stoker.agent.telemetry_setup import telemetry_from
 from stoker.config import Config
+from stoker.errors import ConfigError
 from stoker.providers.select import select_provider
 from stoker.store import open_store
 from stoker.tools import ToolRegistry
@@ -21,7 +22,17 @@ def default_agent(*, config: Config, workdir: Path, writable: bool = False) -> A
     """The agent of `stoker run` and `stoker chat`: read-only workspace tools (`writable`
     adds `add_note`, a risky tool: for a caller that can ask before it runs), on the
     provider `config` names (a model named in its spec wins over `config.model`), with
-    the OpenTelemetry export `config.telemetry` asks for (flushed at process exit)."""
+    the OpenTelemetry export `config.telemetry` asks for (flushed at process exit).
+
+    A `workdir` that is not a folder is refused: a turn or a chat starts now, on the
+    folder just typed, so a missing one can only be a typo (the tools would find no file
+    and `add_note` could not write)."""
+    if not workdir.is_dir():
+        state = "is not a folder" if workdir.exists() else "does not exist"
+        raise ConfigError(
+            f"the workspace folder {str(workdir.absolute())!r} {state}: create it, or pass "
+            "--workdir with the folder the workspace tools should read"
+        )
     choice = select_provider(config.provider, config=config)
     registry = ToolRegistry()
     registry.register(workspace_toolset(workdir, writable=writable))

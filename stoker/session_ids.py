@@ -1,18 +1,22 @@
-"""Session ids as people type them: the shortest start of each id that names it alone,
-and the way back from such a start to the id.
+"""Session ids as people type them: a short id for every session, and the way back from
+it (or from any unique start of an id) to the id.
 
 Ids are 32 hex digits, too long for a narrow terminal and for typing; a child session
 (a fork, a review, a compaction, a sub-agent) is its parent's id with `.review-1a2b3c4d`
-added. `stoker sessions list` prints a start of each id long enough to name it, and
-`show` / `export` / `rm` / `report` / `chat --resume` accept any such start:
+added, and a child of a child adds another. `stoker sessions list` prints a short id for
+each, and `show` / `export` / `rm` / `report` / `chat --resume` accept it:
 
-- a start that one session's id begins with names that session;
-- a start that names a session and only its own children (its id with `.` and more)
-  names that session: `68a132a6` is the main session even once it has reviews;
-- a whole id always names its own session.
+- a main session's short id is the shortest start of its id (at least `MIN_LENGTH`
+  characters) that no other session's id has, its own children aside: `68a132a6` stays
+  the main session even once it has reviews;
+- a child's short id is its parent's short id, the `.`, and the shortest start of its own
+  part that no sibling's part has, keeping the role and at least `PART_DIGITS` of the hex
+  digits: `68a132a6.review-1a2b`, and its own fork `68a132a6.review-1a2b.fork-99aa`.
 
-A child's short id is therefore its parent's whole id and its own part (`.review-1a2b3c4d`)
-whole, never a start cut at the `.` that means nothing to the reader.
+Reading one back (`name_in`): a string that ids start with names the one of them the
+others are children of (a whole id always names itself); one that no id starts with and
+that holds a `.` is read part by part: what comes before the last `.` names the parent,
+and the rest must start the own part of one of its children.
 """
 
 from __future__ import annotations
@@ -24,9 +28,11 @@ from stoker.errors import AmbiguousSessionId, SessionNotFound
 from stoker.store.base import SqlEventStore
 
 MIN_LENGTH = 8  # a short id reads like a git hash: enough to stay unique as a store grows
+PART_DIGITS = 4  # hex digits of a child's own part kept after its role (`review-1a2b`)
 MAX_CANDIDATES = 10
 SEPARATOR = "."  # between a parent's id and its child's own part
 _PAST_SEPARATOR = chr(ord(SEPARATOR) + 1)  # sorts right after every `id.` start
+_LAST = chr(0x10FFFF)  # sorts after every character: `start + _LAST` ends a start's run
 
 
 def _common(a: str, b: str) -> int:
@@ -42,26 +48,70 @@ def _descends(sid: str, ancestor: str) -> bool:
     return sid.startswith(ancestor + SEPARATOR)
 
 
+def _starting(ordered: Sequence[str], start: str) -> list[str]:
+    """The ids of sorted `ordered` that begin with `start`."""
+    lo = bisect_left(ordered, start)
+    return list(ordered[lo : bisect_left(ordered, start + _LAST, lo=lo)])
+
+
 def short_ids(ids: Iterable[str], among: Iterable[str]) -> dict[str, str]:
-    """For each of `ids`, its shortest start (at least `MIN_LENGTH` characters, or the whole
-    id) that `pick` reads back as that id among `among`. Its own children do not count:
-    a start that names a session and its children names the session. In sorted order the
-    others sharing a start with one id sit next to it once its children (one run: they
-    all begin with the id and `.`) are skipped, so only those two neighbours decide."""
+    """The short id of each of `ids` among the sessions `among` (see the module
+    docstring); `name_in` reads each back as its id. A child whose parent is not among
+    them is shortened as a main session is."""
     ordered = sorted(set(among) | set(ids))
-    where = {sid: i for i, sid in enumerate(ordered)}
+    known = set(ordered)
     out: dict[str, str] = {}
-    for sid in ids:
-        i = where[sid]
-        children = bisect_left(ordered, sid + SEPARATOR, lo=i + 1)  # where they would start
-        past = bisect_left(ordered, sid + _PAST_SEPARATOR, lo=children)  # and end
-        neighbours = [ordered[i - 1]] if i > 0 else []
-        following = i + 1 if i + 1 < children else past
-        if following < len(ordered):
-            neighbours.append(ordered[following])
-        shared = max((_common(sid, n) for n in neighbours), default=0)
-        out[sid] = _whole_part(sid, max(MIN_LENGTH, shared + 1))
-    return out
+
+    def short(sid: str) -> str:
+        if sid in out:
+            return out[sid]
+        parent, dot, part = sid.rpartition(SEPARATOR)
+        if dot and parent in known:
+            siblings = [
+                c[len(parent) + 1 :]
+                for c in _starting(ordered, parent + SEPARATOR)
+                if SEPARATOR not in c[len(parent) + 1 :]
+            ]
+            candidate = f"{short(parent)}{SEPARATOR}{_own_start(part, siblings)}"
+        else:
+            candidate = _main_start(sid, ordered)
+        # What is printed must read back as `sid`; the whole id always does (ids that
+        # spell a `.` themselves could make a shortened one mean another session).
+        out[sid] = candidate if _reads_back(candidate, ordered) == sid else sid
+        return out[sid]
+
+    return {sid: short(sid) for sid in ids}
+
+
+def _reads_back(given: str, ordered: Sequence[str]) -> str | None:
+    try:
+        return name_in(given, ordered)
+    except (SessionNotFound, AmbiguousSessionId):
+        return None
+
+
+def _main_start(sid: str, ordered: Sequence[str]) -> str:
+    """The shortest start of `sid` (at least `MIN_LENGTH` characters, or the whole id)
+    that no other id of sorted `ordered` begins with, its own children aside. In sorted
+    order the others sharing a start with it sit next to it once its children (one run:
+    they all begin with the id and `.`) are skipped, so only those two neighbours decide."""
+    i = bisect_left(ordered, sid)
+    children = bisect_left(ordered, sid + SEPARATOR, lo=i + 1)  # where they would start
+    past = bisect_left(ordered, sid + _PAST_SEPARATOR, lo=children)  # and end
+    neighbours = [ordered[i - 1]] if i > 0 else []
+    following = i + 1 if i + 1 < children else past
+    if following < len(ordered):
+        neighbours.append(ordered[following])
+    shared = max((_common(sid, n) for n in neighbours), default=0)
+    return _whole_part(sid, max(MIN_LENGTH, shared + 1))
+
+
+def _own_start(part: str, siblings: Sequence[str]) -> str:
+    """The shortest start of a child's own `part` that no sibling's part has, keeping
+    its role and at least `PART_DIGITS` characters after it."""
+    floor = part.rfind("-") + 1 + PART_DIGITS
+    shared = max((_common(part, s) for s in siblings if s != part), default=0)
+    return part[: max(floor, shared + 1)]
 
 
 def _whole_part(sid: str, length: int) -> str:
@@ -90,6 +140,31 @@ def pick(given: str, matches: Sequence[str]) -> str:
     raise AmbiguousSessionId(given, sorted(matches)[:MAX_CANDIDATES])
 
 
+def name_in(given: str, ordered: Sequence[str]) -> str:
+    """The id `given` names among the sorted ids `ordered`: a start of ids (`pick`), or
+    else a short id read part by part (the module docstring)."""
+    matches = _starting(ordered, given) if given else []
+    if matches or SEPARATOR not in given:
+        return pick(given, matches)
+    head, _, tail = given.rpartition(SEPARATOR)
+    try:
+        parent = name_in(head, ordered)
+    except SessionNotFound:
+        raise SessionNotFound(given) from None
+    start = parent + SEPARATOR + tail
+    children = _starting(ordered, start)
+    try:
+        return pick(start, children)
+    except SessionNotFound:
+        raise SessionNotFound(given) from None
+    except AmbiguousSessionId as exc:
+        raise AmbiguousSessionId(given, exc.candidates) from None
+
+
 async def resolve(store: SqlEventStore, given: str) -> str:
-    """The id of the session `given` (a whole id or a unique start of one) names."""
-    return pick(given, await store.session_ids(given) if given else [])
+    """The id of the session `given` (a whole id, a unique start of one, or a short id
+    as `stoker sessions list` prints it) names."""
+    if not given:
+        raise SessionNotFound(given)
+    # Every id `given` can name begins with its first part: fetch those once.
+    return name_in(given, sorted(await store.session_ids(given.split(SEPARATOR, 1)[0])))

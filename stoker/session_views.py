@@ -16,6 +16,7 @@ from stoker.cache.models import model_info
 from stoker.cache.pricing import RecordTotals, total_cost, uncached_cost_usd
 from stoker.errors import ConfigError
 from stoker.store.base import SqlEventStore
+from stoker.wire.figures import json_ratio, json_usd
 from stoker.wire.messages import AssistantMessage, Message, UserMessage, message_from_dict
 from stoker.wire.record import CacheRecord
 from stoker.wire.stored import SessionSummary
@@ -126,10 +127,10 @@ class Spend:
         return {
             "calls": self.calls,
             "usage": usage_dict(self.usage),
-            "hit_ratio": self.usage.hit_ratio,
-            "cost_usd": self.cost_usd,
-            "no_cache_usd": self.no_cache_usd,
-            "savings_usd": self.savings_usd,
+            "hit_ratio": json_ratio(self.usage.hit_ratio),
+            "cost_usd": json_usd(self.cost_usd),
+            "no_cache_usd": json_usd(self.no_cache_usd),
+            "savings_usd": json_usd(self.savings_usd),
             "unpriced_calls": self.unpriced,
         }
 
@@ -211,7 +212,7 @@ def record_dict(record: CacheRecord, *, turn: int | None = None) -> dict[str, An
         "model": record.model,
         "started_at": record.started_at,
         "usage": usage_dict(record.usage),
-        "cost_usd": record.cost_usd,
+        "cost_usd": json_usd(record.cost_usd),
         "declared_break": record.declared_break,
         "fallback_of": record.fallback_of,  # the primary model, when a fallback answered
         "explanation": {
@@ -223,7 +224,8 @@ def record_dict(record: CacheRecord, *, turn: int | None = None) -> dict[str, An
 
 
 def summary_dict(summary: SessionSummary, *, short_id: str) -> dict[str, Any]:
-    """A listed session, with the start of its id that names it alone in its store."""
+    """A listed session, with the short id that names it alone in its store
+    (`stoker.session_ids`)."""
     return {
         "id": summary.id,
         "short_id": short_id,
@@ -252,7 +254,7 @@ def view_dict(view: SessionView) -> dict[str, Any]:
                 "tools": t.tools,
                 "approvals": t.approvals,
                 "usage": usage_dict(t.usage),
-                "cost_usd": t.cost_usd,
+                "cost_usd": json_usd(t.cost_usd),
                 "requests": [record_dict(r, turn=t.number) for r in t.records],
                 "keep_warm": [record_dict(r, turn=t.number) for r in t.keep_warm],
             }
@@ -260,6 +262,6 @@ def view_dict(view: SessionView) -> dict[str, Any]:
         ],
         "rebases": list(view.rebases),
         "usage": usage_dict(view.usage),
-        "hit_ratio": view.usage.hit_ratio,
-        "cost_usd": view.cost_usd,
+        "hit_ratio": json_ratio(view.usage.hit_ratio),
+        "cost_usd": json_usd(view.cost_usd),
     }

@@ -25,6 +25,7 @@ from stoker.providers.sim.engine import SimEngine
 from stoker.providers.sim.provider import SimProvider
 from stoker.report.build import build_report
 from stoker.store.sqlite import SQLiteStore
+from stoker.wire.figures import json_usd
 from stoker.wire.record import CacheRecord
 from stoker.wire.request import Request
 from tests.helpers import SYSTEM, make_registry
@@ -299,7 +300,7 @@ async def test_the_report_shows_storage_beside_reads_and_writes(tmp_path: Path) 
     purposes = [c.record.purpose for c in lineage.calls]
     assert purposes.count("cache_create") == 1
     assert purposes[-1] == "cache_delete"
-    assert lineage.to_dict()["storage_usd"] == pytest.approx(lineage.storage_usd)
+    assert lineage.to_dict()["storage_usd"] == json_usd(lineage.storage_usd)
     # the records came back from the store with their storage
     stored = [c.record.storage_token_hours for c in lineage.calls]
     assert sum(stored) == pytest.approx(hours)

@@ -1,6 +1,7 @@
 """Short ids once sessions have children (forks, reviews, compactions, sub-agents, each
 `<parent id>.<role>-<hex>`): the start of a main session's id that `sessions list` prints
-keeps naming it, and a child's short id is never cut at its dangling `.`."""
+keeps naming it, and a child's short id is its parent's short id and the start of its own
+part (`68a132a6.review-1a2b`), never its 48-character id nor a start cut at its `.`."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from typer.testing import CliRunner
 
 from stoker.cli import app
 from stoker.errors import AmbiguousSessionId
-from stoker.session_ids import MIN_LENGTH, pick, short_ids
+from stoker.session_ids import MIN_LENGTH, PART_DIGITS, name_in, pick, short_ids
 from stoker.store.sqlite import SQLiteStore
 from tests.helpers import sim_agent
 
@@ -68,7 +69,7 @@ def test_a_short_id_names_the_main_session_once_it_has_children(tmp_path: Path) 
     assert "starts more than one session id" in both.output
 
 
-def test_the_list_shows_children_whole_and_every_short_id_names_its_session(
+def test_the_list_shows_children_short_and_every_short_id_names_its_session(
     tmp_path: Path,
 ) -> None:
     db = tmp_path / "s.db"
@@ -78,16 +79,39 @@ def test_the_list_shows_children_whole_and_every_short_id_names_its_session(
     short = {row["id"]: row["short_id"] for row in json.loads(listed.output)}
     assert short[MAIN] == MAIN[:8]
     assert short[OTHER] == OTHER[:8]
-    for child in children.values():
-        assert short[child] == child  # the parent's id and its own part, whole
+    fork, review, nested = (children[k] for k in ("fork", "review", "nested"))
+    assert short[fork] == f"{MAIN[:8]}.{fork.rsplit('.', 1)[1][: len('fork-') + PART_DIGITS]}"
+    assert short[review] == f"{MAIN[:8]}.{review.rsplit('.', 1)[1][: len('review-') + 4]}"
+    assert short[nested] == f"{short[review]}.{nested.rsplit('.', 1)[1][: len('fork-') + 4]}"
+    assert max(len(s) for s in short.values()) <= 30  # was 57: the nested fork's whole id
     for sid, start in short.items():
         assert not start.endswith(".")
+        for command in (["sessions", "show"], ["report"]):
+            shown = runner.invoke(app, [*command, start, "--json", "--db", str(db)])
+            assert shown.exit_code == 0, (start, shown.output)
         shown = runner.invoke(app, ["sessions", "show", start, "--json", "--db", str(db)])
-        assert shown.exit_code == 0, (start, shown.output)
         assert json.loads(shown.output)["id"] == sid
     table = runner.invoke(app, ["sessions", "list", "--db", str(db)], env={"COLUMNS": "160"})
     assert f" {MAIN[:8]} " in table.output
+    assert f" {short[nested]} " in table.output
+    assert fork not in table.output  # no 48-character id
     assert ". " not in table.output.replace("…", "")  # no id cut at its separator
+    removed = runner.invoke(app, ["sessions", "rm", short[nested], "--db", str(db)])
+    assert removed.exit_code == 0, removed.output
+    assert f"removed {nested}" in removed.output
+
+
+def test_a_short_id_that_names_no_child_or_several_says_so(tmp_path: Path) -> None:
+    db = tmp_path / "s.db"
+    _family(db)
+    missing = runner.invoke(app, ["sessions", "show", f"{MAIN[:8]}.fork-zzzz", "--db", str(db)])
+    assert missing.exit_code == 1
+    assert f"no session '{MAIN[:8]}.fork-zzzz'" in " ".join(missing.output.split())
+    ids = [MAIN, f"{MAIN}.fork-1a2b0000", f"{MAIN}.fork-1a2c0000"]
+    with pytest.raises(AmbiguousSessionId) as both:
+        name_in(f"{MAIN[:8]}.fork-1a", sorted(ids))
+    assert both.value.prefix == f"{MAIN[:8]}.fork-1a"
+    assert both.value.candidates == ids[1:]
 
 
 def test_pick_takes_the_session_whose_children_are_the_other_matches() -> None:
@@ -125,9 +149,14 @@ def _lineages(draw: st.DrawFn) -> list[str]:
 def test_every_short_id_of_a_lineage_names_its_session(ids: list[str]) -> None:
     short = short_ids(ids, ids)
     for sid, start in short.items():
-        assert sid.startswith(start)
-        assert len(start) >= MIN_LENGTH
-        assert pick(start, [i for i in ids if i.startswith(start)]) == sid
-        if "." in sid:
-            assert start == sid  # a child's own part is never cut
+        assert name_in(start, ids) == sid
         assert not start.endswith(".")
+        parent, _, part = sid.rpartition(".")
+        if parent:  # its parent's short id, then its own part's role and 4+ digits
+            own = start.removeprefix(short[parent] + ".")
+            assert own != start
+            assert part.startswith(own)
+            assert len(own) >= part.index("-") + 1 + PART_DIGITS
+        else:
+            assert sid.startswith(start)
+            assert len(start) >= MIN_LENGTH

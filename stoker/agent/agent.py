@@ -35,7 +35,7 @@ from stoker.agent.system_prompt import DEFAULT_SYSTEM, build_system_prompt
 from stoker.agent.telemetry import NO_TELEMETRY, Telemetry
 from stoker.cache.fleet import FleetWatch, process_fleet
 from stoker.cache.keys import KeyShards, process_key_shards
-from stoker.cache.models import ModelInfo
+from stoker.cache.models import ModelInfo, bare_model_message
 from stoker.cache.planner import CachePolicy
 from stoker.clock import Clock, SystemClock
 from stoker.config import Config
@@ -154,11 +154,7 @@ class Agent(AsyncClosing):
 
     def _select(self) -> None:
         if ":" not in self.model:
-            raise ConfigError(
-                f"Agent({self.model!r}) does not say which provider serves the model: write "
-                f"'anthropic:{self.model}', 'openai:{self.model}' or 'sim:{self.model}' (the "
-                "simulator), or pass provider=..."
-            )
+            raise ConfigError(bare_model_message(self.model))
         choice = select_provider(self.model, config=self.config, clock=self.clock)
         if not choice.model:
             raise ConfigError(f"{self.model!r} names no model; write PROVIDER:MODEL")

@@ -59,6 +59,7 @@ from stoker.providers.sim.engine import SimEngine
 from stoker.providers.sim.provider import SimProvider
 from stoker.store.sqlite import SQLiteStore
 from stoker.tools import ToolRegistry, Toolset
+from stoker.wire.figures import json_ratio
 from stoker.wire.record import CacheRecord
 
 OTHER_MODEL = "claude-sonnet-4-5"  # `/model` there and back: same price, another namespace
@@ -113,10 +114,10 @@ class WorkloadFigures:
                 "keep_warm_calls": p.keep_warm_calls,
                 "written": p.written,
                 "ideal": p.ideal,
-                "writes_vs_ideal": round(p.writes_vs_ideal, 4),
-                "read_share": round(p.read_share, 4),
-                "cost_vs_no_cache": round(p.cost_ratio, 4),
-                "floor_vs_no_cache": round(p.floor_ratio, 4),
+                "writes_vs_ideal": json_ratio(p.writes_vs_ideal),
+                "read_share": json_ratio(p.read_share),
+                "cost_vs_no_cache": json_ratio(p.cost_ratio),
+                "floor_vs_no_cache": json_ratio(p.floor_ratio),
                 "keep_warm_units": round(p.keep_warm_units, 1),
                 "one_rewrite_units": round(p.rewrite_units, 1),
                 "misses": list(p.misses),

@@ -42,6 +42,7 @@ from stoker.clock import FrozenClock
 from stoker.config import DEFAULT_MODEL
 from stoker.providers.sim.engine import SimEngine
 from stoker.providers.sim.provider import SimProvider
+from stoker.wire.figures import json_ratio
 from stoker.wire.record import CacheRecord
 
 Mode = Literal["per session", "one key", "sharded"]
@@ -51,6 +52,17 @@ WIRES = {  # the model each wire runs: Anthropic, OpenAI routing by itself, Open
     "openai gpt-5.6 (N)": "gpt-5.6",
     "openai gpt-5 (L)": "gpt-5",
 }
+FLEET_LEGEND = (
+    "(N): OpenAI regime N (gpt-5.6 and later), which routes requests by itself; the key "
+    "only separates caches.\n"
+    "(L): OpenAI regime L (before gpt-5.6): routed by the first tokens and the key, a route "
+    "overflows to cold machines past about 15 requests a minute.\n"
+    "(prefix): Anthropic takes no key; the prefix itself is the cache key."
+)
+ARRIVALS_LEGEND = (
+    "time policy: keep-warm weighing each session alone (per session) or the arrivals of "
+    "the whole fleet (fleet); keep-warm spend in base-input tokens."
+)
 RATES = (1, 10, 60)  # new sessions per minute
 SESSIONS = 200
 JOB = "Nightly maintenance run {n}: run 1 steps"  # a tool call, then an answer
@@ -75,8 +87,8 @@ class FleetFigures:
             "mode": self.mode,
             "sessions": self.sessions,
             "minutes": round(self.minutes, 1),
-            "first_calls_reading_the_shared_prefix": round(self.first_calls_full, 4),
-            "cost_vs_no_cache": round(self.cost_ratio, 4),
+            "first_calls_reading_the_shared_prefix": json_ratio(self.first_calls_full),
+            "cost_vs_no_cache": json_ratio(self.cost_ratio),
             "overflow_misses": self.overflows,
             "keys": self.keys,
         }
@@ -185,8 +197,8 @@ class ArrivalFigures:
             "interval_minutes": self.interval_minutes,
             "fleet_aware": self.fleet_aware,
             "sessions": self.sessions,
-            "first_calls_reading_the_shared_prefix": round(self.first_calls_full, 4),
-            "cost_vs_no_cache": round(self.cost_ratio, 4),
+            "first_calls_reading_the_shared_prefix": json_ratio(self.first_calls_full),
+            "cost_vs_no_cache": json_ratio(self.cost_ratio),
             "keep_warm_calls": self.keep_warm_calls,
             "keep_warm_units": round(self.keep_warm_units, 1),
         }
@@ -248,7 +260,9 @@ def arrivals_table(results: list[ArrivalFigures]) -> Table:
         "keep-warm calls": lambda f: str(f.keep_warm_calls),
         "keep-warm spend": lambda f: f"{f.keep_warm_units:,.0f}",
     }
-    return rows_table("bench cache: fleet, slow arrivals (Anthropic)", results, cells)
+    table = rows_table("bench cache: fleet, slow arrivals (Anthropic)", results, cells)
+    table.caption, table.caption_justify = ARRIVALS_LEGEND, "left"
+    return table
 
 
 def fleet_table(results: list[FleetFigures]) -> Table:
@@ -261,4 +275,6 @@ def fleet_table(results: list[FleetFigures]) -> Table:
         "overflow misses": lambda f: str(f.overflows),
         "keys": lambda f: str(f.keys),
     }
-    return rows_table("bench cache: fleet", results, cells, labels={"wire"})
+    table = rows_table("bench cache: fleet", results, cells, labels={"wire"})
+    table.caption, table.caption_justify = FLEET_LEGEND, "left"
+    return table

@@ -46,6 +46,7 @@ from stoker.providers.sim.provider import SimProvider
 from stoker.store.base import SqlEventStore
 from stoker.store.open import open_store as store_at
 from stoker.tools import ToolRegistry, Toolset
+from stoker.wire.figures import json_ratio
 from stoker.wire.record import CacheRecord
 
 WIRES = {"anthropic": DEFAULT_MODEL, "openai gpt-5 (L)": "gpt-5"}
@@ -85,7 +86,7 @@ class FleetReplicaFigures:
             "replicas": self.replicas,
             "shared_notes": self.shared_notes,
             "sessions": self.sessions,
-            "first_calls_reading_the_shared_prefix": round(self.first_calls_full, 4),
+            "first_calls_reading_the_shared_prefix": json_ratio(self.first_calls_full),
             "overflow_misses": self.overflows,
             "shared_keep_warm_calls": self.shared_keep_warm,
             "keys": self.keys,

@@ -32,6 +32,7 @@ from stoker.cache.tokens import tokenizer_for
 from stoker.config import DEFAULT_MODEL
 from stoker.wire.dialects import bedrock, openrouter
 from stoker.wire.dialects._chain import ChainMemo
+from stoker.wire.figures import json_ratio
 
 Run = Callable[[Path], Awaitable[WorkloadFigures]]
 
@@ -178,13 +179,13 @@ def to_dict(figures: WorkloadFigures) -> dict[str, Any]:
         "provider": figures.name,
         "calls": total.calls,
         "keep_warm_calls": total.keep_warm_calls,
-        "cost_vs_no_cache": round(total.cost_ratio, 4),
-        "floor_vs_no_cache": round(total.floor_ratio, 4),
-        "over_floor": round(over_floor(figures), 4),
+        "cost_vs_no_cache": json_ratio(total.cost_ratio),
+        "floor_vs_no_cache": json_ratio(total.floor_ratio),
+        "over_floor": json_ratio(over_floor(figures)),
         "written": written(figures),
         "ideal": total.ideal,
-        "writes_vs_ideal": round(writes_vs_ideal(figures), 4),
-        "read_share": round(total.read_share, 4),
+        "writes_vs_ideal": json_ratio(writes_vs_ideal(figures)),
+        "read_share": json_ratio(total.read_share),
         "undeclared_misses": total.undeclared,
         "misses": list(total.misses),
         **({"notes": list(figures.notes)} if figures.notes else {}),

@@ -47,6 +47,7 @@ from stoker.providers.sim.engine import SimEngine
 from stoker.providers.sim.server import SimServer, create_app, serve_in_background
 from stoker.store.sqlite import SQLiteStore
 from stoker.wire.dialects.anthropic import parse_usage
+from stoker.wire.figures import json_ratio
 from stoker.wire.usage import Usage
 
 GAP = 360.0
@@ -91,10 +92,10 @@ class ProxyFigures:
         }
         return {
             "calls": self.calls,
-            "direct_cost_vs_no_cache": round(self.direct_cost, 4),
-            "optimize_cost_vs_no_cache": round(self.optimized_cost, 4),
-            "stoker_sessions_cost_vs_no_cache": round(self.stoker_cost, 4),
-            "optimize_vs_stoker": round(self.optimized_cost / self.stoker_cost, 4),
+            "direct_cost_vs_no_cache": json_ratio(self.direct_cost),
+            "optimize_cost_vs_no_cache": json_ratio(self.optimized_cost),
+            "stoker_sessions_cost_vs_no_cache": json_ratio(self.stoker_cost),
+            "optimize_vs_stoker": json_ratio(self.optimized_cost / self.stoker_cost),
             "keep_warm_pings": self.pings,
             **latency,
             "rounds": self.rounds,

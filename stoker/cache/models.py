@@ -9,11 +9,13 @@ name (`claude-sonnet-4-6-20260101`) resolves to its family entry.
 from __future__ import annotations
 
 import difflib
+import fnmatch
+import re
 import tomllib
 from dataclasses import dataclass, replace
 from functools import cache
 from importlib import resources
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from stoker.cache.prices import Price, PriceBook, catalogue_price
 from stoker.errors import ConfigError
@@ -140,6 +142,22 @@ def known_models() -> list[str]:
     return sorted(_table())
 
 
+FAMILIES: tuple[Family, ...] = get_args(Family)
+
+
+def find_models(pattern: str = "", family: str = "") -> list[str]:
+    """The known models whose name holds `pattern` (case-insensitive; a glob when it has
+    `*`, `?` or `[`: `claude-*`) and, given a `family`, follow its cache rules."""
+    wanted = pattern.lower()
+    glob = any(c in wanted for c in "*?[")
+    return [
+        name
+        for name in known_models()
+        if (fnmatch.fnmatchcase(name.lower(), wanted) if glob else wanted in name.lower())
+        and (not family or model_info(name).provider == family)
+    ]
+
+
 VENDORS = ("anthropic/", "openai/")  # routers (OpenRouter, LiteLLM) spell models so
 
 
@@ -163,7 +181,7 @@ def _unknown(name: str) -> str:
     """What to do about a model the table lacks, without editing the installed package:
     pick a known one (the closest named), or run it on a real provider, which needs only
     a price."""
-    close = difflib.get_close_matches(name, known_models(), n=3, cutoff=0.6)
+    close = closest_models(name)
     closest = f" (closest: {', '.join(close)})" if close else ""
     return (
         f"unknown model {name!r}: Stoker has no cache facts for it (minimum length, regime) "
@@ -172,6 +190,74 @@ def _unknown(name: str) -> str:
         "provider (anthropic:, openai:, bedrock:, google:, openai-compatible:...) needs no "
         "entry: its provider's usual cache rules apply, and prices.toml in the Stoker home "
         "prices it."
+    )
+
+
+def _word(name: str) -> str:
+    """A model name's first word, which names its family: gpt, claude, gemini, deepseek."""
+    return re.split(r"[-./:]", name.lower(), maxsplit=1)[0]
+
+
+def closest_models(name: str, n: int = 3) -> list[str]:
+    """The known models nearest to `name`, nearest first: those whose first word is its
+    own (`gpt-7`: the gpt models) before the rest, each by how alike the names are; the
+    rest only when alike enough to be a typo of it. Of two as alike, the later name (the
+    newer model, as a table sorted by name has it) comes first."""
+    word = _word(name)
+    alike = {k: difflib.SequenceMatcher(None, name, k).ratio() for k in known_models()}
+    near = sorted((k for k, r in alike.items() if _word(k) == word or r >= 0.6), reverse=True)
+    return sorted(near, key=lambda k: (_word(k) != word, -alike[k]))[:n]
+
+
+def provider_spec(family: Family, model: str) -> str:
+    """How a provider string (`stoker.providers.select`) names `model` of `family`."""
+    return f"openai-compatible:URL#{model}" if family == "local" else f"{family}:{model}"
+
+
+def family_guess(name: str) -> Family | None:
+    """The family of the known models that share `name`'s first word (a newer model
+    than the table's: `gpt-7` is OpenAI's), or None when none does."""
+    same = [k for k in closest_models(name) if _word(k) == _word(name)]
+    return model_info(same[0]).provider if same else None
+
+
+def bare_model_message(name: str) -> str:
+    """What `Agent(name)` says when `name` names no provider: the spellings that would
+    work, most likely first. A known model: under its own family's provider. Another:
+    the closest known models, each under its family's provider, then the name itself
+    under the provider its first word suggests (a model newer than the table runs there
+    by the provider's usual rules); the simulator's spelling comes after those."""
+    head = f"Agent({name!r}) does not say which provider serves the model"
+    try:
+        info = model_info(name)
+    except ConfigError:
+        pass
+    else:
+        spec = provider_spec(info.provider, name)
+        return f"{head}: write {spec!r} (or 'sim:{name}' on the simulator), or pass provider=..."
+    listed = "(`stoker models` lists the models Stoker knows)"
+    close = closest_models(name)
+    family = family_guess(name)
+    if not close and family is None:
+        return (
+            f"{head}, and Stoker knows no model {name!r}: write PROVIDER:MODEL (anthropic:, "
+            "openai:, google:, bedrock:, openrouter:, deepseek: or "
+            f"openai-compatible:URL#MODEL), or pass provider=... {listed}"
+        )
+    options = []
+    if close:
+        known = ", ".join(repr(provider_spec(model_info(k).provider, k)) for k in close)
+        options.append(
+            f"a model it knows, closest first: {known} (or 'sim:{close[0]}' on the simulator)"
+        )
+    if family is not None:
+        options.append(
+            f"{provider_spec(family, name)!r} to send it to {family} as it is (the "
+            "provider's usual cache rules apply)"
+        )
+    return (
+        f"{head}, and Stoker knows no model {name!r}. Write {'; or '.join(options)}; or pass "
+        f"provider=... {listed}"
     )
 
 

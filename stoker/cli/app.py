@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import textwrap
 from importlib.metadata import version
 from pathlib import Path
 
@@ -175,22 +176,53 @@ def bench_resume(
         console.print("[dim]PostgreSQL not measured: pass --postgres DSN[/]")
 
 
-@bench_app.command("cache")
+# What each workload of `stoker bench cache` runs: its help and the names it accepts.
+CACHE_WORKLOADS = {
+    "hard": "8 tools, a 24-call tool loop, a 6-minute idle gap, a fork, and a resume in a "
+    "new process",
+    "library-defaults": "the hard workload with every agent at its defaults: what a library "
+    "user who configures no keep-warm gets",
+    "typed": "one session asking for three different output types",
+    "extended": "background memory and skill reviews, 3 parallel sub-agents, a 40-minute "
+    "gap, a rebuild from the store, /model there and back, a toolkit connecting "
+    "mid-session, and a 3-hour gap",
+    "fleet": "--sessions fresh sessions of one agent arriving at 1, 10 and 60 a minute, "
+    "keyed three ways on OpenAI; then Anthropic sessions every 2, 8 and 20 minutes, "
+    "keep-warm weighing each session or the fleet",
+    "providers": "the hard workload on each provider's simulated API (Anthropic, OpenAI, "
+    "Bedrock, OpenRouter, DeepSeek, vLLM, llama.cpp, Gemini implicit and explicit), one "
+    "row each",
+}
+
+
+def _workloads_help() -> str:
+    """One entry a workload, its name then what it runs, laid out by hand: click rewraps
+    every paragraph but one that starts with a backspace character (`\\b`)."""
+    width = max(map(len, CACHE_WORKLOADS)) + 2
+    lines = [
+        textwrap.fill(
+            f"{name:<{width}}{what}.", 78, subsequent_indent=" " * width, break_on_hyphens=False
+        )
+        for name, what in CACHE_WORKLOADS.items()
+    ]
+    return "\b\n" + "\n".join(lines)
+
+
+@bench_app.command(
+    "cache",
+    help="Whole simulated sessions held to the ideal cache use.\n\n"
+    "Sessions on the simulator with a frozen clock, held to the ideal (every distinct "
+    "prefix token written once): per phase and in total. --workload runs one of these "
+    "(all: every one):\n\n" + _workloads_help(),
+)
 def bench_cache(
     workload: str = typer.Option(
-        "all", help="hard, library-defaults, typed, extended, fleet, providers, or all."
+        "all", help=f"{', '.join(CACHE_WORKLOADS)}, or all (each is described above)."
     ),
     as_json: bool = typer.Option(False, "--json", help="Print the figures as JSON."),
     sessions: int = typer.Option(200, min=2, help="Fresh sessions per fleet run."),
 ) -> None:
-    """Whole simulated sessions held to the ideal cache use.
-
-    Sessions on the simulator with a frozen clock, held to the ideal (every distinct
-    prefix token written once): per phase and in total. *library-defaults*: the
-    hard workload with agents at their defaults; *typed*: three output types in one
-    session. *fleet*: many fresh sessions of one agent, keyed three ways, at 1, 10 and 60
-    new sessions a minute. *providers*: the hard workload on every provider's simulated
-    API (Anthropic, OpenAI, Bedrock, OpenRouter, DeepSeek, vLLM, llama.cpp), one row each."""
+    """Whole simulated sessions held to the ideal cache use (the help is `CACHE_WORKLOADS`)."""
     from stoker.bench import providers as by_provider
     from stoker.bench.cache import cache_table, run_cache_bench
     from stoker.bench.fleet import (
@@ -200,7 +232,7 @@ def bench_cache(
         run_fleet_bench,
     )
 
-    known = ("hard", "library-defaults", "typed", "extended", "fleet", "providers")
+    known = tuple(CACHE_WORKLOADS)
     names = known if workload == "all" else (workload,)
     if any(n not in known for n in names):
         fail(f"unknown workload {workload!r}: {', '.join(known)} or all", code=2)

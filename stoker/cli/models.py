@@ -8,9 +8,11 @@ import json
 import typer
 from rich.table import Table
 
-from stoker.cache.models import ModelInfo, known_models, model_info
+from stoker.cache.models import FAMILIES, ModelInfo, find_models, known_models, model_info
+from stoker.cli.errors import fail
 from stoker.cli.options import AsJson
 from stoker.cli.render import console
+from stoker.wire.figures import json_usd
 
 
 def _rate(value: float | None) -> str:
@@ -40,24 +42,48 @@ def models_table(infos: list[ModelInfo]) -> Table:
     return table
 
 
-def models(as_json: AsJson = False) -> None:
+def models(
+    pattern: str = typer.Argument(
+        "",
+        help="Only models whose name holds PATTERN (any case), or matches it as a glob when "
+        "it has * ? or [ (claude-*).",
+        metavar="PATTERN",
+        show_default=False,
+    ),
+    provider: str = typer.Option(
+        "",
+        "--provider",
+        help=f"Only models that follow these cache rules: {', '.join(FAMILIES)}.",
+        metavar="NAME",
+        show_default=False,
+    ),
+    as_json: AsJson = False,
+) -> None:
     """The models Stoker knows, with their cache rules and prices.
 
     Any of them names a model for --model, /model and the simulator. A model on a real
     provider that is not listed still runs: its provider's usual cache rules apply, and
     prices.toml in the Stoker home prices it."""
-    infos = [model_info(name) for name in known_models()]
+    family = provider.strip().rstrip(":").lower()  # `anthropic:` as a provider spec spells it
+    if family and family not in FAMILIES:
+        fail(f"--provider {provider!r}: the rules are {', '.join(FAMILIES)}", code=2)
+    infos = [model_info(name) for name in find_models(pattern, family)]
     if as_json:
         rows = [
             {
                 "model": i.name,
                 "rules": i.provider,
                 "min_cacheable": i.min_cacheable,
-                "input_usd_per_million": i.input,
-                "output_usd_per_million": i.output,
+                "input_usd_per_million": json_usd(i.input),
+                "output_usd_per_million": json_usd(i.output),
             }
             for i in infos
         ]
         typer.echo(json.dumps(rows, indent=2))
         return
+    if not infos:
+        asked = " and ".join(
+            f for f in (pattern and f"matches {pattern!r}", family and f"follows {family}") if f
+        )
+        fail(f"no known model {asked}; `stoker models` lists all {len(known_models())}")
     console.print(models_table(infos))

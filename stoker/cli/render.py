@@ -32,8 +32,29 @@ def counted(n: int, noun: str, plural: str = "") -> str:
     return f"{n} {noun if n == 1 else plural or noun + 's'}"
 
 
+COST_PLACES = 5  # on screen: a hundred-thousandth of a dollar (JSON keeps six: wire.figures)
+
+
 def cost_text(value: float | None) -> str:
-    return "n/a" if value is None else f"${value:.5f}"
+    """Money on screen, everywhere the CLI shows it: `$0.00112`, `-$0.00112` (never
+    `$-0.00112`, nor a `-$0.00000` that rounds to nothing), `n/a` when unknown."""
+    if value is None:
+        return "n/a"
+    shown = round(value, COST_PLACES) + 0.0  # -0.0 + 0.0 is 0.0
+    return f"{'-' if shown < 0 else ''}${abs(shown):.{COST_PLACES}f}"
+
+
+def saving_text(saved_usd: float) -> str:
+    """What the cache saved against the same tokens sent with no cache, said truthfully
+    when it is negative: a call that writes the prefix pays more than the input price
+    for it (1.25x for Anthropic's 5 minutes), so until a later call reads it back the
+    cache has cost more, and "saved -$0.00112" reads as a bug."""
+    if round(saved_usd, COST_PLACES) >= 0:
+        return f"saved {cost_text(saved_usd)}"
+    return (
+        f"cache writes cost {cost_text(-saved_usd)} more than no cache so far "
+        "(they pay back from the next read)"
+    )
 
 
 def records_table(rows: Iterable[tuple[str, str, CacheRecord]], *, title: str) -> Table:

@@ -14,7 +14,7 @@ from rich.table import Table
 from stoker.cache.prices import PriceBook
 from stoker.cli.errors import fail
 from stoker.cli.options import AsJson, Db
-from stoker.cli.render import console, cost_text, counted, no_sessions_yet
+from stoker.cli.render import console, cost_text, counted, no_sessions_yet, saving_text
 from stoker.cli.settings import reading, settings
 from stoker.config import Config
 from stoker.errors import StokerError
@@ -26,7 +26,7 @@ from stoker.store import open_store
 
 def _summary(lineage: LineageReport) -> str:
     u = lineage.usage
-    storage = f" · of it storage ${lineage.storage_usd:.5f}" if lineage.storage_usd else ""
+    storage = f" · of it storage {cost_text(lineage.storage_usd)}" if lineage.storage_usd else ""
     heading = lineage.title or lineage.root_id
     # an audited conversation's title is its id: said once
     session = "" if heading == lineage.root_id else f" · session {escape(lineage.root_id)}"
@@ -34,7 +34,7 @@ def _summary(lineage: LineageReport) -> str:
         f"[bold]{escape(heading)}[/]{session} · "
         f"{counted(len(lineage.sessions), 'session')} · {counted(len(lineage.calls), 'call')} · "
         f"hit ratio {u.hit_ratio:.1%} · cost {lineage.cost}{storage} · "
-        f"no cache {lineage.no_cache_cost} · saved ${lineage.savings_usd:.5f}"
+        f"no cache {lineage.no_cache_cost} · {saving_text(lineage.savings_usd)}"
     )
 
 
@@ -67,7 +67,7 @@ def show(written: Written) -> None:
             console.print(
                 f"  {r.session.role} {r.session.id}: {counted(len(r.calls), 'call')} · "
                 f"hit ratio {r.usage.hit_ratio:.1%} · cost {r.cost} · "
-                f"saved ${r.savings_usd:.5f}",
+                f"{saving_text(r.savings_usd)}",
                 highlight=False,
                 soft_wrap=True,
             )
@@ -81,7 +81,7 @@ def show(written: Written) -> None:
     console.print(
         f"{counted(len(report.calls), 'call')} · hit ratio {report.usage.hit_ratio:.1%} · "
         f"cost {report.cost} · with no cache {report.no_cache_cost} · "
-        f"saved ${report.savings_usd:.5f}",
+        f"{saving_text(report.savings_usd)}",
         soft_wrap=True,
     )
     for what in report.what_if:
@@ -109,7 +109,9 @@ async def _full_id(config: Config, given: str) -> str:
 
 def report(
     session_id: str = typer.Argument(
-        None, help="A session (or a unique start of its id); its whole tree is reported."
+        None,
+        help="A session: its id, its short id or a unique start of its id; its whole tree "
+        "is reported.",
     ),
     all_: bool = typer.Option(False, "--all", help="Every session tree in the database."),
     html: str = typer.Option(None, "--html", help="Write a self-contained HTML report here."),

@@ -34,7 +34,7 @@ from stoker.wire.stored import SessionSummary
 
 T = TypeVar("T")
 
-sessions_app = command_group("Stored sessions: list, show, export, remove.")
+sessions_app = command_group("Stored sessions: list, show, export, rm.")
 
 
 def with_store(config: Config, job: Callable[[SqlEventStore], Awaitable[T]]) -> T:
@@ -106,8 +106,10 @@ def list_(
 ) -> None:
     """The most recently updated sessions.
 
-    Each with the shortest start of its id that `show`, `export`, `rm` and `chat
-    --resume` accept."""
+    Each with a short id that `show`, `export`, `rm`, `report` and `chat --resume`
+    accept: the shortest start of its id no other has, or for a fork, review or
+    sub-agent its parent's short id and the start of its own part
+    (68a132a6.review-1a2b)."""
 
     async def listed(store: SqlEventStore) -> tuple[list[SessionSummary], dict[str, str]]:
         rows = await store.list_sessions(limit=limit)

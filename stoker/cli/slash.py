@@ -17,7 +17,7 @@ from rich.markup import escape
 
 from stoker.agent.cache_clock import cache_clock
 from stoker.agent.session import Session
-from stoker.cli.render import counted
+from stoker.cli.render import cost_text, counted, saving_text
 from stoker.errors import CompactionError, ConfigError
 from stoker.session_views import Spend, show_session
 from stoker.store.base import SqlEventStore
@@ -78,8 +78,8 @@ async def _usage(chat: Chat, argument: str) -> bool:
     out.print(
         f"{counted(spend.calls, 'call')} · read {u.read:,} · written {u.written:,} · uncached "
         f"{u.uncached:,} · output {u.output:,} · hit ratio {u.hit_ratio:.1%}\n"
-        f"cost ${spend.cost_usd:.5f}{unpriced} · without a cache ${spend.no_cache_usd:.5f} · "
-        f"saved {'-' if spend.savings_usd < 0 else ''}${abs(spend.savings_usd):.5f}"
+        f"cost {cost_text(spend.cost_usd)}{unpriced} · without a cache "
+        f"{cost_text(spend.no_cache_usd)} · {saving_text(spend.savings_usd)}"
     )
     print_clock(chat.session, records, out)
     return True

@@ -44,6 +44,7 @@ from stoker.report.counterfactual import Step, read_with_fix, with_breakpoints
 from stoker.report.lineage import SessionNode
 from stoker.store.proxy_log import ProxyLog
 from stoker.wire.exchange import Exchange, LineageSummary
+from stoker.wire.figures import json_ratio
 
 OPTIMIZE = "stoker proxy --optimize"
 _PARTIAL_FIX = "a breakpoint on the newest block each call (`stoker proxy --optimize` places one)"
@@ -85,10 +86,10 @@ class LineageFigures:
             "calls": self.calls,
             "keep_warm": self.keep_warm,
             "errors": self.errors,
-            "read_share": round(self.read_share, 4),
+            "read_share": json_ratio(self.read_share),
             "written": self.written,
             "ideal": self.ideal,
-            "writes_vs_ideal": None if ratio is None else round(ratio, 4),
+            "writes_vs_ideal": json_ratio(ratio),
         }
 
     def line(self) -> str:

@@ -28,6 +28,7 @@ from stoker.report.lineage import (
 )
 from stoker.report.replay import faithful, replay
 from stoker.store.base import SqlEventStore
+from stoker.wire.figures import json_ratio, json_usd
 from stoker.wire.prefix import Prefix
 from stoker.wire.record import CacheRecord, Explanation
 from stoker.wire.usage import Usage
@@ -83,8 +84,8 @@ class Call:
             "model": r.model,
             "started_at": r.started_at,
             "usage": r.usage.to_dict(),
-            "cost_usd": self.cost_usd,
-            "no_cache_usd": self.no_cache_usd,
+            "cost_usd": json_usd(self.cost_usd),
+            "no_cache_usd": json_usd(self.no_cache_usd),
             "verdict": r.explanation.verdict,
             "explanation": str(r.explanation),
         }
@@ -111,7 +112,11 @@ class Miss:
     replayed: bool
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return {
+            **asdict(self),
+            "cost_usd": json_usd(self.cost_usd),
+            "saving_usd": json_usd(self.saving_usd),
+        }
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -125,7 +130,7 @@ class WhatIf:
     detail: str
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return {**asdict(self), "saving_usd": json_usd(self.saving_usd)}
 
     def __str__(self) -> str:
         saved = "an unknown amount" if self.saving_usd is None else f"${self.saving_usd:,.5f}"
@@ -146,7 +151,11 @@ def what_ifs(found: Sequence[WhatIf]) -> tuple[WhatIf, ...]:
 
 
 def _money(total: CostTotal) -> dict[str, Any]:
-    return {"usd": total.usd, "priced_calls": total.priced, "unpriced_calls": total.unpriced}
+    return {
+        "usd": json_usd(total.usd),
+        "priced_calls": total.priced,
+        "unpriced_calls": total.unpriced,
+    }
 
 
 class Totals:
@@ -188,11 +197,11 @@ class Totals:
 def totals_dict(t: Totals) -> dict[str, Any]:
     return {
         "usage": t.usage.to_dict(),
-        "hit_ratio": t.usage.hit_ratio,
+        "hit_ratio": json_ratio(t.usage.hit_ratio),
         "cost": _money(t.cost),
         "no_cache_cost": _money(t.no_cache_cost),
-        "savings_usd": t.savings_usd,
-        **({"storage_usd": t.storage_usd} if t.storage_usd else {}),
+        "savings_usd": json_usd(t.savings_usd),
+        **({"storage_usd": json_usd(t.storage_usd)} if t.storage_usd else {}),
     }
 
 

@@ -6,9 +6,12 @@ escapes it is refused with a message the model can act on.
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 from stoker.tools import Tool, Toolset, tool
+
+log = logging.getLogger(__name__)
 
 NOTES = "NOTES.md"
 
@@ -83,12 +86,24 @@ def _inside(root: Path, path: str) -> Path:
 def workspace_toolset(
     root: Path | str, *, name: str = "workspace", writable: bool = True
 ) -> Toolset:
-    """Tools bound to `root`. `add_note` (only when `writable`) is marked risky."""
+    """Tools bound to `root`. `add_note` (only when `writable`) is marked risky.
+
+    A `root` that is not a folder yet is warned about, not refused: the tools look at it
+    on every call, so a folder created (or mounted) later serves from then on; until
+    then `list_files` says it is missing rather than empty."""
     base = Path(root)
+    if not base.is_dir():
+        log.warning(
+            "the workspace folder %s %s: the workspace tools find no files until it is created",
+            base.absolute(),
+            "is not a folder" if base.exists() else "does not exist",
+        )
 
     @tool
     def list_files() -> str:
         """List the files in the workspace, one relative path per line."""
+        if not base.is_dir():
+            return f"(the workspace folder {base.name or base} does not exist)"
         files = sorted(p.relative_to(base).as_posix() for p in base.rglob("*") if p.is_file())
         return "\n".join(files) or "(the workspace is empty)"
 
