@@ -55,6 +55,9 @@ def _stoker(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
 def _config(tmp_path: Path, text: str) -> str:
     path = tmp_path / "gateway.toml"
     path.write_text(text)
+    # a config with no [agent] serves the starter agent over ./notes beside it; without
+    # the folder the gateway also warns about it, and these tests hold the one error line
+    (tmp_path / "notes").mkdir(exist_ok=True)
     return str(path)
 
 
