@@ -31,6 +31,7 @@ def test_schema_from_hints_and_docstring() -> None:
             pattern: Glob pattern,
                 matched against base names.
             limit (int): Most results to return.
+            kinds: Only entries of these kinds.
 
         Returns:
             One path per line.
@@ -53,6 +54,7 @@ def test_schema_from_hints_and_docstring() -> None:
                     {"type": "null"},
                 ],
                 "default": None,
+                "description": "Only entries of these kinds.",
             },
         },
         "required": ["pattern"],

@@ -9,6 +9,7 @@ an `Approver` (`stoker.tools.approval`).
 
 from __future__ import annotations
 
+from stoker.tools._schema import ToolDocWarning
 from stoker.tools.approval import (
     ApprovalDecision,
     ApprovalRequest,
@@ -32,6 +33,7 @@ __all__ = [
     "DispatchPolicy",
     "Tool",
     "ToolContext",
+    "ToolDocWarning",
     "ToolProgress",
     "ToolRegistry",
     "Toolset",

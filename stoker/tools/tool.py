@@ -17,14 +17,17 @@ import asyncio
 import inspect
 import json
 import re
+import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, overload
 
 from stoker.errors import ToolError
 from stoker.tools._schema import (
+    ToolDocWarning,
     Validator,
     context_parameter,
+    doc_problems,
     minimal_validator,
     parse_docstring,
     schema_from_function,
@@ -192,19 +195,22 @@ def tool(
     """Make a `Tool` from a typed function, sync or async; usable bare or with options.
 
     The schema comes from the type hints (through pydantic); the description from the
-    docstring's first paragraph; each parameter's description from its line under a
-    Google-style `Args:` section. A parameter annotated `ToolContext` is injected at
-    call time and left out of the schema. The function name is the wire name unless
-    `name` is given.
+    docstring's first paragraph; each parameter's description from its entry in the
+    docstring, in Google (`Args:`), Sphinx (`:param x:`), NumPy (`Parameters`) or Epydoc
+    (`@param x:`) style. A docstring that describes some parameters but not all, names
+    one the function does not have, or has a parameter section that cannot be read gives
+    a `ToolDocWarning` naming the tool and the parameter. A parameter annotated
+    `ToolContext` is injected at call time and left out of the schema. The function name
+    is the wire name unless `name` is given.
     """
 
     def build(f: Callable[..., Any]) -> Tool:
         wire_name = check_name(name if name is not None else getattr(f, "__name__", ""))
-        summary, arg_docs = parse_docstring(inspect.getdoc(f))
-        schema, validator, context = schema_from_function(f, wire_name, arg_docs)
-        return Tool(
+        docs = parse_docstring(inspect.getdoc(f))
+        schema, validator, context = schema_from_function(f, wire_name, docs.params)
+        made = Tool(
             name=wire_name,
-            description=summary if description is None else description,
+            description=docs.summary if description is None else description,
             input_schema=schema,
             fn=f,
             concurrent=concurrent,
@@ -212,5 +218,23 @@ def tool(
             context_param=context,
             validator=validator,
         )
+        for problem in doc_problems(wire_name, docs, list(schema["properties"]), context):
+            _warn_at(f, problem)
+        return made
 
     return build if fn is None else build(fn)
+
+
+def _warn_at(fn: Callable[..., Any], message: str) -> None:
+    """A ToolDocWarning pointing at the function's definition, wherever `@tool` ran."""
+    code = getattr(inspect.unwrap(fn), "__code__", None)
+    if code is None:
+        warnings.warn(message, ToolDocWarning, stacklevel=3)
+        return
+    warnings.warn_explicit(
+        message,
+        ToolDocWarning,
+        code.co_filename,
+        code.co_firstlineno,
+        module=getattr(fn, "__module__", None),
+    )
