@@ -10,7 +10,11 @@ and the answer is validated here. Either way a reply that does not validate goes
 the model with what was wrong, up to `retries` times, then `OutputError`.
 
 Types are anything pydantic's `TypeAdapter` takes: a Pydantic model, a dataclass, a
-TypedDict, a list of them... `str` means plain text (no output type).
+TypedDict, a list of them... `str` means plain text (no output type). A bare JSON schema
+(`OutputSpec.from_schema`, a client's at the gateway) is checked by `jsonschema`, its
+`$ref`s resolved within the schema only: one to a URL or a file is never fetched (a
+client's schema must not make the server request an address), and checking an answer
+that needs it is a `ConfigError`.
 """
 
 from __future__ import annotations
@@ -23,7 +27,9 @@ from typing import Any, Generic, TypeVar
 
 import jsonschema
 import pydantic_core
+import referencing
 from pydantic import TypeAdapter, ValidationError
+from referencing.exceptions import Unresolvable
 
 from stoker.agent.loop import TurnResult
 from stoker.errors import ConfigError, OutputError
@@ -56,9 +62,11 @@ class OutputSpec(Generic[T]):
     def from_schema(cls, schema: dict[str, Any], name: str = "output") -> OutputSpec[Any]:
         """Answers valid against `schema` (checked to be a JSON Schema), as parsed JSON."""
         try:
-            jsonschema.validators.validator_for(schema).check_schema(schema)
+            _validator_class(schema).check_schema(schema)
         except jsonschema.SchemaError as exc:
             raise ConfigError(f"the output schema is not a JSON Schema: {exc.message}") from exc
+        except RecursionError as exc:
+            raise ConfigError("the output schema is nested too deeply to be checked") from exc
         clean = _NAME.sub("_", name)[:64] or "output"
         return cls(type_=dict, adapter=None, name=clean, schema=schema)
 
@@ -100,7 +108,8 @@ class OutputSpec(Generic[T]):
         )
 
     def validate(self, text: str) -> T | Invalid:
-        """The answer as a value of the type, or why it is not one."""
+        """The answer as a value of the type, or why it is not one. `ConfigError` when a
+        bare schema refers to what it does not hold (no answer could be checked)."""
         fenced = _FENCE.match(text)
         raw = fenced.group(1) if fenced else text.strip()
         if self.adapter is None:
@@ -118,8 +127,18 @@ class OutputSpec(Generic[T]):
             value = json.loads(raw)
         except (ValueError, RecursionError) as exc:
             return Invalid(field="", reason=f"not JSON: {exc}")
-        validator = jsonschema.validators.validator_for(self.schema)(self.schema)
-        error = jsonschema.exceptions.best_match(validator.iter_errors(value))
+        cls = _validator_class(self.schema)
+        validator = cls(self.schema, registry=referencing.Registry())  # retrieves nothing
+        try:
+            error = jsonschema.exceptions.best_match(validator.iter_errors(value))
+        except Unresolvable as exc:
+            raise ConfigError(
+                f"the output schema's reference {_reference(exc)!r} cannot be resolved: "
+                "Stoker resolves references within the schema only and fetches none; put "
+                "the schema it names under $defs"
+            ) from exc
+        except RecursionError:  # an answer nested past Python's limit, or a $ref loop
+            return Invalid(field="", reason="it is nested too deeply to be checked")
         if error is None:
             return value
         return Invalid(field=".".join(str(p) for p in error.absolute_path), reason=error.message)
@@ -136,6 +155,23 @@ class OutputSpec(Generic[T]):
         return OutputError(
             self.name, field=invalid.field, reason=invalid.reason, text=text, retries=retries
         )
+
+
+def _validator_class(schema: Any) -> type[jsonschema.protocols.Validator]:
+    """The draft `$schema` names; 2020-12 for none or one jsonschema does not know (as
+    the simulator reads it, `stoker.providers.sim.schema_valid`)."""
+    found: type[jsonschema.protocols.Validator] = jsonschema.validators.validator_for(
+        schema, default=jsonschema.Draft202012Validator
+    )
+    return found
+
+
+def _reference(exc: Unresolvable) -> str:
+    """The reference as written: a URL, `#/pointer` or `#anchor` (jsonschema wraps the
+    error; its attributes are the wrapped one's)."""
+    anchor = getattr(exc, "anchor", None)
+    ref = f"{exc.ref}#{anchor}" if isinstance(anchor, str) else str(exc.ref)
+    return (f"#{ref}" if ref.startswith("/") else ref)[:200]
 
 
 def partial(text: str) -> Any:

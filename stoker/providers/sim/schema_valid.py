@@ -1,6 +1,17 @@
 """Whether a value is valid against a JSON schema, by `jsonschema` (what a client's own
 validation uses): the last word on any value the simulator answers with, generated or
-filled from the user's words."""
+filled from the user's words.
+
+References resolve within the schema (and to the JSON Schema meta-schemas) only: the
+validators get a `referencing.Registry` that retrieves nothing, so a `$ref` to a URL or a
+file is never fetched (jsonschema's default still fetches one, a deprecated behaviour),
+and a value checked against it is not valid.
+
+jsonschema-rs (one wheel where jsonschema brings five distributions) was weighed and not
+taken (issue 38): on deep or long-referencing input it overflows its native stack and
+kills the process where jsonschema raises RecursionError. `tests/test_schema_hostile.py`
+holds the cases any replacement must pass.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +21,8 @@ from functools import lru_cache
 from typing import Any
 
 import jsonschema
+import referencing
+from referencing.exceptions import Unresolvable
 
 
 @lru_cache(maxsize=256)
@@ -22,7 +35,8 @@ def _validator(schema_json: str, formats: bool) -> jsonschema.protocols.Validato
         cls.check_schema(schema)
     except jsonschema.SchemaError:
         return None
-    return cls(schema, format_checker=cls.FORMAT_CHECKER if formats else None)
+    checker = cls.FORMAT_CHECKER if formats else None
+    return cls(schema, format_checker=checker, registry=referencing.Registry())
 
 
 def satisfies(value: Any, schema: Mapping[str, Any], *, formats: bool = False) -> bool:
@@ -36,5 +50,5 @@ def satisfies(value: Any, schema: Mapping[str, Any], *, formats: bool = False) -
         return False
     try:
         return bool(validator.is_valid(value))
-    except (jsonschema.exceptions.RefResolutionError, RecursionError, ValueError):
+    except (Unresolvable, RecursionError, ValueError):
         return False
