@@ -26,16 +26,15 @@ class TurnResult(RecordTotals, Generic[T]):
     """What a turn produced: the final text, how it ended, and what it cost.
 
     `output` is the answer as the type the turn asked for (`send(..., output=Invoice)`),
-    validated, so a type checker sees an `Invoice` (a typed turn without a valid answer
-    raises `OutputError` rather than return None); the text itself when it asked for
-    none; None when such a turn ended without an answer."""
+    validated; the text itself when it asked for none; None when the turn ended without
+    an answer."""
 
     text: str
     exit: Literal["answered", "budget_exhausted"]
     iterations: int
     records: tuple[CacheRecord, ...]
-    output: T
     notice: str = ""  # what the caller should know, e.g. that the previous turn was cut off
+    output: T | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -73,9 +72,5 @@ async def run_turn(steps: TurnSteps, message: UserMessage | None) -> TurnResult[
         steps.status("running " + ", ".join(c.name for c in calls))
         await steps.append(tool_results(await steps.run_tools(calls)))
     return TurnResult(
-        text="",
-        exit="budget_exhausted",
-        iterations=steps.max_iterations,
-        records=tuple(records),
-        output=None,
+        text="", exit="budget_exhausted", iterations=steps.max_iterations, records=tuple(records)
     )

@@ -73,28 +73,6 @@ class Session(SessionBase):
 
     __slots__ = ()
 
-    @overload
-    def stream(
-        self,
-        text: str | UserMessage,
-        *,
-        output: type[T] | OutputSpec[T],
-        note: str | None = None,
-        callbacks: Callbacks | None = None,
-        retry: bool = False,
-    ) -> TurnStream[T]: ...
-
-    @overload
-    def stream(
-        self,
-        text: str | UserMessage,
-        *,
-        output: None = None,
-        note: str | None = None,
-        callbacks: Callbacks | None = None,
-        retry: bool = False,
-    ) -> TurnStream[Any]: ...
-
     def stream(
         self,
         text: str | UserMessage,
