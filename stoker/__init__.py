@@ -6,6 +6,7 @@ The names below are the public API; everything else is reachable through its mod
 from __future__ import annotations
 
 import importlib
+from typing import TYPE_CHECKING
 
 from stoker.agent.agent import Agent
 from stoker.agent.compaction import CompactionPolicy
@@ -119,7 +120,34 @@ from stoker.wire.request import Breakpoint, CacheObject, Request
 from stoker.wire.usage import Usage
 
 # Optional parts load on first use: the provider SDKs and the gateway's web stack take a
-# second to import.
+# second to import. Type checkers see them as plain imports (the block below mirrors
+# `_LAZY`, and tests/test_exports.py keeps the two equal); the interpreter never runs it.
+if TYPE_CHECKING:
+    from stoker.agent.otel import OtelTelemetry
+    from stoker.gateway.errors import (
+        ApprovalNotFound,
+        BadRequest,
+        Conflict,
+        GatewayError,
+        InvalidParam,
+        NotFound,
+        PayloadTooLarge,
+        ToolsRemoved,
+        Unauthorized,
+        Unavailable,
+        UnsupportedMediaType,
+        UpstreamError,
+        UpstreamTimeout,
+    )
+    from stoker.gateway.openai_errors import ModelNotFound
+    from stoker.platforms.base import AttachmentRefused
+    from stoker.providers.anthropic import AnthropicProvider
+    from stoker.providers.bedrock import BedrockProvider
+    from stoker.providers.compat import DeepSeekProvider, LocalProvider, OpenRouterProvider
+    from stoker.providers.google import GoogleProvider
+    from stoker.providers.openai import OpenAIProvider
+    from stoker.providers.select import select_provider
+
 _LAZY = {
     "AnthropicProvider": "stoker.providers.anthropic",
     "OtelTelemetry": "stoker.agent.otel",  # needs the `otel` extra

@@ -21,6 +21,10 @@ What happens to a fenced block depends on its language:
 
 `<!-- test: skip REASON -->` before a block leaves it unchecked; the reason is required
 and shows in the test's output.
+
+Python blocks are also type-checked, all at once, by `mypy --strict` against the package as
+users install it (tests/test_typing_examples.py). `<!-- test: untyped REASON -->` before
+a python block leaves it out of that check only (it still runs); the reason is required.
 """
 
 from __future__ import annotations
@@ -54,7 +58,7 @@ TOKEN = "alice-secret"  # alice's bearer token in the docs' gateway examples
 SHELLS = {"sh", "bash", "console", "shell"}
 
 _FENCE = re.compile(r"^(?P<indent> *)(?P<fence>```+|~~~+)\s*(?P<info>[^`]*)$")
-_MARK = re.compile(r"^\s*<!--\s*test:\s*(?P<what>run|skip)\b\s*(?P<reason>.*?)\s*-->\s*$")
+_MARK = re.compile(r"^\s*<!--\s*test:\s*(?P<what>run|skip|untyped)\b\s*(?P<reason>.*?)\s*-->\s*$")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -65,7 +69,7 @@ class Block:
     line: int  # of the opening fence, 1-based
     language: str
     code: str
-    mark: str = ""  # "run", "skip" or ""
+    mark: str = ""  # "run", "skip", "untyped" or ""
     reason: str = ""
 
     @property
@@ -357,6 +361,9 @@ def check_block(block: Block, live: Services | None, workdir: Path) -> str:
     if block.mark == "skip":
         assert block.reason, f"{block.id}: `<!-- test: skip -->` needs a reason"
         return f"skipped: {block.reason}"
+    if block.mark == "untyped":
+        assert block.language == "python", f"{block.id}: only python blocks are type-checked"
+        assert block.reason, f"{block.id}: `<!-- test: untyped -->` needs a reason"
     if block.language == "python":
         assert live is not None
         run_python(block, live, workdir)

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import ast
 import importlib
 import inspect
 import pkgutil
+from pathlib import Path
 
 import stoker
 
@@ -58,3 +60,21 @@ def test_every_exception_class_is_importable_from_stoker() -> None:
             if ours and (attr not in stoker.__all__ or getattr(stoker, attr) is not obj):
                 missing.append(f"{info.name}.{attr}")
     assert missing == []
+
+
+def test_type_checkers_see_every_lazily_loaded_name_where_it_loads_from() -> None:
+    """`stoker/__init__.py` loads its optional parts on first use (`_LAZY`, read by
+    `__getattr__`); its `if TYPE_CHECKING:` imports must name the same modules, or a user's
+    type checker sees `from stoker import AnthropicProvider` as an `object`."""
+    tree = ast.parse(Path(stoker.__file__).read_text(encoding="utf-8"))
+    lazy: dict[str, str] = {}
+    typed: dict[str, str] = {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and ast.unparse(node.targets[0]) == "_LAZY":
+            lazy = ast.literal_eval(node.value)
+        if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING":
+            for imported in node.body:
+                assert isinstance(imported, ast.ImportFrom)
+                typed |= {alias.name: str(imported.module) for alias in imported.names}
+    assert lazy, "no _LAZY in stoker/__init__.py"
+    assert typed == lazy

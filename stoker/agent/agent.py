@@ -14,7 +14,7 @@ import hashlib
 from collections.abc import Sequence
 from dataclasses import KW_ONLY, dataclass, field
 from types import TracebackType
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar, overload
 
 from stoker.agent.background import BackgroundWarmth
 from stoker.agent.compaction import CompactionPolicy
@@ -49,6 +49,8 @@ from stoker.wire.events import EventSink
 from stoker.wire.messages import Message
 from stoker.wire.prefix import CacheParams, Prefix
 from stoker.wire.stored import SessionSource
+
+T = TypeVar("T")
 
 
 def _tools_of(item: Tool | Toolset) -> Sequence[Tool]:
@@ -187,6 +189,16 @@ class Agent(AsyncClosing):
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+    @overload
+    def run_sync(
+        self, text: str, *, output: type[T] | OutputSpec[T], callbacks: Callbacks | None = None
+    ) -> TurnResult[T]: ...
+
+    @overload
+    def run_sync(
+        self, text: str, *, output: object = None, callbacks: Callbacks | None = None
+    ) -> TurnResult[Any]: ...
 
     def run_sync(
         self, text: str, *, output: Any = None, callbacks: Callbacks | None = None

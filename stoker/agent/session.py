@@ -73,6 +73,33 @@ class Session(SessionBase):
 
     __slots__ = ()
 
+    # The overloads of `stream`, `send` and `send_sync` type the result's `output` as the
+    # type asked for: `output=Invoice` gives `TurnResult[Invoice]` (its `output` is an
+    # Invoice, or None when the turn ran out of iterations). With no `output` the answer
+    # is of the agent's own type, which a session does not know statically (`Any`); type
+    # expressions that are not classes (`A | B`) are `Any` too.
+    @overload
+    def stream(
+        self,
+        text: str | UserMessage,
+        *,
+        output: type[T] | OutputSpec[T],
+        note: str | None = None,
+        callbacks: Callbacks | None = None,
+        retry: bool = False,
+    ) -> TurnStream[T]: ...
+
+    @overload
+    def stream(
+        self,
+        text: str | UserMessage,
+        *,
+        output: object = None,
+        note: str | None = None,
+        callbacks: Callbacks | None = None,
+        retry: bool = False,
+    ) -> TurnStream[Any]: ...
+
     def stream(
         self,
         text: str | UserMessage,
@@ -116,7 +143,7 @@ class Session(SessionBase):
         self,
         text: str | UserMessage,
         *,
-        output: None = None,
+        output: object = None,
         note: str | None = None,
         callbacks: Callbacks | None = None,
         retry: bool = False,
@@ -159,6 +186,28 @@ class Session(SessionBase):
 
     async def _answer(self, text: str, callbacks: Callbacks) -> TurnResult[Any]:
         return await self.send(text, callbacks=callbacks)
+
+    @overload
+    def send_sync(
+        self,
+        text: str | UserMessage,
+        *,
+        output: type[T] | OutputSpec[T],
+        note: str | None = None,
+        callbacks: Callbacks | None = None,
+        retry: bool = False,
+    ) -> TurnResult[T]: ...
+
+    @overload
+    def send_sync(
+        self,
+        text: str | UserMessage,
+        *,
+        output: object = None,
+        note: str | None = None,
+        callbacks: Callbacks | None = None,
+        retry: bool = False,
+    ) -> TurnResult[Any]: ...
 
     def send_sync(
         self,
