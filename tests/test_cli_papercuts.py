@@ -28,6 +28,7 @@ from stoker.bench.providers import PROVIDER_RUNS, providers_table
 from stoker.cache.models import closest_models, known_models, model_info
 from stoker.cli import app
 from stoker.cli.render import SIMULATOR_NOTE, cost_text, counted, saving_text, simulator_note
+from stoker.cli.serve import example_config
 from stoker.config import Config
 from stoker.errors import ConfigError
 from stoker.gateway import GatewayConfig, build_gateway
@@ -197,6 +198,18 @@ def test_every_help_names_the_commands_as_they_are_typed() -> None:
                 if (first,) in groups and second:
                     assert second in groups[(first,)].commands, (command, first, second)
     assert listing >= 1  # the sessions group's list is checked
+
+
+def test_no_help_points_at_a_file_a_pip_install_does_not_have() -> None:
+    """The docs folder is in the checkout, not in the wheel: a help or the example config
+    names the docs' pages, never a `docs/...` path."""
+    groups = _groups(typer.main.get_command(app))
+    for path, group in groups.items():
+        for command in (path, *((*path, name) for name in group.commands)):
+            shown = runner.invoke(app, [*command, "-h"]).output
+            assert "docs/" not in shown, (command, shown)
+    assert "docs/" not in example_config()
+    assert "Chat platforms > Telegram" in example_config()
 
 
 def test_bench_cache_help_says_what_each_workload_runs() -> None:

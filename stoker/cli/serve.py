@@ -46,16 +46,16 @@ hourly_usd = 1.0              # the most all sessions' keep-warm may spend in an
 # directory = "memory"
 # review_every = 5
 
-# A chat platform (pip install 'stoker[telegram]'; docs/platforms/telegram.md):
+# A chat platform (pip install 'stoker[telegram]'; the docs' Chat platforms > Telegram):
 # [platforms.telegram]
 # token_env = "TELEGRAM_BOT_TOKEN"   # the token from @BotFather, in the environment
 # allowed_users = [123456789]        # nobody is answered until listed
-# Or Slack (pip install 'stoker[slack]'; docs/platforms/slack.md):
+# Or Slack (pip install 'stoker[slack]'; the docs' Chat platforms > Slack):
 # [platforms.slack]
 # token_env = "SLACK_BOT_TOKEN"                # xoxb-...
 # signing_secret_env = "SLACK_SIGNING_SECRET"  # Basic Information > Signing Secret
 # allowed_users = ["U0123ABCD"]
-# Or Discord (pip install 'stoker[discord]'; docs/platforms/discord.md):
+# Or Discord (pip install 'stoker[discord]'; the docs' Chat platforms > Discord):
 # [platforms.discord]
 # token_env = "DISCORD_BOT_TOKEN"              # Developer Portal > your app > Bot > Token
 # allowed_users = ["80351110224678912"]        # user ids; allowed_servers for whole servers
@@ -83,8 +83,8 @@ def serve(
     platforms. With no users and no platform configured it prints an example config
     instead.
 
-    Chat platforms are sections of the config file (docs/platforms/telegram.md,
-    docs/platforms/slack.md, docs/platforms/discord.md).
+    Chat platforms are sections of the config file (the documentation's "Chat
+    platforms" pages say more).
 
     [platforms.telegram] starts a Telegram bot; pip install 'stoker[telegram]'.
 
