@@ -345,6 +345,16 @@ def _faults(runs: tuple[tuple[LoadResult, ...], ...], endpoint: str) -> str:
     return " / ".join(str(s) for s in (*sums, sum(r.reordered for r in mine)))
 
 
+def _round_ratios(p: PairedRuns, endpoint: str) -> list[float]:
+    ratios = []
+    for mine, theirs in zip(p.this, p.other, strict=False):
+        a = [r.cpu_ms_per_message for r in mine if r.endpoint == endpoint]
+        b = [r.cpu_ms_per_message for r in theirs if r.endpoint == endpoint]
+        if a and b and b[0]:
+            ratios.append(a[0] / b[0])
+    return ratios
+
+
 def paired_table(p: PairedRuns, *, title: str) -> Table:
     sides = [("this checkout", p.this)] + ([(p.against or "", p.other)] if p.other else [])
     columns = ["endpoint", "figure", *(name for name, _ in sides)]
@@ -368,6 +378,15 @@ def paired_table(p: PairedRuns, *, title: str) -> Table:
             if p.other:
                 cells.append(f"{values[0] / values[1]:.2f}x" if values[1] else "-")
             table.add_row(e, name, *cells)
+        if p.other:  # each round's pair ran back to back: the steadiest comparison
+            ratios = _round_ratios(p, e)
+            table.add_row(
+                e,
+                "CPU per message, this / other, each round (median)",
+                ", ".join(f"{x:.2f}" for x in ratios),
+                "",
+                f"{statistics.median(ratios):.2f}x" if ratios else "-",
+            )
         faults = [_faults(r, e) for _, r in sides]
         table.add_row(
             e, "failed / lost / duplicated / reordered", *faults, *([""] if p.other else [])
