@@ -106,15 +106,16 @@ async def _send(
     if endpoint == "native":
         status, _, _ = await conn.request("POST", f"/v1/sessions/{sid}/messages", {"text": text})
         return status
-    said.append({"role": "user", "content": text})
-    body = {"model": "stoker", "messages": said}
+    asked = {"role": "user", "content": text}
+    body = {"model": "stoker", "messages": [*said, asked]}
     status, _, answer = await conn.request(
         "POST", "/v1/chat/completions", body, {SESSION_HEADER: sid}
     )
-    if status == 200:
-        said.append({"role": "assistant", "content": answer["choices"][0]["message"]["content"]})
-    else:
-        said.pop()
+    if status == 200:  # the conversation as the client now holds it
+        said += [
+            asked,
+            {"role": "assistant", "content": answer["choices"][0]["message"]["content"]},
+        ]
     return status
 
 
@@ -129,7 +130,11 @@ async def _client(
             if j >= count:
                 continue
             start = time.perf_counter()
-            status = await _send(conn, endpoint, sid, _text(index, j), said[sid])
+            try:
+                status = await _send(conn, endpoint, sid, _text(index, j), said[sid])
+            except (OSError, EOFError, IndexError, ValueError):  # a connection cut: failed
+                conn.drop()
+                status = 0
             latency.append((time.perf_counter() - start) * 1000)
             failed += status != 200
     return failed
