@@ -465,7 +465,9 @@ class Session(SessionBase):
         notify(record)
         if hooks.on_record is not None:
             hooks.on_record(record)
-        await self._emit(CacheRecorded(session_id=self._id, record=record))
+        # Written with the answer it came with, in that one transaction (the answer is
+        # appended next): a turn is one write at each durability point, not one per event.
+        self._pending.append(CacheRecorded(session_id=self._id, record=record))
         return got.completion, record
 
     def _turn_facts(self) -> TurnFacts:

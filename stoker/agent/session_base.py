@@ -44,6 +44,7 @@ from stoker.tools import (
     Tool,
 )
 from stoker.wire.events import (
+    BatchSink,
     CacheRecorded,
     ConfigChanged,
     Event,
@@ -401,9 +402,19 @@ class SessionBase:
         await self._flush()
 
     async def _flush(self) -> None:
+        """Write what is pending, in one transaction when the sink takes several (a
+        `ConfigChanged` merges into the stored config, so those go one at a time)."""
         pending, self._pending = self._pending, []
+        store = self._store
+        if (
+            len(pending) > 1
+            and isinstance(store, BatchSink)
+            and not any(isinstance(e, ConfigChanged) for e in pending)
+        ):
+            await store.emit_many(pending)
+            return
         for e in pending:
-            await self._store.emit(e)
+            await store.emit(e)
 
     async def _append(self, message: Message) -> None:
         """Append to history; acknowledged once the store has it."""

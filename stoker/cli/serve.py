@@ -150,8 +150,26 @@ def serve(
 
 
 def bench_gateway(
-    sessions: int = typer.Option(200, min=1, max=2000, help="Concurrent sessions."),
-    messages: int = typer.Option(5, min=1, max=50, help="Messages per session, in order."),
+    sessions: int = typer.Option(
+        None, min=1, max=2000, help="Concurrent sessions (default 200; 100 with --http)."
+    ),
+    messages: int = typer.Option(
+        None, min=1, max=50, help="Messages per session, in order (default 5; 10 with --http)."
+    ),
+    http: bool = typer.Option(
+        False,
+        "--http",
+        help="A `stoker serve` process driven over loopback HTTP by --clients connections, on "
+        "the native and the OpenAI-compatible endpoints: the server's CPU ms per message, "
+        "messages/s, latency, and lost / duplicated / reordered.",
+    ),
+    clients: int = typer.Option(100, min=1, max=1000, help="With --http: concurrent clients."),
+    rounds: int = typer.Option(3, min=1, max=20, help="With --http: runs of each checkout."),
+    against: str = typer.Option(
+        None,
+        help="With --http: a commit of this repository, run the same way (exported to a "
+        "temporary folder, on this interpreter) alternately with this checkout.",
+    ),
     postgres: str = typer.Option(
         None,
         envvar="STOKER_BENCH_DATABASE_URL",
@@ -181,6 +199,17 @@ def bench_gateway(
     from stoker.bench.gateway import gateway_table, run_gateway_bench
     from stoker.gateway.local import local_gateway
 
+    if http:
+        _bench_http(
+            clients=clients,
+            sessions=sessions or 100,
+            messages=messages or 10,
+            rounds=rounds,
+            against=against,
+            postgres=postgres,
+        )
+        return
+    sessions, messages = sessions or 200, messages or 5
     if workload == "fleet":
         _bench_fleet(replicas or "4", postgres=postgres, as_json=as_json)
         return
@@ -199,6 +228,36 @@ def bench_gateway(
         result = asyncio.run(run_gateway_bench(url, token, sessions=sessions, messages=messages))
     console.print(gateway_table(result))
     if result.lost or result.failed or result.out_of_order:
+        raise typer.Exit(1)
+
+
+def _bench_http(
+    *,
+    clients: int,
+    sessions: int,
+    messages: int,
+    rounds: int,
+    against: str | None,
+    postgres: str | None,
+) -> None:
+    from stoker.bench.gateway_http import paired_table, run_paired
+
+    database = "PostgreSQL" if postgres else "SQLite"
+    runs = run_paired(
+        clients=clients,
+        sessions=sessions,
+        messages=sessions * messages,
+        rounds=rounds,
+        against=against,
+        postgres=postgres,
+        env=os.environ,
+    )
+    title = (
+        f"stoker serve over loopback HTTP: {clients} clients, {sessions * messages:,} messages "
+        f"over {sessions} sessions, {database}, sim at 0 ms, median of {rounds} run(s)"
+    )
+    console.print(paired_table(runs, title=title))
+    if not runs.clean:
         raise typer.Exit(1)
 
 

@@ -40,6 +40,10 @@ class CachedAgent:
     overrides: dict[str, Any] = field(default_factory=dict)
     last_used: float = 0.0
     busy: int = 0
+    # What the signature was last found current with (the pool's defaults, these
+    # overrides, the user, key and registry generation) and the settings they gave: the
+    # signature is computed again only when one of them changes, not on every message.
+    checked: tuple[tuple[object, ...], SessionSettings] | None = None
 
 
 class AgentCache:

@@ -20,7 +20,7 @@ import time
 import uuid
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import httpx2
@@ -88,18 +88,52 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def database_of(store: SqlEventStore) -> str:
+    """The `database` a child's config names for `store` (a schema: in its search path)."""
+    if isinstance(store, PostgresStore):
+        return dsn_in_schema(store.dsn, store.schema or "public")
+    assert isinstance(store, SQLiteStore)
+    return str(store.path)
+
+
+def dsn_in_schema(dsn: str, schema: str) -> str:
+    return f"{dsn}{'&' if '?' in dsn else '?'}options=-csearch_path%3D{schema}"
+
+
+@dataclass(frozen=True, slots=True)
+class Served:
+    """A `stoker serve` child: where it answers, with which token, and its process id."""
+
+    url: str
+    token: str
+    pid: int
+
+
 @contextmanager
 def _child(
     tmp: Path, token: str, cache_size: int, store: SqlEventStore, env: Mapping[str, str]
 ) -> Iterator[str]:
+    with serve_process(tmp, database_of(store), token=token, cache_size=cache_size, env=env) as s:
+        yield s.url
+
+
+@contextmanager
+def serve_process(
+    tmp: Path,
+    database: str,
+    *,
+    token: str,
+    cache_size: int = DEFAULT_LIMITS.cache_size,
+    env: Mapping[str, str],
+    source: Path | None = None,
+) -> Iterator[Served]:
+    """`stoker serve` on a free loopback port, its config and log in `tmp`.
+
+    `source`: the folder whose `stoker` package the child imports (on PYTHONPATH, and
+    the child starts in `tmp`, so `python -m` does not pick the caller's folder); None:
+    the installed one. Another checkout's code runs this way with this interpreter.
+    """
     port = free_port()
-    if isinstance(store, PostgresStore):
-        database = (
-            f"{store.dsn}{'&' if '?' in store.dsn else '?'}options=-csearch_path%3D{store.schema}"
-        )
-    else:
-        assert isinstance(store, SQLiteStore)
-        database = str(store.path)
     config = tmp / "gateway.toml"
     config.write_text(
         f'host = "127.0.0.1"\nport = {port}\ndatabase = "{database}"\n'
@@ -113,12 +147,16 @@ def _child(
     log = (tmp / "gateway.log").open("w")
     own = {k: v for k, v in env.items() if not k.startswith("STOKER_GATEWAY_")}
     own["STOKER_HOME"] = str(tmp)  # its simulator's cache file too is thrown away after
+    if source is not None:
+        own["PYTHONPATH"] = str(source)
     command = [sys.executable, "-m", "stoker", "serve", "--config", str(config)]
-    child = subprocess.Popen([*command, "--log-level", "warning"], stdout=log, stderr=log, env=own)
+    child = subprocess.Popen(
+        [*command, "--log-level", "warning"], stdout=log, stderr=log, env=own, cwd=tmp
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         wait_ready(url, child, tmp / "gateway.log")
-        yield url
+        yield Served(url, token, child.pid)
     finally:
         child.terminate()
         try:

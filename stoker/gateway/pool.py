@@ -262,9 +262,16 @@ class AgentPool:
         """Why `entry` cannot serve this message, or None (after an in-place change)."""
         if entry.sink.written != head.events:
             return "written by another process"
-        wanted = self.defaults.with_overrides(entry.overrides)
-        if entry.signature != self.signature_of(wanted, user):
-            return "signature changed"
+        generation = self.registry.generation if self.registry is not None else 0
+        inputs = (self.defaults, entry.overrides, user, self._key_sha, generation)
+        checked = entry.checked
+        if checked is not None and _same(checked[0], inputs):
+            wanted = checked[1]  # nothing the signature reads changed since it matched
+        else:
+            wanted = self.defaults.with_overrides(entry.overrides)
+            if entry.signature != self.signature_of(wanted, user):
+                return "signature changed"
+            entry.checked = (inputs, wanted)
         if wanted.reasoning != entry.settings.reasoning:
             if not keeps_namespace(entry.agent.info):
                 return "reasoning moves the cache namespace"
@@ -373,3 +380,9 @@ class AgentPool:
         for provider in self._providers.values():
             await provider.aclose()
         self._providers.clear()
+
+
+def _same(before: tuple[object, ...], now: tuple[object, ...]) -> bool:
+    """What the signature was last checked with: the same settings and overrides objects
+    (both are replaced on a change, never changed in place), the same user, key, generation."""
+    return before[0] is now[0] and before[1] is now[1] and before[2:] == now[2:]

@@ -9,7 +9,7 @@ after each of its own writes, every turn).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -62,15 +62,28 @@ class SessionSink:
         self._key = idempotency_key
 
     async def emit(self, event: Event) -> None:
+        event, key = self._stamped(event)
+        await self.store.emit(event, idempotency_key=key)
+        if event.session_id == self.session_id:
+            self.written += 1
+
+    async def emit_many(self, events: Sequence[Event]) -> None:
+        """Several events in one transaction (a turn's, at a durability point)."""
+        stamped = [self._stamped(e) for e in events]
+        key = next((k for _, k in stamped if k is not None), None)
+        await self.store.emit_many([e for e, _ in stamped], idempotency_key=key)
+        self.written += sum(1 for e, _ in stamped if e.session_id == self.session_id)
+
+    def _stamped(self, event: Event) -> tuple[Event, str | None]:
+        """The event as stored (the gateway's fields in a `SessionCreated`), and the
+        idempotency key it carries, if it is the user message one waits for."""
         own = event.session_id == self.session_id
         if own and isinstance(event, SessionCreated) and self._stamp:
             event = replace(event, config={**event.config, **self._stamp})
         key = None
         if own and self._key is not None and _is_user_text(event):
             key, self._key = self._key, None
-        await self.store.emit(event, idempotency_key=key)
-        if own:
-            self.written += 1
+        return event, key
 
     async def load(self, session_id: str) -> StoredSession:
         loaded, self._loaded = self._loaded, None

@@ -173,11 +173,15 @@ class SqlEventStore(ProxyLog, PlatformLog, GatewayLog, FleetLog):
             )
         await self._write(ops)
 
-    async def emit_many(self, events: Sequence[Event]) -> None:
-        """Commit several events in one transaction (bulk imports, benchmarks).
+    async def emit_many(
+        self, events: Sequence[Event], *, idempotency_key: str | None = None
+    ) -> None:
+        """Commit several events in one transaction (a turn's, bulk imports, benchmarks);
+        when this returns, all of them are durable.
 
         Message counts are added once per session: updating one row thousands of times
         in a transaction makes each update slower on PostgreSQL (row version chains).
+        With `idempotency_key`, as `emit`, for the session of the first user message.
         """
         ops: list[Op] = []
         counts: dict[str, list[Any]] = {}
@@ -196,6 +200,15 @@ class SqlEventStore(ProxyLog, PlatformLog, GatewayLog, FleetLog):
                     "UPDATE sessions SET message_count = message_count + ?, updated_at = ?, "
                     "title = CASE WHEN title = '' THEN ? ELSE title END WHERE id = ?",
                     (count, now, first, sid),
+                )
+            )
+        if idempotency_key is not None:
+            keyed = next(e for e in events if isinstance(e, MessageAppended))
+            ops.append(
+                (
+                    "INSERT INTO idempotency (session_id, key, response, created_at) "
+                    "VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                    (keyed.session_id, idempotency_key, STARTED, time.time()),
                 )
             )
         await self._write(ops)

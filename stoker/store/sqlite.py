@@ -3,6 +3,13 @@
 Each write is one `BEGIN IMMEDIATE` transaction, taken before reading (so two processes
 never deadlock upgrading a lock), and runs shielded from cancellation: a caller that is
 cancelled mid-write does not lose an event the database was already committing.
+
+Group commit: writes that arrive while the thread is busy wait in a queue, and the next
+transaction takes all of them, each in a savepoint of its own (a write that fails rolls
+back alone and its caller gets the error; the others commit). Every caller still returns
+only once its write is committed, so what is acknowledged is durable, as before; a
+gateway's hundred concurrent sessions then cost a few commits and thread hand-offs, not
+one per event.
 """
 
 from __future__ import annotations
@@ -11,6 +18,7 @@ import asyncio
 import sqlite3
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -32,6 +40,8 @@ class SQLiteStore(SqlEventStore):
         self._conn: sqlite3.Connection | None = None
         self._ready = False
         self._init_lock = asyncio.Lock()
+        self._queue: list[tuple[Sequence[Op], asyncio.Future[None]]] = []
+        self._writer: asyncio.Task[None] | None = None
 
     def _connection(self) -> sqlite3.Connection:
         if self._conn is None:
@@ -56,19 +66,60 @@ class SQLiteStore(SqlEventStore):
         return await asyncio.shield(loop.run_in_executor(self._executor, fn))
 
     async def _raw_write(self, ops: Sequence[Op]) -> None:
-        def run() -> None:
-            conn = self._connection()
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                for sql, params in ops:
-                    self.stats.note(sql)
-                    conn.execute(sql, params)
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
-            conn.execute("COMMIT")
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._queue.append((ops, done))
+        if self._writer is None or self._writer.done():
+            self._writer = asyncio.create_task(self._write_queued())
+        await asyncio.shield(done)
 
-        await self._call(run)
+    async def _write_queued(self) -> None:
+        """Commits what is queued, in as few transactions as it arrives in."""
+        while self._queue:
+            batch, self._queue = self._queue, []
+            try:
+                errors = await self._call(partial(self._commit, batch))
+            except Exception as exc:  # the transaction itself failed: every write in it
+                errors = [exc] * len(batch)
+            except BaseException:  # cancelled (the loop is closing): nobody is told it was
+                for _, done in batch:
+                    done.cancel()
+                raise
+            for (_, done), error in zip(batch, errors, strict=True):
+                if done.done():
+                    continue
+                if error is None:
+                    done.set_result(None)
+                else:
+                    done.set_exception(error)
+
+    def _commit(self, batch: Sequence[tuple[Sequence[Op], object]]) -> list[BaseException | None]:
+        """One transaction, each write in a savepoint; the error of each (None: written)."""
+        conn = self._connection()
+        conn.execute("BEGIN IMMEDIATE")
+        errors: list[BaseException | None] = []
+        try:
+            for ops, _ in batch:
+                if len(batch) > 1:
+                    conn.execute("SAVEPOINT w")
+                try:
+                    for sql, params in ops:
+                        self.stats.note(sql)
+                        conn.execute(sql, params)
+                except sqlite3.Error as exc:
+                    if len(batch) == 1:
+                        raise
+                    conn.execute("ROLLBACK TO w")
+                    conn.execute("RELEASE w")
+                    errors.append(exc)
+                    continue
+                if len(batch) > 1:
+                    conn.execute("RELEASE w")
+                errors.append(None)
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+        return errors
 
     async def _raw_read(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
         def run() -> list[tuple[Any, ...]]:
@@ -78,6 +129,9 @@ class SQLiteStore(SqlEventStore):
         return await self._call(run)
 
     async def close(self) -> None:
+        if self._writer is not None:
+            await self._writer  # what was acknowledged as queued is written first
+
         def run() -> None:
             if self._conn is not None:
                 self._conn.close()

@@ -6,8 +6,9 @@ knows this protocol, it never imports the store.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, runtime_checkable
 
 from stoker.wire.messages import Message
 from stoker.wire.prefix import Prefix
@@ -112,6 +113,17 @@ class EventSink(Protocol):
     async def emit(self, event: Event) -> None: ...
 
 
+@runtime_checkable
+class BatchSink(Protocol):
+    """A sink that also takes several events in one write: a turn's events then reach the
+    store in one transaction at its durability points, not one per event. All of them
+    are acknowledged when `emit_many` returns."""
+
+    async def emit(self, event: Event) -> None: ...
+
+    async def emit_many(self, events: Sequence[Event]) -> None: ...
+
+
 class MemorySink:
     """Keeps events in a list: the default for sessions that need no durability."""
 
@@ -120,3 +132,6 @@ class MemorySink:
 
     async def emit(self, event: Event) -> None:
         self.events.append(event)
+
+    async def emit_many(self, events: Sequence[Event]) -> None:
+        self.events.extend(events)
