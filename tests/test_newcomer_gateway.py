@@ -8,6 +8,7 @@ import dataclasses
 import logging
 import tomllib
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -16,7 +17,7 @@ from typer.testing import CliRunner
 from stoker.cache.models import model_info
 from stoker.cli import app
 from stoker.gateway.auth import token_digest
-from stoker.gateway.config import load_config
+from stoker.gateway.config import GatewayConfig, load_config
 from stoker.gateway.server import build_app, build_gateway, serve_in_thread
 from stoker.store.sqlite import SQLiteStore
 from tests.helpers import sim_agent
@@ -49,22 +50,28 @@ def test_the_printed_example_is_an_agent_with_tools_a_prompt_and_keep_warm(
     assert parsed["agent"]["system"] == config.defaults.system  # read as written: no escapes
 
 
+def _one_session(config: GatewayConfig, *texts: str) -> list[dict[str, Any]]:
+    """The replies of a gateway serving `config` to `texts`, in order, in one new session."""
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    app = build_app(config, build_gateway(config))
+    with serve_in_thread(app) as url, httpx.Client(base_url=url) as c:
+        made = c.post("/v1/sessions", headers=auth)
+        assert made.status_code in (200, 201), made.text
+        sid = made.json()["id"]
+        replies = []
+        for text in texts:
+            sent = c.post(f"/v1/sessions/{sid}/messages", headers=auth, json={"text": text})
+            assert sent.status_code == 200, sent.text
+            replies.append(sent.json())
+    return replies
+
+
 def test_the_second_message_with_the_printed_example_reads_its_prompt_from_the_cache(
     tmp_path: Path,
 ) -> None:
     config = load_config(_printed_example(tmp_path), env={})
     config = dataclasses.replace(config, database=str(tmp_path / "gateway.db"))
-    gateway = build_gateway(config)
-    auth = {"Authorization": f"Bearer {TOKEN}"}
-    with serve_in_thread(build_app(config, gateway)) as url, httpx.Client(base_url=url) as c:
-        made = c.post("/v1/sessions", headers=auth)
-        assert made.status_code in (200, 201), made.text
-        sid = made.json()["id"]
-        replies = []
-        for text in ("What files are in the workspace?", "And when do we ship?"):
-            sent = c.post(f"/v1/sessions/{sid}/messages", headers=auth, json={"text": text})
-            assert sent.status_code == 200, sent.text
-            replies.append(sent.json())
+    replies = _one_session(config, "What files are in the workspace?", "And when do we ship?")
     first, second = (reply["requests"][0] for reply in replies)
     minimum = model_info(config.defaults.model).min_cacheable
     # The first message writes the prefix (above the minimum, so it is cached at all)...
@@ -100,18 +107,7 @@ def test_the_readme_gateway_with_no_config_reads_its_prefix_from_the_second_mess
     monkeypatch.chdir(tmp_path)
     env = {"STOKER_GATEWAY_TOKENS": f"alice={TOKEN}", "STOKER_HOME": str(tmp_path / "home")}
     config = load_config(None, env=env)
-    gateway = build_gateway(config)
-    auth = {"Authorization": f"Bearer {TOKEN}"}
-    with serve_in_thread(build_app(config, gateway)) as url, httpx.Client(base_url=url) as c:
-        made = c.post("/v1/sessions", headers=auth)
-        assert made.status_code in (200, 201), made.text
-        sid = made.json()["id"]
-        replies = []
-        for _ in range(2):
-            text = {"text": "Hello! What can you do?"}
-            sent = c.post(f"/v1/sessions/{sid}/messages", headers=auth, json=text)
-            assert sent.status_code == 200, sent.text
-            replies.append(sent.json())
+    replies = _one_session(config, "Hello! What can you do?", "Hello! What can you do?")
     first, second = (reply["requests"][0] for reply in replies)
     assert first["usage"]["written"] > model_info(config.defaults.model).min_cacheable
     assert second["explanation"]["verdict"] == "hit"
