@@ -30,6 +30,7 @@ from stoker.gateway.local import local_gateway
 from stoker.gateway.server import build_app, build_gateway, serve_in_thread
 from stoker.gateway.session_settings import SessionSettings
 from stoker.store.sqlite import SQLiteStore
+from stoker.wire.figures import RATIO_PLACES
 from stoker.wire.usage import Usage
 from tests.helpers import SYSTEM
 from tests.test_gateway_support import make_rig
@@ -274,7 +275,9 @@ def test_the_dashboard_shows_savings_a_time_axis_and_misses_apart(
     assert page["saved"] > 0
     assert page["savedText"] == f"${page['saved']:.6f}"
     read = sum(r["usage"]["read"] for r in requests)
-    assert page["ratio"] == pytest.approx(read / sum(r["usage"]["input_total"] for r in requests))
+    # the ratio as the JSON carries it: RATIO_PLACES decimal places, not float noise
+    exact = read / sum(r["usage"]["input_total"] for r in requests)
+    assert page["ratio"] == usage["spend"]["hit_ratio"] == round(exact, RATIO_PLACES)
     # across alice's sessions
     assert page["totals"]["sessions"] == "2"
     both = usage["spend"]["savings_usd"] + second["spend"]["savings_usd"]
