@@ -8,6 +8,7 @@ import math
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from stoker.bench.returns import time_policy
 from stoker.cache.foresight import (
     Crossing,
     Gap,
@@ -21,7 +22,6 @@ from stoker.cache.foresight import (
     start,
     step,
     tariff,
-    time_policy,
 )
 from stoker.cache.models import model_info
 from stoker.cache.time_policy import TimePolicy

@@ -32,7 +32,6 @@ from dataclasses import dataclass
 from typing import Literal
 
 from stoker.cache.models import ModelInfo
-from stoker.cache.time_policy import Idle, TimePolicy, decide
 
 Move = Literal["expire", "ping", "seal", "store", "extend"]
 
@@ -153,11 +152,12 @@ def move_cost(move: Move, gap: Gap, t: Tariff, point: Point) -> float:
 
 
 def moves_at(gap: Gap, t: Tariff, point: Point) -> tuple[Move, ...]:
-    """What may be done at `point`: a seal needs a tail to write its long entry at (or a
-    long entry to refresh), and a long TTL; storage needs an explicit-cache price."""
+    """What may be done at `point`: a seal needs a long TTL and an entry not yet kept (the
+    accountant makes a long entry where a long marker reads a short one: a seal with no
+    tail still works); storage needs an explicit-cache price."""
     can_seal = t.long > t.short and (not point.tail_written or point.long_lived)
     out: list[Move] = ["expire", "ping"]
-    if can_seal and not point.long_lived:
+    if can_seal and not point.long_lived:  # a long entry is kept by reading it (a ping)
         out.append("seal")
     if t.storage is not None:
         out.append("store")
@@ -310,28 +310,3 @@ def compare(gaps: Sequence[Gap], t: Tariff, choose: Chooser) -> Compared:
         paid=tuple(replay(g, t, choose) for g in gaps),
         best=tuple(optimum(g, t) for g in gaps),
     )
-
-
-def time_policy(info: ModelInfo, policy: TimePolicy, *, gaps: Sequence[float] = ()) -> Chooser:
-    """Stoker's time policy (`time_policy.decide`, with `gaps` seen before) as a chooser:
-    each refresh point becomes the `Idle` it would see there."""
-
-    def choose(gap: Gap, point: Point) -> Move:
-        written = point.tail_written
-        life = long if point.long_lived else short
-        idle = Idle(
-            refreshed_at=point.expires - life,
-            live_for=life,
-            idle_since=0.0,
-            cached=gap.cached + (gap.tail if written else 0),
-            tail=0 if written else gap.tail,
-            long_lived=point.long_lived,
-            overhead=gap.overhead,
-            spent=point.spent,
-        )
-        action = decide(idle, info, policy, gaps=gaps).action
-        return "ping" if action == "ping" else "seal" if action == "seal" else "expire"
-
-    menu = tariff(info, margin=policy.margin)
-    short, long = menu.short, menu.long
-    return choose
