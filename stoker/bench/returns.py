@@ -54,6 +54,8 @@ MIXTURES: dict[str, dict[str, float]] = {
 PREFIX = 8_000  # tokens of tools and system prompt, cached from the first call
 GROWTH = 300  # tokens a turn adds to the history (its messages)
 TAIL = 70  # tokens of the last answer, which the next call sends again
+CALLS_PER_TURN = 4  # a tool-using turn: a few tool calls and the answer (the hard
+# workload's turns average 8), each reading the prefix and writing what it adds
 
 
 def time_policy(info: ModelInfo, policy: TimePolicy, *, gaps: Sequence[float] = ()) -> Chooser:
@@ -101,11 +103,17 @@ def session(seconds: Sequence[float], *, prefix: int = PREFIX, growth: int = GRO
 
 def base_cost(gaps: Sequence[Gap], t: Tariff) -> float:
     """What the session pays whatever is done across its gaps: its first write, and each
-    return reading what was cached and writing what the turn added."""
+    return's turn: `CALLS_PER_TURN` calls, each reading what was cached before it and
+    writing its share of what the turn adds."""
     if not gaps:
         return 0.0
     first = t.write_short * gaps[0].cached
-    turns = sum(t.read * g.cached + t.write_short * (g.tail + GROWTH) for g in gaps)
+    step = (gaps[0].tail + GROWTH) / CALLS_PER_TURN
+    turns = sum(
+        t.read * (g.cached + k * step) + t.write_short * step
+        for g in gaps
+        for k in range(CALLS_PER_TURN)
+    )
     return first + turns
 
 
