@@ -10,7 +10,8 @@ prices): let the entry expire (the rewrite, times the chance the user comes back
 or ping or seal now (their cost, less the tail they write ahead of a return within their
 lifetime, plus what is best at the next point if the user is still away then). Returns
 follow patterns (a reply within a minute, a coffee break, the next morning), so a policy
-that knows them crosses a gap the way foresight would, most of the time.
+that knows them crosses a gap the way foresight would, most of the time. It too never
+spends more on one gap than the rewrite it saves.
 
 *Rent or buy.* With fewer than `MIN_SEEN` gaps seen, or fewer than `MIN_LONGER` that
 lasted longer than this one has, the estimate says nothing, and the decision must not
@@ -40,7 +41,7 @@ LOOKAHEAD = 14
 """Refresh points the search looks ahead (about an hour of pings, or 14 hours sealed);
 past them, the entry is let go if the user is still away."""
 
-PRIOR_WEIGHT = 1.0
+PRIOR_WEIGHT = 2.0
 """How many observed gaps the scale-free prior is worth."""
 
 Basis = Literal["learned", "rent-or-buy"]
@@ -173,8 +174,11 @@ def choose(
     est = ReturnTimes.of(gaps, horizon=horizon)
     if est.thin(point.at):
         return rent_or_buy(gap, t, point, scale=scale)
-    options = _options(gap, t, est, point, scale * rewrite(gap, t), 0)
+    lost = scale * rewrite(gap, t)
+    options = _options(gap, t, est, point, lost, 0)
     move = min(options, key=lambda o: o[0])[1]
+    if move != "expire" and point.spent + move_cost(move, gap, t, point) > lost:
+        move = "expire"  # never more on one gap than the rewrite it saves, as rent-or-buy
     # what keeping it would cost and its chance, whichever way it went
     keep, kept, chance = min(options[1:], key=lambda o: o[0], default=(math.inf, "ping", 0.0))
     return Choice(
