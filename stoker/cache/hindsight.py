@@ -54,10 +54,11 @@ def warm(usage: Usage, cached: int) -> Usage:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class GapReview:
-    """One gap: when it ended (the next call's seq and start), the gap, what was done
-    (the keep-warm requests' purposes, and whether the return read the entry), what that
-    cost, and what foresight would have done."""
+    """One gap: when it ended (the next call's session, seq and start), the gap, what was
+    done (the keep-warm requests' purposes, and whether the return read the entry), what
+    that cost, what foresight would have done, and what the decision expected."""
 
+    session_id: str
     seq: int
     ended_at: float
     gap: Gap
@@ -65,6 +66,7 @@ class GapReview:
     kept: bool
     paid: float
     best: Crossing
+    expected: str = ""  # what the time policy said it expected (its plan's reason)
 
     @property
     def differs(self) -> bool:
@@ -134,8 +136,13 @@ def reviews(records: Sequence[CacheRecord], menu: Tariff, info: ModelInfo) -> li
                 if timed
                 else 0.0
             )
+            said = between[0].explanation.detail if between else ""
+            if not between and record.explanation.verdict == "expired":
+                said = record.explanation.detail
             out.append(
                 GapReview(
+                    session_id=record.session_id,
+                    expected=said,
                     seq=record.seq,
                     ended_at=record.started_at,
                     gap=gap,
@@ -150,16 +157,19 @@ def reviews(records: Sequence[CacheRecord], menu: Tariff, info: ModelInfo) -> li
     return out
 
 
-def hindsight(records: Iterable[CacheRecord], *, margin: float = 30.0) -> Hindsight | None:
+def hindsight(
+    records: Iterable[CacheRecord], *, margin: float = 30.0, info: ModelInfo | None = None
+) -> Hindsight | None:
     """`records` (one session's, or a run's: each session's gaps are its own) as paid
-    and with perfect foresight; None when there are none. Prices are the first call's
-    model's; forks, reviews and sub-agents have no gaps of their own, only cost."""
+    and with perfect foresight; None when there are none. Prices are `info`'s, or the
+    first call's model's; forks, reviews and sub-agents have no gaps of their own, only
+    cost."""
     records = list(records)
     if not records:
         return None
-    info = model_info(records[0].model)
+    info = info or model_info(records[0].model)
     menu = tariff(info, margin=margin)
-    paid = sum(record_units(r, model_info(r.model)) for r in records)
+    paid = sum(record_units(r, info) for r in records)
     by_session: dict[str, list[CacheRecord]] = {}
     for r in records:
         if r.role in ("main", "branch"):
