@@ -104,14 +104,14 @@ class Gap:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Point:
-    """A refresh point: `at` seconds into the gap, a margin before the entry expires at
-    `expires`; what the entry is, and what this gap spent so far."""
+    """A refresh point of a gap (times in seconds from its start): what the entry is
+    there, and what the gap spent to get there."""
 
-    at: float
+    at: float  # when a keep-warm would start: a margin before the entry expires
     expires: float
-    long_lived: bool
-    tail_written: bool
-    spent: float
+    long_lived: bool  # a seal made it a long-TTL entry (or it was one)
+    tail_written: bool  # a keep-warm wrote the last answer after the cached prefix
+    spent: float  # base-input tokens
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
