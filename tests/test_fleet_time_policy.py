@@ -65,7 +65,12 @@ async def test_the_last_session_speaks_for_the_fleet_and_pings_only_the_shared_p
     assert plan is not None
     assert plan.scope == "shared"
     assert "new session arrives" in plan.reason
-    fired = await keep_warm.idle(5 * 60)
+    # The first session's seal left the shared entry a 1-hour one, which each newcomer's
+    # read renews for an hour: the fleet's keep-warm is due before that hour ends.
+    shared = fleet.get(last.prefix)
+    assert shared is not None
+    assert plan.at == shared.last_use + 3600 - 30
+    fired = await keep_warm.idle(plan.at - clock.now() + 1)
     assert [r.session_id for r in fired] == [last.id]
     request = provider.requests[-1]
     assert [m["content"] for m in request["messages"]][-1][0]["text"].startswith("(keep-warm")

@@ -65,4 +65,9 @@ async def open_session(
         )
     for event in start.events:  # stored now: its creation, or a resume's rebase and answers
         await store.emit(event)
+    # How this store's sessions came back after idle gaps: what the time policy learns
+    # from before this session has shown any (a store without the read has none).
+    idle_gaps = getattr(store, "idle_gaps", None)
+    if idle_gaps is not None:
+        start.state.seen = tuple(await idle_gaps(besides=start.session_id))
     return Session(replace(start, events=()), agent=agent, store=store)

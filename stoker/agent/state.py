@@ -35,6 +35,7 @@ class CacheState:
     render_memo: dict[str, Any] = field(default_factory=dict)
     idle_since: float | None = None  # start of the last turn's last call
     gaps: list[float] = field(default_factory=list)  # idle gaps between turns, seconds
+    seen: tuple[float, ...] = ()  # the gaps the store's other sessions showed, at open
     unrecorded_gap: float | None = None  # the newest gap, until a record carries it
     warm_spent: float = 0.0  # keep-warm spent in this gap, base-input tokens
     warm_spent_usd: float = 0.0  # keep-warm spent by the session in all

@@ -83,7 +83,7 @@ def own_plan(
         policy = replace(policy, enabled=False)  # once per gap: a failure is not retried
     price = info.input / 1_000_000 if info.input is not None else None
     gap = replace(gap, shared=kept_by_fleet(view, agent, policy))
-    seen = [*state.gaps, *gaps]
+    seen = [*state.gaps, *state.seen, *gaps]
     found = decide(gap, info, policy, gaps=seen, price=price)
     if state.warm_failed_at is not None:
         return found

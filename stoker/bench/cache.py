@@ -105,6 +105,7 @@ class WorkloadFigures:
     phases: tuple[PhaseFigures, ...]
     total: PhaseFigures
     notes: tuple[str, ...] = ()  # what a provider's run adds (its storage spend, ...)
+    records: tuple[CacheRecord, ...] = ()  # every call, for what foresight would have paid
 
     def to_dict(self) -> dict[str, Any]:
         def one(p: PhaseFigures) -> dict[str, Any]:
@@ -276,6 +277,7 @@ class Run:
             name=name,
             phases=tuple(_figures(p.name, [p]) for p in self.phases),
             total=_figures("total", self.phases),
+            records=tuple(r for p in self.phases for r in p.records),
         )
 
 

@@ -109,8 +109,12 @@ class FleetWatch:
         elif note.kind == "use":
             fleet = self._fleet(note.digest)
             if note.at >= fleet.last_use:
+                # A read refreshes the entry it hits for that entry's own lifetime: a
+                # short marker reading a live long entry leaves it long.
+                live = note.at < fleet.last_use + fleet.live_for
+                kept = fleet.live_for if live else 0.0
                 fleet.last_use, fleet.last_user = note.at, note.session
-                fleet.live_for = note.live_for
+                fleet.live_for = max(note.live_for, kept)
         elif note.kind == "spend":
             fleet = self._fleet(note.digest)
             if note.at >= fleet.last_arrival:  # spend of an earlier gap is not this one's

@@ -10,15 +10,14 @@ write prices. Two requests can prevent it, each sent just before the entry expir
   long entry now covers the whole prefix, so it survives the long TTL (an hour on
   Anthropic) for the price of one read plus a long write of the tail only.
 
-Which one, if any, is arithmetic over the model's prices and what this user is expected
-to do: `decide` compares each action's cost now with the rewrite it saves times the
-chance the user is back while the entry lives. That chance comes from the gaps seen in
-this session (and whatever the caller adds, e.g. the user's other sessions), counted
-from the time already idle, with an optimistic prior worth one observation: with
-nothing observed Stoker keeps the cache warm. What bounds the loss when the user never
-comes back is the cap: one gap never spends more than one rewrite of the prefix on
-keeping it warm (the break-even rule of renting versus buying), and callers may set
-money caps on top.
+Which one, if any, is arithmetic over the model's prices and when this user comes back
+(`stoker.cache.learned`): `decide` picks the move with the least expected cost under the
+gaps seen (this session's, the store's other sessions', whatever the caller adds, e.g.
+the user's), counted from the time already idle; with too few of them, a rent-or-buy
+rule keeps the entry while the gap's spend stays within the rewrite it saves, which
+never costs more than twice what perfect foresight pays (`stoker.cache.foresight`).
+The user's settings win over both: keep-warm off, the cap of one rewrite per gap
+(`gap_cap`), and the session's money cap.
 
 Units are base-input tokens (a token billed at the model's plain input price), so the
 arithmetic holds whether or not the model has a price in the table.
@@ -26,10 +25,13 @@ arithmetic holds whether or not the model has a price in the table.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Literal
 
+from stoker.cache import learned
+from stoker.cache.foresight import Gap, Point, tariff
 from stoker.cache.models import ModelInfo
 from stoker.wire.request import Ttl
 
@@ -201,7 +203,9 @@ def decide(
     gaps: Sequence[float] = (),
     price: float | None = None,
 ) -> WarmPlan:
-    """The cheapest way across the gap that started at `idle.idle_since`.
+    """The cheapest way across the gap that started at `idle.idle_since`: the learned
+    (or rent-or-buy) move at the next refresh point, within the policy's caps; its
+    reason says what it expected (the chance of a return in time, the cost either way).
 
     `price` is USD per base-input token, for the session's money cap (None: unknown).
     """
@@ -221,34 +225,37 @@ def decide(
     if idle.cached < info.min_cacheable:
         return expire(f"nothing cached: the prefix is under {info.min_cacheable} tokens")
     at = expires - policy.margin
-    elapsed = at - idle.idle_since
     own = idle.cached - min(idle.shared, idle.cached)  # what only this session would lose
-    rewrite = (menu.write_short - menu.read) * own + menu.write_short * idle.tail
+    scale = own / idle.cached if idle.cached else 0.0
     if info.warm_by_read:  # an implicit entry saves only what the policy counts on
-        rewrite *= policy.implicit_trust
-    options = []
-    # A seal needs a position of its own to write the long entry at: the unwritten tail,
-    # or the long entry it refreshes. A short entry read again stays a short one.
-    can_seal = (idle.tail > 0 or idle.long_lived) and menu.long > menu.short
-    for action, life, write, ttl in (
-        *((("seal", menu.long, menu.write_long, "1h"),) if can_seal else ()),
-        ("ping", menu.long if idle.long_lived else menu.short, menu.write_short, "5m"),
-    ):
-        cost = menu.read * idle.cached + write * idle.tail + idle.overhead
-        chance = return_chance(
-            gaps,
-            elapsed=elapsed,
-            within=life,
-            horizon=policy.horizon,
-            weight=policy.prior_weight,
-        )
-        options.append((chance * rewrite - cost, action, life, ttl, cost, chance))
-    net, action, life, ttl, cost, chance = max(options)
-    if net <= 0:
-        return expire(
-            f"a keep-warm costs {cost:,.0f} and saves {chance * rewrite:,.0f} (chance of a "
-            f"return {chance:.0%}): cheaper to rewrite if the user comes back"
-        )
+        scale *= policy.implicit_trust
+    gap = Gap(
+        seconds=math.inf,  # unknown: the decision is online
+        cached=idle.cached,
+        tail=idle.tail,
+        long_lived=idle.long_lived,
+        overhead=idle.overhead,
+    )
+    point = Point(
+        at=at - idle.idle_since,
+        expires=expires - idle.idle_since,
+        long_lived=idle.long_lived,
+        tail_written=False,
+        spent=idle.spent,
+    )
+    menu_ = tariff(info, margin=policy.margin)
+    if idle.tail <= 0 and not idle.long_lived:
+        # A seal needs a position of its own to write the long entry at: the unwritten
+        # tail, or the long entry it refreshes. A short entry read again stays short.
+        menu_ = replace(menu_, long=menu_.short, write_long=menu_.write_short)
+    choice = learned.choose(gap, menu_, point, gaps, horizon=policy.horizon, scale=scale)
+    if choice.move not in ("ping", "seal"):
+        return expire(_why(choice, idle, menu.long if idle.long_lived else menu.short))
+    # A long entry read again is re-sealed under its 1-hour markers (a 5-minute marker
+    # would let the tail it covers expire sooner).
+    action: Action = "seal" if choice.move == "seal" or idle.long_lived else "ping"
+    life = menu.long if action == "seal" else menu.short
+    cost = choice.cost
     cap = policy.gap_cap * menu.write_short * (idle.cached + idle.tail)
     if idle.spent + cost > cap:
         return expire(
@@ -264,16 +271,39 @@ def decide(
     return WarmPlan(
         action=action,
         at=at,
-        ttl=ttl,
+        ttl="1h" if action == "seal" else "5m",
         covers_until=at + life,
         cost=cost,
-        saves=chance * rewrite,
-        chance=chance,
-        reason=(
-            f"{action}: keeps {idle.cached:,} tokens warm for {life / 60:.0f} min for "
-            f"{cost:,.0f} instead of a {rewrite:,.0f} rewrite (chance of a return {chance:.0%})"
-        ),
+        saves=cost + max(choice.expire - choice.keep, 0.0),
+        chance=choice.chance,
+        reason=f"{action}: keeps {idle.cached:,} tokens warm for {life / 60:.0f} min; "
+        + _why(choice, idle, life),
     )
+
+
+def _why(choice: learned.Choice, idle: Idle, life: float) -> str:
+    """What the decision expected: the chance of a return in time and the cost either
+    way (expected, from the gaps seen; or rent-or-buy's bound)."""
+    if choice.basis == "rent-or-buy":
+        if choice.move == "expire":
+            return (
+                f"rent-or-buy (too few gaps seen to estimate returns): this gap spent "
+                f"{idle.spent:,.0f}, and another {choice.keep:,.0f} would pass the "
+                f"{choice.expire:,.0f} rewrite it saves (its cap: one rewrite), so it expires"
+            )
+        return (
+            f"rent-or-buy (too few gaps seen to estimate returns): {choice.cost:,.0f} now, "
+            f"the gap's spend kept within the {choice.expire:,.0f} rewrite it saves (at "
+            "most twice what foresight pays)"
+        )
+    expected = (
+        f"expected cost {choice.keep:,.0f} keeping it warm, {choice.expire:,.0f} letting it "
+        f"expire (chance of a return within {life / 60:.0f} min {choice.chance:.0%}, from "
+        f"{choice.seen} gaps seen)"
+    )
+    if choice.move == "expire":
+        return expected + ": cheaper to rewrite if the user comes back"
+    return expected
 
 
 def decide_shared(
@@ -292,5 +322,8 @@ def decide_shared(
     plan = decide(fleet, info, policy, gaps=arrivals, price=price)
     if not plan.sends:
         return replace(plan, scope="shared")
-    reason = plan.reason.replace("chance of a return", "chance a new session arrives")
+    reason = plan.reason.replace("chance of a return", "chance a new session arrives").replace(
+        "too few gaps seen to estimate returns",
+        "too few arrivals seen to tell when a new session arrives",
+    )
     return replace(plan, scope="shared", reason="shared tools+system " + reason)

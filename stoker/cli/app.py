@@ -192,6 +192,9 @@ CACHE_WORKLOADS = {
     "providers": "the hard workload on each provider's simulated API (Anthropic, OpenAI, "
     "Bedrock, OpenRouter, DeepSeek, vLLM, llama.cpp, Gemini implicit and explicit), one "
     "row each",
+    "foresight": "the time policy against perfect foresight: the hard and extended "
+    "workloads, users whose returns follow four mixtures (chat, office, overnight, "
+    "breaks), and --fuzz random gap sequences (the worst printed)",
 }
 
 
@@ -221,9 +224,11 @@ def bench_cache(
     ),
     as_json: bool = typer.Option(False, "--json", help="Print the figures as JSON."),
     sessions: int = typer.Option(200, min=2, help="Fresh sessions per fleet run."),
+    fuzz: int = typer.Option(300, min=1, help="Random gap sequences the foresight run tries."),
 ) -> None:
     """Whole simulated sessions held to the ideal cache use (the help is `CACHE_WORKLOADS`)."""
     from stoker.bench import providers as by_provider
+    from stoker.bench import returns
     from stoker.bench.cache import cache_table, run_cache_bench
     from stoker.bench.fleet import (
         arrivals_table,
@@ -236,8 +241,13 @@ def bench_cache(
     names = known if workload == "all" else (workload,)
     if any(n not in known for n in names):
         fail(f"unknown workload {workload!r}: {', '.join(known)} or all", code=2)
-    alone = ("fleet", "providers")
-    results = asyncio.run(run_cache_bench(tuple(n for n in names if n not in alone)))
+    alone = ("fleet", "providers", "foresight")
+    wanted = tuple(n for n in names if n not in alone)
+    if "foresight" in names:  # held to foresight: the hard and extended runs' records
+        wanted = (*wanted, *(n for n in ("hard", "extended") if n not in wanted))
+    results = asyncio.run(run_cache_bench(wanted))
+    foresight = returns.run_foresight(results, fuzz=fuzz) if "foresight" in names else None
+    results = [r for r in results if r.name in names]
     rows = asyncio.run(by_provider.run_providers_bench()) if "providers" in names else []
     fleet = asyncio.run(run_fleet_bench(sessions=sessions)) if "fleet" in names else []
     arrivals = asyncio.run(run_arrivals_bench()) if "fleet" in names else []
@@ -250,6 +260,8 @@ def bench_cache(
             data["fleet_arrivals"] = [a.to_dict() for a in arrivals]
         if rows:
             data["providers"] = [by_provider.to_dict(r) for r in rows]
+        if foresight is not None:
+            data["foresight"] = returns.foresight_dict(*foresight)
         typer.echo(json.dumps(data, indent=2))
         return
     for figures in results:
@@ -269,6 +281,8 @@ def bench_cache(
         console.print(arrivals_table(arrivals))
     if rows:
         console.print(by_provider.providers_table(rows))
+    if foresight is not None:
+        console.print(returns.foresight_table(*foresight))
 
 
 @bench_app.command("fuzz")

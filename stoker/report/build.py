@@ -18,6 +18,7 @@ from stoker.cache.prices import PriceBook
 from stoker.cache.pricing import CostTotal, cost_usd, sum_costs, uncached_cost_usd
 from stoker.errors import ConfigError, UnknownPrice
 from stoker.report.counterfactual import read_with_fix
+from stoker.report.foresight import foresight_notes
 from stoker.report.lineage import (
     SessionNode,
     StoredCall,
@@ -428,6 +429,9 @@ def lineage_report(lineage: StoredLineage, prices: PriceBook) -> tuple[LineageRe
     misses, checked = _misses(calls, lineage.calls, infos)
     title = next((s.title for s in lineage.sessions if s.id == lineage.root_id), "")
     unpriced = {c.record.model for c in calls if c.cost_usd is None}
+    notes, foresight = foresight_notes(
+        [(c.number, c.record) for c in calls], next(iter(infos), None)
+    )
     report = LineageReport(
         root_id=lineage.root_id,
         title=title,
@@ -435,6 +439,8 @@ def lineage_report(lineage: StoredLineage, prices: PriceBook) -> tuple[LineageRe
         calls=calls,
         misses=misses,
         replay_checked=checked,
+        notes=notes,
+        extra={"foresight": foresight} if foresight else {},
     )
     return report, unpriced
 

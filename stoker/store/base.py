@@ -337,6 +337,18 @@ class SqlEventStore(ProxyLog, PlatformLog, GatewayLog, FleetLog):
             for r in rows
         ]
 
+    async def idle_gaps(self, *, besides: str = "", limit: int = 256) -> tuple[float, ...]:
+        """The idle gaps the store's main sessions (but `besides`) showed between turns
+        (seconds), the most recently active sessions' first: how this store's users come
+        back, which the time policy learns from (`stoker.cache.learned`)."""
+        rows = await self._read(
+            "SELECT g.seconds FROM session_gaps g JOIN sessions s ON s.id = g.session_id "
+            "WHERE s.role = 'main' AND s.id <> ? ORDER BY s.updated_at DESC, g.seq DESC "
+            "LIMIT ?",
+            (besides, limit),
+        )
+        return tuple(float(g) for (g,) in rows)
+
     async def session_ids(self, prefix: str = "") -> list[str]:
         """Every session id that starts with `prefix` (case-sensitive on every backend:
         SQLite's LIKE is not), in no particular order."""
