@@ -205,8 +205,8 @@ def _served(
     home: Path, *, through_proxy: bool, optimize: bool = True
 ) -> Iterator[tuple[str, SimServer, Any]]:
     # The proxy is a peer of the benchmarks (both sit above the store): imported here.
-    from stoker.proxy.app import ProxyConfig
     from stoker.proxy.app import create_app as create_proxy
+    from stoker.proxy.core import ProxyConfig
 
     clock = FrozenClock()
     with ExitStack() as stack:
