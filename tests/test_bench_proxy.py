@@ -25,6 +25,14 @@ def test_optimize_brings_a_caching_off_workload_within_10_percent_of_stoker() ->
     # is asserted here: the figures are the benchmark's, on a quiet machine).
     assert figures.audit is not None
     assert figures.optimize is not None
+    # The same traffic through stoker.http_client(optimize=True) in this process: the
+    # proxy's cost within 1%, its writes at most 2% over the ideal, keep-warm across the
+    # gap from the client's own thread; and the latency half ran it in both modes.
+    assert figures.in_process_cost == pytest.approx(figures.optimized_cost, rel=0.01)
+    assert figures.in_process_writes <= 1.02
+    assert figures.in_process_pings >= 1
+    assert figures.in_process_audit is not None
+    assert figures.in_process_optimize is not None
 
 
 @pytest.mark.parametrize("optimize", [False, True], ids=["audit", "optimize"])

@@ -191,6 +191,7 @@ class ProxyCore:
             admission = call.admission
             if (
                 self.keep_warm is not None
+                and not self._closed
                 and admission is not None
                 and call.status == 200
                 and call.purpose == "turn"
@@ -255,9 +256,9 @@ class ProxyCore:
         if self._closed:
             return
         self._closed = True
+        await self.recorded()  # first: a call recorded now would start keep-warm again
         if self.keep_warm is not None:
             await self.keep_warm.aclose()
-        await self.recorded()
         if self.process is not None:
             await self.process.aclose()
 

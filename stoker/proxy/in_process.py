@@ -24,11 +24,12 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import functools
 import logging
 import threading
 import time
 import weakref
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Literal, overload
 
@@ -74,8 +75,8 @@ class InProcess(ProxyCore):
         clock: Clock | None,
         send: _Sender,
     ) -> None:
-        self._database = database
-        self._store: SqlEventStore | None = None
+        # no I/O until the first call is recorded; the store migrates once, then
+        self._store: SqlEventStore | None = open_store(database) if database else None
         self._send = send
         super().__init__(config, sink=self, clock=clock)
 
@@ -86,14 +87,9 @@ class InProcess(ProxyCore):
         return self.last
 
     async def record_exchange(self, exchange: Exchange) -> None:
-        """The sink: the store, opened (and migrated) at the first call that needs it."""
-        if self._database is None:
-            return
-        if self._store is None:
-            store = open_store(self._database)
-            await store.schema_version()
-            self._store = store
-        await self._store.record_exchange(exchange)
+        """The sink: the store (None: calls are kept in `last_call` only)."""
+        if self._store is not None:
+            await self._store.record_exchange(exchange)
 
     async def post(self, lineage: LineageState, body: bytes) -> tuple[int, bytes]:
         return await self._send(lineage.origin + lineage.path, lineage.auth, body)
@@ -308,7 +304,7 @@ class _Engine:
         )
         self._thread.start()
         self._closed = False
-        atexit.register(_close_at_exit, weakref.ref(self))
+        _at_exit(functools.partial(_close_at_exit, weakref.ref(self)))
 
     def close(self, timeout: float = 30.0) -> None:
         if self._closed:
@@ -324,6 +320,21 @@ class _Engine:
         self._thread.join(timeout)
         if not self._thread.is_alive():
             self.loop.close()
+
+
+def _at_exit(callback: Callable[[], None]) -> None:
+    """Run `callback` as the interpreter exits, before the thread pools stop taking work
+    (the store writes through one): `threading`'s own exit hook, which runs ahead of
+    `atexit` and is how `concurrent.futures` registers its shutdown; `atexit` where an
+    interpreter has no such hook."""
+    hook = getattr(threading, "_register_atexit", None)
+    if hook is None:
+        atexit.register(callback)
+        return
+    try:
+        hook(callback)
+    except RuntimeError:  # already shutting down: nothing can be stored any more
+        atexit.register(callback)
 
 
 def _close_at_exit(ref: weakref.ReferenceType[_Engine]) -> None:
