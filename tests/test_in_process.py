@@ -25,6 +25,7 @@ import openai
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from starlette.middleware.gzip import GZipMiddleware
 
 import stoker
 from stoker.clock import FrozenClock
@@ -300,3 +301,66 @@ def test_a_body_the_optimizer_cannot_read_goes_out_unchanged_and_is_recorded_so(
         assert last.record is None
     elif got.status_code == 200:
         assert last.record is not None  # read, rewritten and explained
+
+
+@pytest.mark.parametrize("sync", [True, False], ids=["sync", "async"])
+def test_a_child_process_can_record_and_the_latest_call_is_read_back(
+    sim: ServedSim, tmp_path: Path, sync: bool
+) -> None:
+    """`recorder="process"`: the costly half of recording runs in a child process (as
+    `stoker proxy` records); every call is stored and `recorded()` reads the latest back."""
+    db = tmp_path / "calls.db"
+    key = f"sk-sim-{uuid.uuid4().hex}"
+    if sync:
+        http = stoker.http_client(sync=True, optimize=True, db=db, recorder="process")
+        with anthropic.Anthropic(
+            api_key=key, base_url=sim.url, max_retries=0, http_client=http
+        ) as client:
+            _conversation(client)
+            last = http.recorded()
+    else:
+
+        async def main() -> Exchange | None:
+            http = stoker.http_client(optimize=True, db=db, recorder="process")
+            async with anthropic.AsyncAnthropic(
+                api_key=key, base_url=sim.url, max_retries=0, http_client=http
+            ) as client:
+                messages: list[dict[str, Any]] = []
+                for question in QUESTIONS:
+                    messages.append({"role": "user", "content": question})
+                    answer = await client.messages.create(
+                        model=MODEL,
+                        max_tokens=64,
+                        system=SYSTEM,
+                        messages=messages,  # type: ignore[arg-type]
+                    )
+                    messages.append({"role": "assistant", "content": answer.content})
+                return await http.recorded()
+
+        last = asyncio.run(main())
+    (calls,) = asyncio.run(_stored(db))
+    assert [c.record.explanation.verdict for c in calls if c.record] == ["first", "hit", "hit"]
+    assert last is not None
+    assert (last.lineage_id, last.seq) == (calls[-1].lineage_id, calls[-1].seq)
+    assert last.record is not None
+    assert last.record.explanation.verdict == "hit"
+
+
+def test_a_compressed_answer_is_recorded_as_the_provider_meant_it(tmp_path: Path) -> None:
+    """Real APIs compress their answers when the SDK asks (it does): the SDK reads the
+    answer inflated, and so does the record."""
+    app = GZipMiddleware(create_app(clock=FrozenClock()), minimum_size=0)
+    with serve_in_background(app) as zipped:
+        http = stoker.http_client(sync=True, db=tmp_path / "calls.db")
+        with anthropic.Anthropic(
+            api_key="sk-sim-gzip", base_url=zipped.url, max_retries=0, http_client=http
+        ) as client:
+            raw = client.messages.with_raw_response.create(
+                model=MODEL, max_tokens=16, messages=[{"role": "user", "content": "hi"}]
+            )
+            last = http.recorded()
+    assert raw.headers["content-encoding"] == "gzip"
+    assert last is not None
+    assert last.error is None
+    assert last.record is not None
+    assert last.record.usage.input_total == raw.parse().usage.input_tokens

@@ -51,6 +51,14 @@ from stoker.wire.figures import json_ratio
 from stoker.wire.usage import Usage
 
 GAP = 360.0
+LATENCY_ROUTES = (  # the ways the latency half sends the workload, beside sending it directly
+    "audit",  # a `stoker proxy` process
+    "optimize",  # one with --optimize
+    "in_process_audit",  # stoker.http_client(), recording on its own thread
+    "in_process_optimize",
+    "in_process_child_audit",  # recorder="process": a child process records
+    "in_process_child_optimize",
+)
 FRAMEWORK_TOOLS = [  # the framework's own key order: name, description, schema
     {"name": t.name, "description": t.description, "input_schema": t.input_schema} for t in TOOLS
 ]
@@ -83,22 +91,13 @@ class ProxyFigures:
     in_process_pings: int
     proxy_writes: float  # written (keep-warm too) / the ideal, through --optimize
     in_process_writes: float  # and in process
-    audit: Added | None  # None: the latency half was not run
-    optimize: Added | None
-    in_process_audit: Added | None
-    in_process_optimize: Added | None
+    added: dict[str, Added]  # by route (`LATENCY_ROUTES`); empty: the latency half not run
     rounds: int
 
     def to_dict(self) -> dict[str, Any]:
         latency = {
-            f"{mode}_added_latency_{q}_ms": round(getattr(added, q), 3)
-            for mode, added in (
-                ("audit", self.audit),
-                ("optimize", self.optimize),
-                ("in_process_audit", self.in_process_audit),
-                ("in_process_optimize", self.in_process_optimize),
-            )
-            if added is not None
+            f"{route}_added_latency_{q}_ms": round(getattr(added, q), 3)
+            for route, added in self.added.items()
             for q in ("p50", "p99")
         }
         return {
@@ -322,7 +321,7 @@ def _latency(home: Path, rounds: int) -> dict[str, Added]:
     """Added latency of `stoker proxy` processes, audit and optimize, and of
     `stoker.http_client()` in this process in each mode, before a simulator process
     serving the workload's model; by route."""
-    from stoker.proxy.in_process import http_client
+    from stoker.proxy.in_process import Recording, http_client
 
     python = sys.executable
     with ExitStack() as stack:
@@ -340,15 +339,15 @@ def _latency(home: Path, rounds: int) -> dict[str, Added]:
             proxies[mode] = f"http://127.0.0.1:{port}"
             stack.enter_context(child_server(command, proxies[mode] + "/stats"))
 
-        def in_process(optimize: bool) -> Connect:
-            db = home / f"latency-in-process-{optimize}.db"
-            return lambda: http_client(sync=True, optimize=optimize, db=db)
+        def in_process(route: str) -> Connect:
+            optimize, db = route.endswith("optimize"), home / f"latency-{route}.db"
+            recorder: Recording = "process" if "child" in route else "inline"
+            return lambda: http_client(sync=True, optimize=optimize, db=db, recorder=recorder)
 
         routes: dict[str, tuple[str, Connect]] = {
             "direct": (sim, _plain),
             **{mode: (url, _plain) for mode, url in proxies.items()},
-            "in_process_audit": (sim, in_process(False)),
-            "in_process_optimize": (sim, in_process(True)),
+            **{route: (sim, in_process(route)) for route in LATENCY_ROUTES[2:]},
         }
         timings: dict[str, list[list[float]]] = {name: [] for name in routes}
         for _ in range(rounds):
@@ -394,10 +393,7 @@ async def run_proxy_bench(rounds: int = 5, *, latency: bool = True) -> ProxyFigu
         in_process_pings=inside.pings,
         proxy_writes=proxied.ledger.written / ideal,
         in_process_writes=inside.ledger.written / ideal,
-        audit=added.get("audit"),
-        optimize=added.get("optimize"),
-        in_process_audit=added.get("in_process_audit"),
-        in_process_optimize=added.get("in_process_optimize"),
+        added=added,
         rounds=rounds,
     )
 
@@ -412,27 +408,32 @@ def proxy_table(f: ProxyFigures) -> Table:
     )
     table = figures_table(f"bench proxy: {f.calls} calls, caching off", columns, labels={"sent"})
 
-    def added(a: Added | None) -> str:
+    def added(route: str) -> str:
+        a = f.added.get(route)
         return "-" if a is None else f"{a.p50:.2f} / {a.p99:.2f} ms"
 
     table.add_row("directly to the simulator", f"{f.direct_cost:.3f}", "-", "0", "-")
-    table.add_row("through stoker proxy (audit)", "-", "-", "-", added(f.audit))
+    table.add_row("through stoker proxy (audit)", "-", "-", "-", added("audit"))
     table.add_row(
         "through stoker proxy --optimize",
         f"{f.optimized_cost:.3f}",
         f"{f.proxy_writes:.3f}x",
         str(f.pings),
-        added(f.optimize),
+        added("optimize"),
     )
+    table.add_row("stoker.http_client() (audit)", "-", "-", "-", added("in_process_audit"))
     table.add_row(
-        "stoker.http_client() in process (audit)", "-", "-", "-", added(f.in_process_audit)
-    )
-    table.add_row(
-        "stoker.http_client(optimize=True) in process",
+        "stoker.http_client(optimize=True)",
         f"{f.in_process_cost:.3f}",
         f"{f.in_process_writes:.3f}x",
         str(f.in_process_pings),
-        added(f.in_process_optimize),
+        added("in_process_optimize"),
     )
+    for route, label in (
+        ("in_process_child_audit", "audit"),
+        ("in_process_child_optimize", "optimize=True"),
+    ):
+        name = f'stoker.http_client({label}, recorder="process")'.replace("(audit, ", "(")
+        table.add_row(name, "-", "-", "-", added(route))
     table.add_row("Stoker's own sessions (bench cache hard)", f"{f.stoker_cost:.3f}", "-", "-", "-")
     return table

@@ -40,6 +40,7 @@ from stoker.clock import Clock
 from stoker.proxy.core import ProxyConfig, ProxyCore
 from stoker.proxy.lineage import LineageState
 from stoker.proxy.recorder import Call
+from stoker.proxy.recorder_process import RecorderProcess
 from stoker.proxy.routes import DIALECT_OF_PATH
 from stoker.store.base import SqlEventStore
 from stoker.store.open import open_store
@@ -47,6 +48,10 @@ from stoker.wire.dialects import Dialect
 from stoker.wire.exchange import Exchange
 
 log = logging.getLogger(__name__)
+
+Recording = Literal["inline", "process"]
+"""Where calls are recorded: in this process (the client's loop or thread), or in a child
+process of its own, as `stoker proxy` records (no recording CPU beside the client's)."""
 
 # Longest first: "/api/v1/chat/completions" before "/v1/chat/completions".
 _SUFFIXES = sorted(DIALECT_OF_PATH.items(), key=lambda item: -len(item[0]))
@@ -74,17 +79,30 @@ class InProcess(ProxyCore):
         database: str | None,
         clock: Clock | None,
         send: _Sender,
+        recorder: Recording = "inline",
     ) -> None:
         # no I/O until the first call is recorded; the store migrates once, then
         self._store: SqlEventStore | None = open_store(database) if database else None
         self._send = send
-        super().__init__(config, sink=self, clock=clock)
+        process = RecorderProcess(database) if recorder == "process" and database else None
+        super().__init__(config, sink=self, clock=clock, process=process)
 
     @property
     def last_call(self) -> Exchange | None:
         """The latest call recorded: its record (`.record`, with `.explanation`), as
-        `stoker report-proxy` shows it. Recording follows the answer: see `recorded`."""
+        `stoker report-proxy` shows it. Recording follows the answer: see `recorded`.
+        (With `recorder="process"` the child has it: `recorded()` reads it back.)"""
         return self.last
+
+    async def latest(self) -> Exchange | None:
+        """Once every call so far is recorded, the latest one (read back from the store
+        when a child process recorded it)."""
+        await self.recorded()
+        if self.process is None or self.process.last_stored is None or self._store is None:
+            return self.last
+        lineage, seq = self.process.last_stored
+        calls = await self._store.proxy_calls(lineage)
+        return next((c for c in calls if c.seq == seq), None)
 
     async def record_exchange(self, exchange: Exchange) -> None:
         """The sink: the store (None: calls are kept in `last_call` only)."""
@@ -167,8 +185,16 @@ def _answered(call: Call, response: httpx2.Response) -> None:
 class _AsyncCopy(httpx2.AsyncByteStream):
     """The answer's bytes on their way to the SDK, copied; the call recorded at the end."""
 
-    def __init__(self, inner: httpx2.AsyncByteStream, core: InProcess, call: Call, began: float):
+    def __init__(
+        self,
+        inner: httpx2.AsyncByteStream,
+        core: InProcess,
+        call: Call,
+        began: float,
+        headers: httpx2.Headers,
+    ):
         self._inner, self._core, self._call, self._began = inner, core, call, began
+        self._headers = headers
         self._chunks: list[bytes] = []
         self._done = False
 
@@ -190,15 +216,23 @@ class _AsyncCopy(httpx2.AsyncByteStream):
     def _end(self) -> None:
         if not self._done:
             self._done = True
-            self._call.response = b"".join(self._chunks)
+            self._call.response = _decoded(self._headers, b"".join(self._chunks))
             self._core.finish(self._call, self._began)
 
 
 class _SyncCopy(httpx2.SyncByteStream):
     """`_AsyncCopy` for a sync client: the call is recorded on the client's thread."""
 
-    def __init__(self, inner: httpx2.SyncByteStream, core: InProcess, call: Call, began: float):
+    def __init__(
+        self,
+        inner: httpx2.SyncByteStream,
+        core: InProcess,
+        call: Call,
+        began: float,
+        headers: httpx2.Headers,
+    ):
         self._inner, self._core, self._call, self._began = inner, core, call, began
+        self._headers = headers
         self._chunks: list[bytes] = []
         self._done = False
 
@@ -217,7 +251,7 @@ class _SyncCopy(httpx2.SyncByteStream):
         finally:
             if not self._done:
                 self._done = True
-                self._call.response = b"".join(self._chunks)
+                self._call.response = _decoded(self._headers, b"".join(self._chunks))
                 self._core.finish(self._call, self._began)
 
 
@@ -246,7 +280,7 @@ class AsyncStokerTransport(httpx2.AsyncBaseTransport):
         return httpx2.Response(
             response.status_code,
             headers=response.headers,
-            stream=_AsyncCopy(stream, self.core, call, began),
+            stream=_AsyncCopy(stream, self.core, call, began, response.headers),
             extensions=response.extensions,
         )
 
@@ -281,7 +315,7 @@ class StokerTransport(httpx2.BaseTransport):
         return httpx2.Response(
             response.status_code,
             headers=response.headers,
-            stream=_SyncCopy(stream, self.core, call, began),
+            stream=_SyncCopy(stream, self.core, call, began, response.headers),
             extensions=response.extensions,
         )
 
@@ -354,8 +388,7 @@ class AsyncClient(httpx2.AsyncClient):
 
     async def recorded(self) -> Exchange | None:
         """Wait until every call so far is recorded; the latest one."""
-        await self.stoker.recorded()
-        return self.stoker.last_call
+        return await self.stoker.latest()
 
 
 class Client(httpx2.Client):
@@ -370,7 +403,10 @@ class Client(httpx2.Client):
     def recorded(self, timeout: float = 30.0) -> Exchange | None:
         """Wait until every call so far is recorded; the latest one."""
         self.stoker.wait_recorded(timeout)
-        return self.stoker.last_call
+        if self.stoker.process is None:
+            return self.stoker.last_call
+        latest: Exchange | None = self.stoker.run_on_loop(self.stoker.latest(), timeout)
+        return latest
 
 
 @overload
@@ -382,6 +418,7 @@ def http_client(
     transport: httpx2.AsyncBaseTransport | None = ...,
     policy: CachePolicy | None = ...,
     clock: Clock | None = ...,
+    recorder: Recording = ...,
 ) -> AsyncClient: ...
 
 
@@ -394,6 +431,7 @@ def http_client(
     transport: httpx2.BaseTransport | None = ...,
     policy: CachePolicy | None = ...,
     clock: Clock | None = ...,
+    recorder: Recording = ...,
 ) -> Client: ...
 
 
@@ -405,6 +443,7 @@ def http_client(
     transport: httpx2.AsyncBaseTransport | httpx2.BaseTransport | None = None,
     policy: CachePolicy | None = None,
     clock: Clock | None = None,
+    recorder: Recording = "inline",
 ) -> AsyncClient | Client:
     """An HTTP client for an official SDK that records every call's cache effect.
 
@@ -413,9 +452,14 @@ def http_client(
     `optimize=True` rewrites requests where the model cannot tell and keeps idle
     conversations warm, as `stoker proxy --optimize` does. Calls go to the store `db` (a
     SQLite path or a PostgreSQL URL; by default the one `stoker report-proxy` reads:
-    STOKER_DATABASE_URL, else STOKER_DB, else stoker.db in STOKER_HOME), read
-    by `stoker report-proxy`. `transport`: the inner transport calls go through (default:
-    `httpx2`'s own). `policy`: the breakpoint TTLs and time policy (Stoker's defaults)."""
+    STOKER_DATABASE_URL, else STOKER_DB, else stoker.db in STOKER_HOME).
+    `transport`: the inner transport calls go through (default: `httpx2`'s own).
+    `policy`: the breakpoint TTLs and time policy (Stoker's defaults). `recorder`:
+    "inline" records on the client's loop (async) or a thread of its own (sync);
+    "process" in a child process, as `stoker proxy` does, so that no recording CPU sits
+    beside the client's (for a model server that answers in milliseconds)."""
+    if recorder not in ("inline", "process"):
+        raise ValueError(f"recorder={recorder!r}: expected 'inline' or 'process'")
     config = ProxyConfig(optimize=optimize, policy=policy or CachePolicy())
     database = _database(db)
     if sync:
@@ -423,7 +467,8 @@ def http_client(
             raise TypeError("http_client(sync=True) needs an httpx2.BaseTransport")
         inner_sync = transport or httpx2.HTTPTransport()
         engine = _Engine()
-        core = InProcess(config, database=database, clock=clock, send=_Sender(_Bridge(inner_sync)))
+        send = _Sender(_Bridge(inner_sync))
+        core = InProcess(config, database=database, clock=clock, send=send, recorder=recorder)
         core.bind(engine.loop)
         engine.core = core
         client = Client(transport=StokerTransport(inner_sync, core, engine))
@@ -432,7 +477,7 @@ def http_client(
     if transport is not None and not isinstance(transport, httpx2.AsyncBaseTransport):
         raise TypeError("http_client() needs an httpx2.AsyncBaseTransport (or pass sync=True)")
     inner = transport or httpx2.AsyncHTTPTransport()
-    core = InProcess(config, database=database, clock=clock, send=_Sender(inner))
+    core = InProcess(config, database=database, clock=clock, send=_Sender(inner), recorder=recorder)
     async_client = AsyncClient(transport=AsyncStokerTransport(inner, core))
     async_client.stoker = core
     return async_client
