@@ -16,6 +16,7 @@ import subprocess
 import sys
 import uuid
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -390,3 +391,46 @@ def test_google_genai_takes_the_client_and_its_calls_pass_through_unrecorded(
         assert transport.sent  # it went through Stoker's client
         assert http.recorded() is None
     assert asyncio.run(_stored(tmp_path / "calls.db")) == []
+
+
+def test_one_sync_client_shared_by_threads_keeps_their_conversations_apart(
+    sim: ServedSim, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A framework's batch runs one client from a thread pool: every thread's
+    conversation is its own lineage, every call recorded, and each reads the cache from
+    its second call (its own key, its own lineage: nothing crossed)."""
+    http = stoker.http_client(sync=True, optimize=True, db=tmp_path / "calls.db")
+
+    def converse(n: int) -> list[int]:
+        client = anthropic.Anthropic(
+            api_key=f"sk-sim-thread-{n}-{uuid.uuid4().hex}",
+            base_url=sim.url,
+            max_retries=0,
+            http_client=http,
+        )
+        messages: list[dict[str, Any]] = []
+        reads = []
+        for question in QUESTIONS:
+            messages.append({"role": "user", "content": f"{question} (thread {n})"})
+            answer = client.messages.create(
+                model=MODEL,
+                max_tokens=64,
+                system=SYSTEM,
+                messages=messages,  # type: ignore[arg-type]
+            )
+            messages.append({"role": "assistant", "content": answer.content})
+            reads.append(answer.usage.cache_read_input_tokens or 0)
+        return reads
+
+    with caplog.at_level(logging.WARNING), http, ThreadPoolExecutor(max_workers=6) as pool:
+        reads = list(pool.map(converse, range(6)))
+        http.recorded()
+    # closing stopped keep-warm and stored everything (it once waited out its timeout)
+    assert not [r.message for r in caplog.records if "before closing" in r.message]
+    assert all(r[0] == 0 and all(r[1:]) for r in reads)
+    lineages = asyncio.run(_stored(tmp_path / "calls.db"))
+    assert len(lineages) == 6
+    for calls in lineages:
+        turns = [c for c in calls if c.purpose == "turn"]
+        assert [c.record.explanation.verdict for c in turns if c.record] == ["first", "hit", "hit"]
+        assert len({c.tenant for c in calls}) == 1

@@ -78,10 +78,12 @@ class ProxyCore:
         self.process = process
         self.recorder = process.local if process is not None else Recorder(sink)
         self.shards = KeyShards()
-        self.keep_warm = (
-            ProxyKeepWarm(self.clock, config.policy, self._ping) if config.optimize else None
-        )
         self.lock = threading.RLock()
+        self.keep_warm = (
+            ProxyKeepWarm(self.clock, config.policy, self._ping, self.lock)
+            if config.optimize
+            else None
+        )
         self.last: Exchange | None = None  # the latest call recorded, as stored
         self._tasks: set[asyncio.Task[None]] = set()
         self._pending = 0
