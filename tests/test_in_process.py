@@ -10,6 +10,7 @@ own loop or thread, and nothing a client or the store gets wrong fails a user's 
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 import subprocess
@@ -136,12 +137,12 @@ def test_optimize_mode_reads_the_cache_from_the_second_call(sim: ServedSim, tmp_
     assert all(any("breakpoint" in r for r in c.rewrites) for c in calls)
 
 
-def test_an_async_client_keeps_an_idle_conversation_warm_on_its_own_loop(
+def test_an_async_client_records_off_its_loop_and_leaves_nothing_on_it(
     sim: ServedSim, tmp_path: Path
 ) -> None:
-    """Across a 6-minute gap (the simulator's clock and the client's, frozen), keep-warm
-    pings from the client's loop keep the entry alive: the turn after the gap reads what
-    the turn before it wrote. After `close()` nothing of Stoker's runs on the loop."""
+    """OpenAI's SDK, async, optimize mode: each call recorded with its cache key set,
+    reads from the second call on, and nothing of Stoker's ever runs on the client's
+    loop (recording and keep-warm have a thread of their own)."""
     clock = sim.app.state.sim.clock
     assert isinstance(clock, FrozenClock)
     transport = AsyncRecording()
@@ -165,16 +166,57 @@ def test_an_async_client_keeps_an_idle_conversation_warm_on_its_own_loop(
             last = await http.recorded()
             assert last is not None
             assert last.record is not None
+        on_loop = {t for t in asyncio.all_tasks() if t is not asyncio.current_task()}
         await client.close()
-        return reads, {t for t in asyncio.all_tasks() if t is not asyncio.current_task()}
+        return reads, on_loop
 
-    reads, left = asyncio.run(main())
+    reads, on_loop = asyncio.run(main())
     assert reads[0] == 0
     assert all(reads[1:])
-    assert left == set()  # keep-warm and recording stopped with the client
+    assert on_loop == set()  # no task of Stoker's on the client's loop, even while open
     (calls,) = asyncio.run(_stored(tmp_path / "calls.db"))
     assert [c.purpose for c in calls] == ["turn"] * 3
     assert all("set prompt_cache_key" in " ".join(c.rewrites) for c in calls)
+
+
+def test_an_async_client_pings_across_a_gap_from_its_thread(sim: ServedSim, tmp_path: Path) -> None:
+    """Keep-warm of an async client: its pings go out from the client's thread through
+    a transport of its own (the client's belongs to the client's loop)."""
+    clock = sim.app.state.sim.clock
+    assert isinstance(clock, FrozenClock)
+
+    async def main() -> tuple[int, list[int]]:
+        http = stoker.http_client(optimize=True, db=tmp_path / "calls.db", clock=clock)
+        key = f"sk-sim-{uuid.uuid4().hex}"
+        messages: list[dict[str, Any]] = []
+        pings, reads = 0, []
+        async with anthropic.AsyncAnthropic(
+            api_key=key, base_url=sim.url, max_retries=0, http_client=http
+        ) as client:
+            for question in QUESTIONS:
+                messages.append({"role": "user", "content": question})
+                answer = await client.messages.create(
+                    model=MODEL,
+                    max_tokens=64,
+                    system=SYSTEM,
+                    messages=messages,  # type: ignore[arg-type]
+                )
+                messages.append({"role": "assistant", "content": answer.content})
+                reads.append(answer.usage.cache_read_input_tokens or 0)
+                await http.recorded()
+                keep_warm = http.stoker.keep_warm
+                assert keep_warm is not None
+                idle = functools.partial(http.stoker.run_on_loop, keep_warm.idle(360.0))
+                pings += await asyncio.to_thread(idle)
+        return pings, reads
+
+    pings, reads = asyncio.run(main())
+    assert pings >= 1
+    assert reads[0] == 0
+    assert all(reads[1:])  # each entry outlived its 6-minute gap
+    (calls,) = asyncio.run(_stored(tmp_path / "calls.db"))
+    assert {c.purpose for c in calls} & {"ping", "seal"}
+    assert all(c.status == 200 for c in calls)
 
 
 def test_a_sync_client_pings_across_a_gap_from_its_own_thread(
@@ -204,18 +246,35 @@ def test_a_sync_client_pings_across_a_gap_from_its_own_thread(
     assert {c.purpose for c in calls} & {"ping", "seal"}
 
 
+EXITING = {  # a script that makes four calls and exits without closing its client
+    "sync": """
+import anthropic, stoker
+http = stoker.http_client(sync=True, db={db!r})
+client = anthropic.Anthropic(api_key="sk-sim-exit", base_url={url!r}, http_client=http)
+for n in range(4):
+    client.messages.create(model={model!r}, max_tokens=16,
+        messages=[{{"role": "user", "content": "question %d" % n}}])
+""",
+    # asyncio.run cancels what is pending when main returns: recording is not on its loop
+    "async": """
+import asyncio, anthropic, stoker
+async def main():
+    http = stoker.http_client(db={db!r})
+    client = anthropic.AsyncAnthropic(api_key="sk-sim-exit", base_url={url!r}, http_client=http)
+    for n in range(4):
+        await client.messages.create(model={model!r}, max_tokens=16,
+            messages=[{{"role": "user", "content": "question %d" % n}}])
+asyncio.run(main())
+""",
+}
+
+
+@pytest.mark.parametrize("kind", list(EXITING))
 def test_a_process_that_exits_without_closing_its_client_stored_every_call(
-    sim: ServedSim, tmp_path: Path
+    sim: ServedSim, tmp_path: Path, kind: str
 ) -> None:
     db = tmp_path / "calls.db"
-    script = f"""
-import anthropic, stoker
-http = stoker.http_client(sync=True, db={str(db)!r})
-client = anthropic.Anthropic(api_key="sk-sim-exit", base_url={sim.url!r}, http_client=http)
-for n in range(4):
-    client.messages.create(model={MODEL!r}, max_tokens=16,
-        messages=[{{"role": "user", "content": "question %d" % n}}])
-"""  # no close(): the interpreter's exit drains the client's thread
+    script = EXITING[kind].format(db=str(db), url=sim.url, model=MODEL)
     subprocess.run([sys.executable, "-c", script], check=True, timeout=120)
     stored = asyncio.run(_stored(db))
     assert sorted(c.request["messages"][0]["content"] for calls in stored for c in calls) == [

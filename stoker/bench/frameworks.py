@@ -332,13 +332,9 @@ def run_framework(name: str, home: Path) -> FrameworkFigures:
             assert http.stoker.wait_recorded()
             http.stoker.run_on_loop(http.stoker.keep_warm.idle(GAP))
 
-        async def inside_async() -> None:
-            await http.stoker.recorded()
-            await http.stoker.keep_warm.idle(GAP)
-
         gaps: dict[str, Gap] = {"direct": passing, "proxy": through_proxy, "in": inside}
         if asynchronous:  # the same, awaited on the framework's loop
-            gaps = {route: _awaited(gap) for route, gap in gaps.items()} | {"in": inside_async}
+            gaps = {route: _awaited(gap) for route, gap in gaps.items()}
         _run(converse, Target(url=sim.url, key=keys["direct"], http=plain()), gaps["direct"])
         _run(converse, Target(url=proxy_url, key=keys["proxy"], http=plain()), gaps["proxy"])
         _run(converse, Target(url=sim.url, key=keys["in"], http=http), gaps["in"])

@@ -13,11 +13,13 @@ In audit mode the transport hands the SDK's request to the inner transport as it
 no byte of it changes, and none of the answer. What it adds is a copy of the answer's
 bytes, read as they pass, and the recording after the answer is over.
 
-Where the work runs: an async client records, and keeps conversations warm, on the
-event loop that sends its calls, and stops when it is closed (`await client.aclose()`,
-or the SDK client's `close()`); a sync client does both on a daemon thread of its own,
-which is drained (every finished call stored) when the client closes or the process
-exits. A store that cannot be written costs a warning once; the user's call succeeds.
+Where the work runs: recording and keep-warm run on a daemon thread of the client's own,
+with its own event loop, for a sync and an async client alike. Not on the async client's
+loop: `asyncio.run` cancels what is still pending when the program's coroutine returns,
+so the calls of a client nobody closed (most scripts) would be lost with their recording
+tasks; a thread is drained when the client closes or, at the latest, when the process
+exits, so every call that finished is stored. A store that cannot be written costs a
+warning once; the user's call succeeds.
 """
 
 from __future__ import annotations
@@ -114,16 +116,24 @@ class InProcess(ProxyCore):
 
     async def close_all(self) -> None:
         await self.close_core()
+        await self._send.aclose()
         if self._store is not None:
             await self._store.close()
             self._store = None
 
 
 class _Sender:
-    """How a keep-warm body reaches the provider: through the client's inner transport."""
+    """How a keep-warm body reaches the provider from the engine's loop: a sync client's
+    own transport (in a worker thread), or for an async client a transport of the
+    engine's (the client's own belongs to the client's loop)."""
 
-    def __init__(self, transport: httpx2.AsyncBaseTransport) -> None:
+    def __init__(self, transport: httpx2.AsyncBaseTransport, *, owned: bool) -> None:
         self.transport = transport
+        self.owned = owned
+
+    async def aclose(self) -> None:
+        if self.owned:
+            await self.transport.aclose()
 
     async def __call__(
         self, url: str, headers: list[tuple[str, str]], body: bytes
@@ -258,9 +268,10 @@ class _SyncCopy(httpx2.SyncByteStream):
 class AsyncStokerTransport(httpx2.AsyncBaseTransport):
     """Records (and in optimize mode rewrites) each API call around an inner transport."""
 
-    def __init__(self, inner: httpx2.AsyncBaseTransport, core: InProcess) -> None:
+    def __init__(self, inner: httpx2.AsyncBaseTransport, core: InProcess, engine: _Engine) -> None:
         self.inner = inner
         self.core = core
+        self.engine = engine
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
         if dialect_at(request.method, request.url.path) is None:
@@ -285,12 +296,12 @@ class AsyncStokerTransport(httpx2.AsyncBaseTransport):
         )
 
     async def aclose(self) -> None:
-        await self.core.close_all()
+        await asyncio.to_thread(self.engine.close)
         await self.inner.aclose()
 
 
 class StokerTransport(httpx2.BaseTransport):
-    """`AsyncStokerTransport` for a sync client: the core runs on a thread of its own."""
+    """`AsyncStokerTransport` for a sync client."""
 
     def __init__(self, inner: httpx2.BaseTransport, core: InProcess, engine: _Engine) -> None:
         self.inner = inner
@@ -325,10 +336,10 @@ class StokerTransport(httpx2.BaseTransport):
 
 
 class _Engine:
-    """A sync client's event loop, on a daemon thread: recording and keep-warm run there.
+    """A client's event loop, on a daemon thread: recording and keep-warm run there.
 
-    Closed with the client, or at the latest when the process exits (`atexit`), so every
-    call that finished is stored before the interpreter goes."""
+    Closed with the client, or at the latest when the process exits (threading's exit
+    hook), so every call that finished is stored before the interpreter goes."""
 
     def __init__(self) -> None:
         self.loop = asyncio.new_event_loop()
@@ -339,6 +350,16 @@ class _Engine:
         self._thread.start()
         self._closed = False
         _at_exit(functools.partial(_close_at_exit, weakref.ref(self)))
+
+    def latest(self, timeout: float = 30.0) -> Exchange | None:
+        """Once every call so far is recorded (from any thread but the engine's), the
+        latest one."""
+        assert self.core is not None
+        self.core.wait_recorded(timeout)
+        if self.core.process is None:
+            return self.core.last_call
+        latest: Exchange | None = self.core.run_on_loop(self.core.latest(), timeout)
+        return latest
 
     def close(self, timeout: float = 30.0) -> None:
         if self._closed:
@@ -381,20 +402,22 @@ class AsyncClient(httpx2.AsyncClient):
     """An `httpx2.AsyncClient` that records each API call; `last_call` is the latest."""
 
     stoker: InProcess
+    engine: _Engine
 
     @property
     def last_call(self) -> Exchange | None:
         return self.stoker.last_call
 
     async def recorded(self) -> Exchange | None:
-        """Wait until every call so far is recorded; the latest one."""
-        return await self.stoker.latest()
+        """Wait until every call so far is recorded (up to 30 s); the latest one."""
+        return await asyncio.to_thread(self.engine.latest)
 
 
 class Client(httpx2.Client):
     """An `httpx2.Client` that records each API call; `last_call` is the latest."""
 
     stoker: InProcess
+    engine: _Engine
 
     @property
     def last_call(self) -> Exchange | None:
@@ -402,11 +425,7 @@ class Client(httpx2.Client):
 
     def recorded(self, timeout: float = 30.0) -> Exchange | None:
         """Wait until every call so far is recorded; the latest one."""
-        self.stoker.wait_recorded(timeout)
-        if self.stoker.process is None:
-            return self.stoker.last_call
-        latest: Exchange | None = self.stoker.run_on_loop(self.stoker.latest(), timeout)
-        return latest
+        return self.engine.latest(timeout)
 
 
 @overload
@@ -460,26 +479,33 @@ def http_client(
     beside the client's (for a model server that answers in milliseconds)."""
     if recorder not in ("inline", "process"):
         raise ValueError(f"recorder={recorder!r}: expected 'inline' or 'process'")
+    if sync and transport is not None and not isinstance(transport, httpx2.BaseTransport):
+        raise TypeError("http_client(sync=True) needs an httpx2.BaseTransport")
+    if not sync and transport is not None and not isinstance(transport, httpx2.AsyncBaseTransport):
+        raise TypeError("http_client() needs an httpx2.AsyncBaseTransport (or pass sync=True)")
     config = ProxyConfig(optimize=optimize, policy=policy or CachePolicy())
     database = _database(db)
+    engine = _Engine()
     if sync:
-        if transport is not None and not isinstance(transport, httpx2.BaseTransport):
-            raise TypeError("http_client(sync=True) needs an httpx2.BaseTransport")
+        assert transport is None or isinstance(transport, httpx2.BaseTransport)
         inner_sync = transport or httpx2.HTTPTransport()
-        engine = _Engine()
-        send = _Sender(_Bridge(inner_sync))
-        core = InProcess(config, database=database, clock=clock, send=send, recorder=recorder)
+        send = _Sender(_Bridge(inner_sync), owned=False)
+        core = engine.core = InProcess(
+            config, database=database, clock=clock, send=send, recorder=recorder
+        )
         core.bind(engine.loop)
-        engine.core = core
         client = Client(transport=StokerTransport(inner_sync, core, engine))
-        client.stoker = core
+        client.stoker, client.engine = core, engine
         return client
-    if transport is not None and not isinstance(transport, httpx2.AsyncBaseTransport):
-        raise TypeError("http_client() needs an httpx2.AsyncBaseTransport (or pass sync=True)")
+    assert transport is None or isinstance(transport, httpx2.AsyncBaseTransport)
     inner = transport or httpx2.AsyncHTTPTransport()
-    core = InProcess(config, database=database, clock=clock, send=_Sender(inner), recorder=recorder)
-    async_client = AsyncClient(transport=AsyncStokerTransport(inner, core))
-    async_client.stoker = core
+    send = _Sender(httpx2.AsyncHTTPTransport(), owned=True)
+    core = engine.core = InProcess(
+        config, database=database, clock=clock, send=send, recorder=recorder
+    )
+    core.bind(engine.loop)
+    async_client = AsyncClient(transport=AsyncStokerTransport(inner, core, engine))
+    async_client.stoker, async_client.engine = core, engine
     return async_client
 
 
