@@ -147,6 +147,7 @@ if TYPE_CHECKING:
     from stoker.providers.google import GoogleProvider
     from stoker.providers.openai import OpenAIProvider
     from stoker.providers.select import select_provider
+    from stoker.proxy.in_process import http_client
 
 _LAZY = {
     "AnthropicProvider": "stoker.providers.anthropic",
@@ -158,6 +159,7 @@ _LAZY = {
     "OpenRouterProvider": "stoker.providers.compat",
     "GoogleProvider": "stoker.providers.google",  # needs the `google` extra
     "select_provider": "stoker.providers.select",
+    "http_client": "stoker.proxy.in_process",  # the proxy's work inside an SDK's client
     "ApprovalNotFound": "stoker.gateway.errors",
     "AttachmentRefused": "stoker.platforms.base",
     "BadRequest": "stoker.gateway.errors",
@@ -315,6 +317,7 @@ __all__ = [
     "block_to_dict",
     "delegate_tool",
     "explain",
+    "http_client",
     "image_type",
     "open_store",
     "select_provider",

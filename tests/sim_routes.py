@@ -1,10 +1,13 @@
-"""The three ways a client reaches the simulator: directly (`stoker sim serve`), through
-`stoker proxy` in audit mode, and through `stoker proxy --optimize`.
+"""The ways a client reaches the simulator: directly (`stoker sim serve`), through
+`stoker proxy` in audit mode and with `--optimize`, and (an SDK client's) through
+`stoker.http_client()` in the same process, in each mode.
 
 The contract tests run every check on each route: a contract the simulator keeps must
 survive the proxy, which forwards what it does not rewrite and rewrites only what the
-model cannot tell. A plugin of the suite (`conftest.pytest_plugins`): `routes` serves the
-three for a module, and `claude` / `gpt` are official SDK clients, one per route.
+model cannot tell, and the in-process client, which does the same work in the client's
+own transport. A plugin of the suite (`conftest.pytest_plugins`): `routes` serves the
+servers for a module, and `claude` / `gpt` are official SDK clients, one per route
+(`SDK_ROUTES`); a raw request has a URL to go to, so `ROUTES` are the served ones.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import anthropic
+import httpx2
 import openai
 import pytest
 
@@ -24,9 +28,11 @@ from stoker.clock import FrozenClock
 from stoker.providers.sim.server import SimServer, create_app, serve_in_background
 from stoker.proxy import ProxyConfig
 from stoker.proxy import create_app as create_proxy
+from stoker.proxy.in_process import http_client
 from stoker.store.sqlite import SQLiteStore
 
 ROUTES = ["direct", "proxy-audit", "proxy-optimize"]
+SDK_ROUTES = [*ROUTES, "in-process-audit", "in-process-optimize"]
 
 # Long enough for every model's minimum (1,024 tokens; 2,048-token steps on gpt-5.5).
 SYSTEM = "You review pull requests for a Python team. " + "Keep every answer short. " * 600
@@ -38,6 +44,18 @@ class Routes:
 
     urls: dict[str, str]
     sim: SimServer
+    clock: FrozenClock
+    folder: Path
+
+    def http(self, route: str) -> tuple[str, httpx2.Client | None]:
+        """The base URL an SDK client of `route` is given, and its HTTP client (None: the
+        SDK's own): an in-process route sends to the simulator through Stoker's."""
+        if not route.startswith("in-process-"):
+            return self.urls[route], None
+        mode = route.removeprefix("in-process-")
+        db = self.folder / f"{route}.db"
+        client = http_client(sync=True, optimize=mode == "optimize", db=db, clock=self.clock)
+        return self.urls["direct"], client
 
 
 @contextmanager
@@ -55,7 +73,7 @@ def serve_routes(tmp: Path) -> Iterator[Routes]:
             )
             urls[name] = stack.enter_context(serve_in_background(app)).url
             stack.callback(app.state.proxy.close_from_thread)
-        yield Routes(urls=urls, sim=upstream.app.state.sim)
+        yield Routes(urls=urls, sim=upstream.app.state.sim, clock=clock, folder=tmp)
 
 
 def assert_refused(send: Callable[..., object], param: str, **extra: Any) -> None:
@@ -72,12 +90,12 @@ def fresh_key() -> str:
     return f"sk-sim-{uuid.uuid4().hex}"
 
 
-def claude_client(url: str) -> anthropic.Anthropic:
-    return anthropic.Anthropic(api_key=fresh_key(), base_url=url, max_retries=0)
+def claude_client(url: str, http: httpx2.Client | None = None) -> anthropic.Anthropic:
+    return anthropic.Anthropic(api_key=fresh_key(), base_url=url, max_retries=0, http_client=http)
 
 
-def gpt_client(url: str) -> openai.OpenAI:
-    return openai.OpenAI(api_key=fresh_key(), base_url=url + "/v1", max_retries=0)
+def gpt_client(url: str, http: httpx2.Client | None = None) -> openai.OpenAI:
+    return openai.OpenAI(api_key=fresh_key(), base_url=url + "/v1", max_retries=0, http_client=http)
 
 
 @pytest.fixture(scope="module")
@@ -86,13 +104,13 @@ def routes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Routes]:
         yield served
 
 
-@pytest.fixture(params=ROUTES)
+@pytest.fixture(params=SDK_ROUTES)
 def claude(request: pytest.FixtureRequest, routes: Routes) -> Iterator[anthropic.Anthropic]:
-    with claude_client(routes.urls[request.param]) as client:
+    with claude_client(*routes.http(request.param)) as client:
         yield client
 
 
-@pytest.fixture(params=ROUTES)
+@pytest.fixture(params=SDK_ROUTES)
 def gpt(request: pytest.FixtureRequest, routes: Routes) -> Iterator[openai.OpenAI]:
-    with gpt_client(routes.urls[request.param]) as client:
+    with gpt_client(*routes.http(request.param)) as client:
         yield client

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from stoker.bench.proxy import proxied_workload, run_proxy_bench
+from stoker.bench.proxy import LATENCY_ROUTES, proxied_workload, run_proxy_bench
 from stoker.proxy import proxy_report
 from stoker.store.sqlite import SQLiteStore
 from stoker.wire.exchange import Exchange
@@ -23,8 +23,13 @@ def test_optimize_brings_a_caching_off_workload_within_10_percent_of_stoker() ->
     assert figures.pings >= 1  # the 6-minute gap was crossed by keep-warm
     # The latency half ran both modes through real `stoker proxy` processes (no timing
     # is asserted here: the figures are the benchmark's, on a quiet machine).
-    assert figures.audit is not None
-    assert figures.optimize is not None
+    assert set(figures.added) == set(LATENCY_ROUTES)
+    # The same traffic through stoker.http_client(optimize=True) in this process: the
+    # proxy's cost within 1%, its writes at most 2% over the ideal, keep-warm across the
+    # gap from the client's own thread (the latency half ran every route, in process too).
+    assert figures.in_process_cost == pytest.approx(figures.optimized_cost, rel=0.01)
+    assert figures.in_process_writes <= 1.02
+    assert figures.in_process_pings >= 1
 
 
 @pytest.mark.parametrize("optimize", [False, True], ids=["audit", "optimize"])

@@ -159,7 +159,7 @@ def test_a_request_with_no_breakpoint_says_so_and_the_report_names_the_fix(
     assert all("--optimize" in m["fix"] and "cache_control" in m["fix"] for m in misses)
     assert all(m["saving_usd"] > 0 for m in misses)
     (what_if,) = report["what_if"]
-    assert what_if["name"] == "stoker proxy --optimize"
+    assert what_if["name"] == "http_client(optimize=True) or stoker proxy --optimize"
     assert what_if["saving_usd"] > 0
     assert table.exit_code == 0, table.output
     assert "cost $" in table.output

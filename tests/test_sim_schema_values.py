@@ -443,7 +443,9 @@ def test_hostile_schemas_end_quickly(name: str) -> None:
             value_for(schema)
     else:
         valid_value_or_error(schema)
-    assert time.perf_counter() - started < 3
+    # A guard against a runaway search (these once ran for minutes), not a speed figure:
+    # ten times what a loaded 2-core machine needs, so it fails on a hang and not on load.
+    assert time.perf_counter() - started < 30
 
 
 def test_catastrophic_pattern_gets_a_matching_value() -> None:

@@ -51,6 +51,14 @@ from stoker.wire.figures import json_ratio
 from stoker.wire.usage import Usage
 
 GAP = 360.0
+LATENCY_ROUTES = (  # the ways the latency half sends the workload, beside sending it directly
+    "audit",  # a `stoker proxy` process
+    "optimize",  # one with --optimize
+    "in_process_audit",  # stoker.http_client(), recording on its own thread
+    "in_process_optimize",
+    "in_process_child_audit",  # recorder="process": a child process records
+    "in_process_child_optimize",
+)
 FRAMEWORK_TOOLS = [  # the framework's own key order: name, description, schema
     {"name": t.name, "description": t.description, "input_schema": t.input_schema} for t in TOOLS
 ]
@@ -79,15 +87,17 @@ class ProxyFigures:
     optimized_cost: float  # the same through --optimize, keep-warm pings included
     stoker_cost: float  # Stoker's own sessions on the same workload (bench cache hard)
     pings: int
-    audit: Added | None  # None: the latency half was not run
-    optimize: Added | None
+    in_process_cost: float  # the same through stoker.http_client(optimize=True)
+    in_process_pings: int
+    proxy_writes: float  # written (keep-warm too) / the ideal, through --optimize
+    in_process_writes: float  # and in process
+    added: dict[str, Added]  # by route (`LATENCY_ROUTES`); empty: the latency half not run
     rounds: int
 
     def to_dict(self) -> dict[str, Any]:
         latency = {
-            f"{mode}_added_latency_{q}_ms": round(getattr(added, q), 3)
-            for mode, added in (("audit", self.audit), ("optimize", self.optimize))
-            if added is not None
+            f"{route}_added_latency_{q}_ms": round(getattr(added, q), 3)
+            for route, added in self.added.items()
             for q in ("p50", "p99")
         }
         return {
@@ -97,6 +107,11 @@ class ProxyFigures:
             "stoker_sessions_cost_vs_no_cache": json_ratio(self.stoker_cost),
             "optimize_vs_stoker": json_ratio(self.optimized_cost / self.stoker_cost),
             "keep_warm_pings": self.pings,
+            "in_process_cost_vs_no_cache": json_ratio(self.in_process_cost),
+            "in_process_vs_proxy": json_ratio(self.in_process_cost / self.optimized_cost),
+            "in_process_keep_warm_pings": self.in_process_pings,
+            "optimize_writes_vs_ideal": json_ratio(self.proxy_writes),
+            "in_process_writes_vs_ideal": json_ratio(self.in_process_writes),
             **latency,
             "rounds": self.rounds,
         }
@@ -173,25 +188,44 @@ class _Run:
     pings: int
 
 
+Connect = Callable[[], httpx2.Client]
+"""A new client of the workload (a new process would make one): plain, or Stoker's."""
+
+
+def _plain() -> httpx2.Client:
+    return httpx2.Client(timeout=60.0)
+
+
 def _workload(
-    url: str, key: str, gap: Callable[[float], None], sent: list[Sent] | None = None
+    url: str,
+    key: str,
+    gap: Callable[[float], None],
+    sent: list[Sent] | None = None,
+    connect: Connect = _plain,
 ) -> tuple[list[Usage], list[float]]:
     timings: list[float] = []
     usage: list[Usage] = []
     headers = {"x-api-key": key, "anthropic-version": "2023-06-01"}
-    with httpx2.Client(base_url=url, headers=headers, timeout=60.0) as client:
-        main = Framework(client, timings)
+
+    def client() -> httpx2.Client:
+        made = connect()
+        made.base_url = httpx2.URL(url)
+        made.headers.update(headers)
+        return made
+
+    with client() as client_:
+        main = Framework(client_, timings)
         main.turn("Audit the service: run 24 steps")
         main.turn("Summarise what you found")
         gap(GAP)
         main.turn("What should we fix first?")
-        fork = Framework(client, timings)
+        fork = Framework(client_, timings)
         fork.turn("Anything worth remembering?", history=main.history)
         usage += main.usage + fork.usage
         if sent is not None:
             sent += [Sent(messages=m, usage=u) for f in (main, fork) for m, u in f.calls()]
-    with httpx2.Client(base_url=url, headers=headers, timeout=60.0) as client:  # a new process
-        resumed = Framework(client, timings)
+    with client() as client_:  # a new process
+        resumed = Framework(client_, timings)
         resumed.history = main.history
         resumed.turn("Fix the first one: run 3 steps")
         usage += resumed.usage
@@ -205,8 +239,8 @@ def _served(
     home: Path, *, through_proxy: bool, optimize: bool = True
 ) -> Iterator[tuple[str, SimServer, Any]]:
     # The proxy is a peer of the benchmarks (both sit above the store): imported here.
-    from stoker.proxy.app import ProxyConfig
     from stoker.proxy.app import create_app as create_proxy
+    from stoker.proxy.core import ProxyConfig
 
     clock = FrozenClock()
     with ExitStack() as stack:
@@ -227,20 +261,37 @@ def _served(
 
 
 def _one(
-    home: Path, *, through_proxy: bool, optimize: bool = True, sent: list[Sent] | None = None
+    home: Path,
+    *,
+    through_proxy: bool,
+    optimize: bool = True,
+    sent: list[Sent] | None = None,
+    in_process: bool = False,
 ) -> _Run:
+    """The workload once: directly, through a proxy, or (`in_process`) through
+    `stoker.http_client()` in this process, each client it makes a new process's."""
+    from stoker.proxy.in_process import http_client
+
     key = f"sk-bench-{uuid.uuid4().hex}"
+    made: list[Any] = []
     with _served(home, through_proxy=through_proxy, optimize=optimize) as (url, sim, proxy):
+        assert isinstance(sim.clock, FrozenClock)
+        clock = sim.clock
+
+        def connect() -> httpx2.Client:
+            db = home / f"in-process-{'optimize' if optimize else 'audit'}.db"
+            made.append(http_client(sync=True, optimize=optimize, db=db, clock=clock))
+            return made[-1]  # type: ignore[no-any-return]
 
         def gap(seconds: float) -> None:
-            if proxy is None or proxy.keep_warm is None:
-                assert isinstance(sim.clock, FrozenClock)
-                sim.clock.at += seconds
+            core = made[-1].stoker if made else proxy
+            if core is None or core.keep_warm is None:
+                clock.at += seconds
                 return
-            assert proxy.wait_recorded()
-            proxy.run_on_loop(proxy.keep_warm.idle(seconds))
+            assert core.wait_recorded()
+            core.run_on_loop(core.keep_warm.idle(seconds))
 
-        usage, timings = _workload(url, key, gap, sent)
+        usage, timings = _workload(url, key, gap, sent, connect if in_process else _plain)
         if proxy is not None:
             assert proxy.wait_recorded()
         totals = sim.ledger.totals.get(workspace_of(key), {})
@@ -266,9 +317,12 @@ def _percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
 
 
-def _latency(home: Path, rounds: int) -> tuple[Added, Added]:
-    """Added latency of `stoker proxy` processes, audit and optimize, before a simulator
-    process serving the workload's model."""
+def _latency(home: Path, rounds: int) -> dict[str, Added]:
+    """Added latency of `stoker proxy` processes, audit and optimize, and of
+    `stoker.http_client()` in this process in each mode, before a simulator process
+    serving the workload's model; by route."""
+    from stoker.proxy.in_process import Recording, http_client
+
     python = sys.executable
     with ExitStack() as stack:
         port = free_port()
@@ -284,16 +338,37 @@ def _latency(home: Path, rounds: int) -> tuple[Added, Added]:
                 command.append("--optimize")
             proxies[mode] = f"http://127.0.0.1:{port}"
             stack.enter_context(child_server(command, proxies[mode] + "/stats"))
-        timings: dict[str, list[list[float]]] = {"direct": [], "audit": [], "optimize": []}
+
+        def in_process(route: str) -> Connect:
+            optimize, db = route.endswith("optimize"), home / f"latency-{route}.db"
+            recorder: Recording = "process" if "child" in route else "inline"
+            return lambda: http_client(sync=True, optimize=optimize, db=db, recorder=recorder)
+
+        routes: dict[str, tuple[str, Connect]] = {
+            "direct": (sim, _plain),
+            **{mode: (url, _plain) for mode, url in proxies.items()},
+            **{route: (sim, in_process(route)) for route in LATENCY_ROUTES[2:]},
+        }
+        timings: dict[str, list[list[float]]] = {name: [] for name in routes}
         for _ in range(rounds):
-            for name, url in (("direct", sim), *proxies.items()):
-                timings[name].append(_workload(url, f"sk-bench-{uuid.uuid4().hex}", _no_gap)[1])
-    direct = timings["direct"]
-    return Added.of(timings["audit"], direct), Added.of(timings["optimize"], direct)
+            for name, (url, connect) in routes.items():
+                key = f"sk-bench-{uuid.uuid4().hex}"
+                timings[name].append(_workload(url, key, _no_gap, connect=connect)[1])
+    direct = timings.pop("direct")
+    return {name: Added.of(through, direct) for name, through in timings.items()}
 
 
 def _no_gap(seconds: float) -> None:
     return None
+
+
+async def _ideal(db: Path) -> int:
+    """What an ideal run of the traffic in `db` writes (each token once), as
+    `stoker report-proxy` counts it over every lineage."""
+    async with SQLiteStore(db) as store:
+        lineages = await store.proxy_lineages(limit=1_000)
+        calls = [await store.proxy_calls(lineage.id) for lineage in lineages]
+    return sum(e.ideal for exchanges in calls for e in exchanges)
 
 
 async def run_proxy_bench(rounds: int = 5, *, latency: bool = True) -> ProxyFigures:
@@ -302,7 +377,11 @@ async def run_proxy_bench(rounds: int = 5, *, latency: bool = True) -> ProxyFigu
         stoker = (await hard(home / "stoker")).total.cost_ratio
         direct = _one(home, through_proxy=False)
         proxied = _one(home, through_proxy=True)
-        audit, optimize = _latency(home, rounds) if latency else (None, None)
+        inside = _one(home, through_proxy=False, in_process=True)
+        # the same traffic either way: one ideal, the proxy's (a new process's client
+        # in process knows nothing of the calls an earlier one sent, so its own overcounts)
+        ideal = await _ideal(home / "proxy-optimize.db")
+        added = _latency(home, rounds) if latency else {}
     baseline = sum(u.input_total for u in direct.usage)
     return ProxyFigures(
         calls=len(direct.usage),
@@ -310,26 +389,51 @@ async def run_proxy_bench(rounds: int = 5, *, latency: bool = True) -> ProxyFigu
         optimized_cost=_units(proxied.ledger) / baseline,
         stoker_cost=stoker,
         pings=proxied.pings,
-        audit=audit,
-        optimize=optimize,
+        in_process_cost=_units(inside.ledger) / baseline,
+        in_process_pings=inside.pings,
+        proxy_writes=proxied.ledger.written / ideal,
+        in_process_writes=inside.ledger.written / ideal,
+        added=added,
         rounds=rounds,
     )
 
 
 def proxy_table(f: ProxyFigures) -> Table:
-    columns = ("sent", "cost vs no cache", "keep-warm pings", "added latency p50 / p99")
+    columns = (
+        "sent",
+        "cost vs no cache",
+        "writes vs ideal",
+        "keep-warm pings",
+        "added latency p50 / p99",
+    )
     table = figures_table(f"bench proxy: {f.calls} calls, caching off", columns, labels={"sent"})
 
-    def added(a: Added | None) -> str:
+    def added(route: str) -> str:
+        a = f.added.get(route)
         return "-" if a is None else f"{a.p50:.2f} / {a.p99:.2f} ms"
 
-    table.add_row("directly to the simulator", f"{f.direct_cost:.3f}", "0", "-")
-    table.add_row("through stoker proxy (audit)", "-", "-", added(f.audit))
+    table.add_row("directly to the simulator", f"{f.direct_cost:.3f}", "-", "0", "-")
+    table.add_row("through stoker proxy (audit)", "-", "-", "-", added("audit"))
     table.add_row(
         "through stoker proxy --optimize",
         f"{f.optimized_cost:.3f}",
+        f"{f.proxy_writes:.3f}x",
         str(f.pings),
-        added(f.optimize),
+        added("optimize"),
     )
-    table.add_row("Stoker's own sessions (bench cache hard)", f"{f.stoker_cost:.3f}", "-", "-")
+    table.add_row("stoker.http_client() (audit)", "-", "-", "-", added("in_process_audit"))
+    table.add_row(
+        "stoker.http_client(optimize=True)",
+        f"{f.in_process_cost:.3f}",
+        f"{f.in_process_writes:.3f}x",
+        str(f.in_process_pings),
+        added("in_process_optimize"),
+    )
+    for route, label in (
+        ("in_process_child_audit", "audit"),
+        ("in_process_child_optimize", "optimize=True"),
+    ):
+        name = f'stoker.http_client({label}, recorder="process")'.replace("(audit, ", "(")
+        table.add_row(name, "-", "-", "-", added(route))
+    table.add_row("Stoker's own sessions (bench cache hard)", f"{f.stoker_cost:.3f}", "-", "-", "-")
     return table

@@ -339,6 +339,31 @@ def bench_compaction(
     console.print(compaction_table(figures))
 
 
+@bench_app.command("frameworks")
+def bench_frameworks(
+    only: list[str] = typer.Option(  # noqa: B008 - typer's way to declare a repeated option
+        None, "--only", help="A framework's name as the table prints it (repeatable)."
+    ),
+    as_json: bool = typer.Option(False, "--json", help="Print the figures as JSON."),
+) -> None:
+    """Each framework's own agent through stoker proxy and stoker.http_client().
+
+    pydantic-ai, LangGraph (ChatOpenAI, ChatAnthropic), openai-agents and smolagents run
+    one conversation with a tool and an idle gap on the simulator: cost against no cache
+    and writes against the ideal, through `stoker proxy --optimize` and in process with
+    `stoker.http_client(optimize=True)`. Needs the `frameworks` extra."""
+    from stoker.bench.frameworks import FRAMEWORKS, frameworks_table, run_frameworks_bench
+
+    unknown = [name for name in only or [] if name not in FRAMEWORKS]
+    if unknown:
+        fail(f"--only {unknown[0]!r}: expected one of {', '.join(map(repr, FRAMEWORKS))}", code=2)
+    figures = run_frameworks_bench(only or None)
+    if as_json:
+        typer.echo(json.dumps([f.to_dict() for f in figures], indent=2))
+        return
+    console.print(frameworks_table(figures))
+
+
 @bench_app.command("proxy")
 def bench_proxy(
     rounds: int = typer.Option(5, min=1, help="Runs of the workload each way."),

@@ -17,11 +17,12 @@ from typing import TYPE_CHECKING
 from stoker.proxy.report import LineageFigures, proxy_report
 
 if TYPE_CHECKING:
-    from stoker.proxy.app import ProxyConfig, create_app
+    from stoker.proxy.app import create_app
+    from stoker.proxy.core import ProxyConfig
 
 # The server side needs the `server` extra (starlette, aiohttp); the report does not, so
 # `stoker report-proxy` works on a core install and only `stoker proxy` asks for it.
-_LAZY = {"ProxyConfig": "stoker.proxy.app", "create_app": "stoker.proxy.app"}
+_LAZY = {"ProxyConfig": "stoker.proxy.core", "create_app": "stoker.proxy.app"}
 
 
 def __getattr__(name: str) -> object:

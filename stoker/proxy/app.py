@@ -1,4 +1,5 @@
-"""The proxy's ASGI app: bytes forwarded as they arrive, calls recorded after.
+"""The proxy's ASGI app: bytes forwarded as they arrive, calls recorded after (what is
+done to a call is `stoker.proxy.core`'s, shared with the in-process client).
 
 Each request goes upstream with the client's own headers (its key included) and the
 response comes back chunk by chunk as the upstream sends it (`aiohttp`'s client, whose
@@ -21,14 +22,11 @@ sits between a client's answer and its next request.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
-import threading
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from stoker.errors import MissingExtra
 
@@ -41,25 +39,12 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
-from stoker.cache.keys import KeyShards
-from stoker.cache.planner import CachePolicy
-from stoker.cache.time_policy import WarmPlan
-from stoker.clock import Clock, SystemClock
-from stoker.errors import StokerError
+from stoker.clock import Clock
 from stoker.providers.sim._http import error_response
-from stoker.proxy.keepwarm import ProxyKeepWarm, warm_body
+from stoker.proxy.core import ProxyConfig, ProxyCore, named
 from stoker.proxy.lineage import LineageState
-from stoker.proxy.markers import read
-from stoker.proxy.optimize import encode, rewrite
-from stoker.proxy.recorder import Call, ExchangeSink, Recorder, info_of
-from stoker.proxy.routes import (
-    client_key,
-    dialect_of,
-    forwarded_headers,
-    returned_headers,
-    tenant_of,
-    upstream_url,
-)
+from stoker.proxy.recorder import Call, ExchangeSink
+from stoker.proxy.routes import dialect_of, forwarded_headers, returned_headers, upstream_url
 
 if TYPE_CHECKING:
     from stoker.proxy.recorder_process import RecorderProcess
@@ -69,23 +54,8 @@ log = logging.getLogger(__name__)
 _METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ProxyConfig:
-    """`upstream`: anthropic, openai or a URL. `optimize`: rewrite requests (else audit).
-    `policy`: the breakpoint TTLs and time policy, Stoker's sessions' defaults."""
-
-    upstream: str
-    optimize: bool = False
-    policy: CachePolicy = field(default_factory=CachePolicy)
-    timeout: float = 600.0
-
-    @property
-    def mode(self) -> str:
-        return "optimize" if self.optimize else "audit"
-
-
-class Proxy:
-    """The state behind the app: the upstream client, the recorder, the keep-warm timer."""
+class Proxy(ProxyCore):
+    """The core behind the app, with the upstream client the bytes travel through."""
 
     def __init__(
         self,
@@ -95,21 +65,9 @@ class Proxy:
         clock: Clock | None = None,
         process: RecorderProcess | None = None,
     ) -> None:
-        self.config = config
-        self.clock = clock or SystemClock()
-        self.process = process
-        self.recorder = process.local if process is not None else Recorder(sink)
-        self.shards = KeyShards()
+        super().__init__(config, sink=sink, clock=clock, process=process)
         self.upstream = upstream_url(config.upstream)
         self._client: aiohttp.ClientSession | None = None  # made on the loop that serves
-        self.keep_warm = (
-            ProxyKeepWarm(self.clock, config.policy, self._ping) if config.optimize else None
-        )
-        self._tasks: set[asyncio.Task[None]] = set()
-        self._pending = 0
-        self._idle = threading.Condition()
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._closed = False
 
     # -- a request ----------------------------------------------------------------------------
 
@@ -117,22 +75,11 @@ class Proxy:
         self._loop = asyncio.get_running_loop()
         path = request.url.path
         body = await request.body()
-        headers = request.headers.items()
-        outgoing = forwarded_headers(headers)
+        outgoing = forwarded_headers(request.headers.items())
         dialect = dialect_of(path) if request.method == "POST" else None
         call = None
         if dialect is not None:
-            self._begin()
-            call = Call(
-                tenant=tenant_of(client_key(headers)),
-                dialect=dialect,
-                path=path,
-                mode=self.config.mode,
-                started_at=self.clock.now(),
-            )
-            if self.config.optimize:
-                body = self._optimized(call, body, outgoing)
-            call.body = body
+            call, body = self.prepare(dialect, path, outgoing, body)
         target = self.upstream + path + (f"?{request.url.query}" if request.url.query else "")
         began = time.perf_counter()
         try:
@@ -140,10 +87,10 @@ class Proxy:
                 request.method, target, headers=outgoing, data=body
             )
         except (aiohttp.ClientError, TimeoutError) as exc:
-            message = f"the proxy could not reach the upstream: {_named(exc)}"
+            message = f"the proxy could not reach the upstream: {named(exc)}"
             if call is not None:
                 call.status, call.error = 502, message
-                self._finish(call, began)
+                self.finish(call, began)
             anthropic = path.startswith("/v1/messages")
             return error_response("anthropic" if anthropic else "openai", 502, message)
         if call is not None:
@@ -164,36 +111,6 @@ class Proxy:
             )
         return self._client
 
-    def _optimized(self, call: Call, body: bytes, outgoing: list[tuple[str, str]]) -> bytes:
-        """The rewritten body; the client's own when it is not a request the proxy reads
-        (the upstream then answers it as it would without the proxy)."""
-        try:
-            payload = json.loads(body)
-            if not isinstance(payload, dict):
-                raise ValueError("not an object")
-            request = self.recorder.parse(call.dialect, payload)
-        except (ValueError, RecursionError, StokerError) as exc:
-            call.error = f"not rewritten: the body is not a {call.dialect} request ({exc!r:.200})"
-            return body
-        call.request = request
-        admission = self.recorder.admit(call)
-        assert admission is not None
-        info = info_of(request.prefix.params.model, call.dialect)
-        done = rewrite(
-            call.dialect,
-            payload,
-            request,
-            admission.lineage,
-            info,
-            policy=self.config.policy,
-            shards=self.shards,
-            at=call.started_at,
-        )
-        call.sent, call.request = done.payload, done.request
-        call.rewrites, call.rolling = done.rewrites, done.rolling
-        call.auth = outgoing  # what a keep-warm ping of this lineage sends upstream
-        return encode(done.payload)
-
     async def _relay(
         self, upstream: aiohttp.ClientResponse, call: Call | None, began: float
     ) -> AsyncIterator[bytes]:
@@ -205,105 +122,23 @@ class Proxy:
                 yield chunk
         except (aiohttp.ClientError, TimeoutError) as exc:
             if call is not None:
-                call.error = f"the upstream broke off the response: {_named(exc)}"
+                call.error = f"the upstream broke off the response: {named(exc)}"
         finally:
             upstream.release()
             if call is not None:
                 call.response = b"".join(chunks)
-                self._finish(call, began)
+                self.finish(call, began)
 
-    # -- after a request ---------------------------------------------------------------------
-
-    def _begin(self) -> None:
-        with self._idle:
-            self._pending += 1
-
-    def _finish(self, call: Call, began: float) -> None:
-        """Record the call in a task of its own: the client has its bytes already."""
-        call.duration = time.perf_counter() - began
-        task = asyncio.get_running_loop().create_task(self._record(call))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
-    async def _record(self, call: Call) -> None:
-        try:
-            if self.process is not None:
-                await self.process.record(call)
-            else:
-                await self.recorder.record(call)
-            admission = call.admission
-            if (
-                self.keep_warm is not None
-                and admission is not None
-                and call.status == 200
-                and call.purpose == "turn"
-            ):
-                self.keep_warm.watch(admission.lineage)
-        except Exception as exc:  # recording must never touch the client's traffic
-            log.warning("could not record a proxied call: %r", exc)
-        finally:
-            with self._idle:
-                self._pending -= 1
-                self._idle.notify_all()
-
-    def wait_recorded(self, timeout: float = 10.0) -> bool:
-        """Block (another thread) until every call so far is recorded; False on timeout."""
-        with self._idle:
-            return self._idle.wait_for(lambda: self._pending == 0, timeout)
-
-    # -- keep-warm ------------------------------------------------------------------------------
-
-    async def _ping(self, lineage: LineageState, plan: WarmPlan) -> None:
-        body = warm_body(lineage, plan)
-        if body is None:
-            return
-        self._begin()
-        call = Call(
-            tenant=lineage.tenant,
-            dialect=lineage.dialect,
-            path=lineage.path,
-            mode="optimize",
-            started_at=self.clock.now(),
-            sent=body,
-            body=encode(body),
-            purpose=plan.action,
-            request=replace(self.recorder.parse(lineage.dialect, body), breakpoints=read(body)),
-            admission=self.recorder.index.admit_ping(lineage),
-        )
-        began = time.perf_counter()
-        try:
-            target = self.upstream + lineage.path
-            async with self.client().post(target, headers=lineage.auth, data=call.body) as got:
-                call.status, call.response = got.status, await got.read()
-        except (aiohttp.ClientError, TimeoutError) as exc:
-            call.status, call.error = 502, f"keep-warm ping failed: {_named(exc)}"
-        call.duration = time.perf_counter() - began
-        await self._record(call)
-
-    async def start(self) -> None:
-        """Start the recorder process now, not at the first call (which it would delay)."""
-        if self.process is not None:
-            await self.process.start()
+    async def post(self, lineage: LineageState, body: bytes) -> tuple[int, bytes]:
+        target = self.upstream + lineage.path
+        async with self.client().post(target, headers=lineage.auth, data=body) as got:
+            return got.status, await got.read()
 
     async def aclose(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
-        if self.keep_warm is not None:
-            await self.keep_warm.aclose()
-        if self._tasks:
-            await asyncio.gather(*self._tasks, return_exceptions=True)
-        if self.process is not None:
-            await self.process.aclose()
+        await self.close_core()
         if self._client is not None:
             await self._client.close()
-
-    def run_on_loop(self, coroutine: Any, timeout: float = 60.0) -> Any:
-        """Run `coroutine` on the loop serving the app, from another thread (a benchmark
-        crossing an idle gap with the proxy's keep-warm); its result."""
-        if self._loop is None:
-            raise RuntimeError("the proxy has served no request yet")
-        return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result(timeout)
+            self._client = None
 
     def close_from_thread(self, timeout: float = 10.0) -> None:
         """`aclose` on the loop serving the app, called from another thread (a server
@@ -334,10 +169,3 @@ def create_app(
     )
     app.state.proxy = proxy
     return app
-
-
-def _named(exc: BaseException) -> str:
-    """What went wrong, for the client and the record: the error's kind, and its text when
-    it has one (aiohttp's say which host and why; none carries a header of the client's)."""
-    text = str(exc)
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__

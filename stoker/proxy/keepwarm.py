@@ -31,6 +31,7 @@ import contextlib
 import json
 import logging
 from collections.abc import Awaitable, Callable
+from contextlib import AbstractContextManager
 from typing import Any
 
 from stoker.cache.planner import CachePolicy
@@ -138,16 +139,27 @@ class ProxyKeepWarm:
     per watched lineage. A lineage with nothing worth keeping is not watched.
     """
 
-    def __init__(self, clock: Clock, policy: CachePolicy, ping: Ping) -> None:
+    def __init__(
+        self,
+        clock: Clock,
+        policy: CachePolicy,
+        ping: Ping,
+        lock: AbstractContextManager[Any] | None = None,
+    ) -> None:
         self.clock = clock
         self.policy = policy
         self._ping = ping
+        # held while a plan reads its lineage: a sync in-process client's threads move
+        # lineages on while this decides on another
+        self._lock = lock if lock is not None else contextlib.nullcontext()
         self._plans: dict[str, tuple[LineageState, WarmPlan]] = {}
         self._changed = asyncio.Event()
+        self._stopping = False
         self._task: asyncio.Task[None] | None = None
 
     def _decide(self, lineage: LineageState) -> None:
-        plan = warm_plan(lineage, self.policy)
+        with self._lock:
+            plan = warm_plan(lineage, self.policy)
         if plan is not None and plan.sends:
             self._plans[lineage.id] = (lineage, plan)
         else:
@@ -157,7 +169,7 @@ class ProxyKeepWarm:
         """Keep `lineage` warm from now on; starts the timer on a real clock."""
         self._decide(lineage)
         self._changed.set()
-        if self._task is None and not isinstance(self.clock, FrozenClock):
+        if self._task is None and not self._stopping and not isinstance(self.clock, FrozenClock):
             self._task = asyncio.get_running_loop().create_task(self.run())
 
     def due(self) -> list[tuple[float, LineageState, WarmPlan]]:
@@ -196,19 +208,27 @@ class ProxyKeepWarm:
         return sent
 
     async def run(self) -> None:
-        """Send pings as they fall due, until cancelled (a real clock)."""
-        while True:
+        """Send pings as they fall due, until closed (a real clock).
+
+        `asyncio.timeout`, not `wait_for`: on Python 3.11 `wait_for` can swallow the
+        cancel that closes this loop when the event it waits on is set in the same
+        turn of the loop (a call recorded as the client closes), and the loop would
+        then wait forever; `_stopping` ends it in any case."""
+        while not self._stopping:
             self._changed.clear()
             due = self.due()
             wait = None if not due else max(0.0, due[0][0] - self.clock.now())
             if wait is None or wait > 0:
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._changed.wait(), wait)
+                    async with asyncio.timeout(wait):
+                        await self._changed.wait()
                 continue
             if not await self.fire_due():
                 await asyncio.sleep(1.0)
 
     async def aclose(self) -> None:
+        self._stopping = True
+        self._changed.set()
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):

@@ -68,6 +68,7 @@ class LineageState:
     last_answer: list[Any] | None = None  # optimize (Anthropic): the content answered to it
     answer_tokens: int = 0  # its output tokens as reported: what a seal writes
     path: str = ""
+    origin: str = ""  # in process: the scheme, host and port the client sent to
     auth: list[tuple[str, str]] = field(default_factory=list, repr=False)
     refreshed_at: float | None = None  # start of the latest call that read or wrote
     live_for: float = 300.0  # how long that call left the entry alive

@@ -72,6 +72,7 @@ class Call:
     path: str
     mode: str
     started_at: float
+    origin: str = ""  # in process: where the client sent it (the proxy has one upstream)
     duration: float = 0.0
     status: int = 0
     streamed: bool = False
@@ -115,6 +116,7 @@ class Recorder:
         self.index = LineageIndex()
         self.memo = ChainMemo()
         self._unread = 0
+        self._sink_failed = False
         # (tenant, wire, prefix key or model family, chain of the messages) -> the input the
         # provider reported for a call that sent exactly that: what a later call extending
         # it shares (with the same prefix), or could have read (had nothing moved)
@@ -139,21 +141,33 @@ class Recorder:
         return call.admission
 
     async def record(self, call: Call, placement: Placement | None = None) -> Exchange:
-        """Build the call's exchange, update its lineage, and hand it to the sink. A call
-        it cannot make sense of is still recorded, as unread, with the reason."""
+        """Build the call's exchange, update its lineage, and hand it to the sink."""
+        exchange = self.build(call, placement)
+        await self.deliver(exchange)
+        return exchange
+
+    def build(self, call: Call, placement: Placement | None = None) -> Exchange:
+        """The call's exchange, its lineage moved on. A call it cannot make sense of is
+        still recorded, as unread, with the reason."""
         try:
-            exchange = self._exchange(call, placement)
+            return self._exchange(call, placement)
         except Exception as exc:  # a client's body must not cost the record of the call
             log.warning("a proxied call could not be read for its record: %r", exc)
-            exchange = self._unread_exchange(
-                call, f"the call could not be read: {type(exc).__name__}"
-            )
+            return self._unread_exchange(call, f"the call could not be read: {type(exc).__name__}")
+
+    async def deliver(self, exchange: Exchange) -> None:
+        """Hand an exchange to the sink; a sink that fails is logged, never raised."""
         if self.sink is not None:
             try:
                 await self.sink.record_exchange(exchange)
             except Exception as exc:  # a full disk must not break the client's traffic
-                log.warning("could not record a proxied call: %r", exc)
-        return exchange
+                # once, not once a call: the client's traffic goes on either way
+                (log.debug if self._sink_failed else log.warning)(
+                    "could not record a proxied call (the call itself went through; further "
+                    "failures are logged at debug level): %r",
+                    exc,
+                )
+                self._sink_failed = True
 
     def _exchange(self, call: Call, placement: Placement | None) -> Exchange:
         if call.sent is None and call.error is None:
@@ -308,6 +322,7 @@ class Recorder:
         lineage.live_for = 3600.0 if usage.written_1h else 300.0
         lineage.warm_spent = 0.0
         lineage.path = call.path
+        lineage.origin = call.origin
         if call.mode == "optimize":
             lineage.rolling = call.rolling
             lineage.last_payload = call.sent

@@ -99,6 +99,7 @@ class RecorderProcess:
         self._next = 0
         self._closing = False
         self._starting = asyncio.Lock()
+        self.last_stored: tuple[str, int] | None = None  # (lineage, seq) of the latest call
 
     async def record(self, call: Call) -> None:
         """Move the call's lineage on here, then have the child record it; returns once
@@ -179,6 +180,8 @@ class RecorderProcess:
                 if "error" in header:
                     log.warning("the proxy's recorder process: %s", header["error"])
                     continue
+                if "lineage" in header:  # where the latest call was stored
+                    self.last_stored = (header["lineage"], header["seq"])
                 stored = self._waiting.get(header["id"])
                 if stored is not None and not stored.done():
                     stored.set_result(None)
@@ -230,11 +233,13 @@ async def serve(reader: asyncio.StreamReader, write: Any) -> None:
         while (got := await read_frame(reader)) is not None:
             header, bodies = got
             call, placement = call_of(header, bodies)
+            ack: dict[str, Any] = {"id": header["id"]}
             try:
-                await recorder.record(call, placement)
+                exchange = await recorder.record(call, placement)
+                ack.update(lineage=exchange.lineage_id, seq=exchange.seq)
             except Exception as exc:  # one bad call must not end the recording of the rest
                 write(frame({"error": f"could not record a call: {exc!r}"}))
-            write(frame({"id": header["id"]}))
+            write(frame(ack))
 
 
 async def _main() -> None:

@@ -46,7 +46,7 @@ from stoker.store.proxy_log import ProxyLog
 from stoker.wire.exchange import Exchange, LineageSummary
 from stoker.wire.figures import json_ratio
 
-OPTIMIZE = "stoker proxy --optimize"
+OPTIMIZE = "http_client(optimize=True) or stoker proxy --optimize"
 _PARTIAL_FIX = "a breakpoint on the newest block each call (`stoker proxy --optimize` places one)"
 
 
