@@ -151,10 +151,9 @@ async def _langgraph_anthropic(target: Target, gap: Gap) -> None:
     from langchain_core.messages import HumanMessage, SystemMessage
     from langchain_core.tools import tool
 
-    key = SecretStr(target.key)
-    chat = ChatAnthropic(  # type: ignore[call-arg]  # its stub asks for what has defaults
-        model_name="claude-sonnet-4-6", base_url=target.url, api_key=key
-    )
+    # as keywords: its pydantic signature lists fields with defaults as required
+    settings: dict[str, Any] = {"base_url": target.url, "api_key": SecretStr(target.key)}
+    chat = ChatAnthropic(model_name="claude-sonnet-4-6", **settings)
     # ChatAnthropic takes no HTTP client (docs/frameworks.md): its async client, built from
     # its own settings over ours
     params = chat._client_params  # noqa: SLF001
