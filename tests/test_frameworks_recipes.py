@@ -18,9 +18,11 @@ from pathlib import Path
 
 import httpx2
 import pytest
-from agents import set_tracing_disabled
+from agents import Agent, Runner, set_default_openai_client, set_tracing_disabled
+from agents.models import _openai_shared
 from langchain_anthropic import ChatAnthropic
 from langchain_core.messages import HumanMessage, SystemMessage
+from openai import AsyncOpenAI
 
 from stoker.proxy.in_process import http_client
 from tests.framework_helpers import drive, example, simulator
@@ -137,3 +139,22 @@ def test_the_recipes_chatanthropic_takes_a_sync_client_for_invoke(
     assert audited.sent == plain.sent
     assert len(audited.sent) == 1
     assert audited.verdicts == [["no_breakpoint"]]
+
+
+def test_openai_agents_default_client_over_stoker_serves_an_agent_with_no_client(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The other way the page names: the default client, for agents given a model name."""
+    recipe = example(RECIPES["openai-agents-async"].heading)
+    monkeypatch.setattr(_openai_shared, "_default_openai_client", None)  # put back after
+
+    async def converse(http: httpx2.AsyncClient) -> list[str]:
+        set_default_openai_client(AsyncOpenAI(http_client=http))
+        tools = [recipe["weather"]]
+        agent = Agent(name="reviewer", instructions=recipe["SYSTEM"], model="gpt-4.1", tools=tools)
+        result = await Runner.run(agent, "What is the weather forecast in Paris?")
+        return [str(result.final_output)]
+
+    optimized = drive(converse, monkeypatch, tmp_path / "stoker.db", optimize=True)
+    assert len(optimized.sent) == 2
+    assert optimized.verdicts == [["first", "hit"]]
