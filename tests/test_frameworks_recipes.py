@@ -22,6 +22,7 @@ from agents import Agent, Runner, set_default_openai_client, set_tracing_disable
 from agents.models import _openai_shared
 from langchain_anthropic import ChatAnthropic
 from langchain_core.messages import HumanMessage, SystemMessage
+from langchain_openai import ChatOpenAI
 from openai import AsyncOpenAI
 
 from stoker.proxy.in_process import http_client
@@ -119,26 +120,34 @@ async def test_an_async_client_closes_at_once_while_it_keeps_a_conversation_warm
         assert time.perf_counter() - began < 5  # (the timeout's cancel can be swallowed too)
 
 
-def test_the_recipes_chatanthropic_takes_a_sync_client_for_invoke(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("side", ["ChatAnthropic.invoke", "ChatOpenAI.ainvoke"])
+def test_each_langchain_model_takes_stokers_client_on_its_other_side_too(
+    side: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The LangGraph recipe runs ChatAnthropic asynchronously; its `over` gives `invoke`
-    Stoker's sync client the same way."""
+    """The LangGraph recipes run ChatOpenAI synchronously and ChatAnthropic asynchronously;
+    the other side goes through Stoker the way the page says: `over` with a sync client
+    for ChatAnthropic's `invoke`, `http_async_client=` for ChatOpenAI's `ainvoke`."""
     recipe = example(RECIPES["langgraph-chatanthropic-async"].heading, 1)
+    tools = [recipe["weather"]]
+    question = [SystemMessage(recipe["SYSTEM"]), HumanMessage("What is the weather in Paris?")]
 
-    def converse(http: httpx2.Client) -> list[str]:
+    def invoke(http: httpx2.Client) -> list[str]:
         llm = ChatAnthropic(model_name="claude-sonnet-4-6", timeout=None, stop=None)
-        model = recipe["over"](http, llm).bind_tools([recipe["weather"]])
-        question = HumanMessage("What is the weather forecast in Paris?")
-        reply = model.invoke([SystemMessage(recipe["SYSTEM"]), question])
+        reply = recipe["over"](http, llm).bind_tools(tools).invoke(question)
         return [call["name"] for call in reply.tool_calls]
 
+    async def ainvoke(http: httpx2.AsyncClient) -> list[str]:
+        llm = ChatOpenAI(model="gpt-4.1", http_async_client=http).bind_tools(tools)
+        reply = await llm.ainvoke(question)
+        return [call["name"] for call in reply.tool_calls]
+
+    converse = invoke if side == "ChatAnthropic.invoke" else ainvoke
     audited = drive(converse, monkeypatch, tmp_path / "stoker.db")
     plain = drive(converse, monkeypatch, None)
     assert audited.answers == plain.answers == ["weather"]
     assert audited.sent == plain.sent
     assert len(audited.sent) == 1
-    assert audited.verdicts == [["no_breakpoint"]]
+    assert audited.verdicts == [["no_breakpoint" if side.startswith("ChatAnthropic") else "first"]]
 
 
 def test_openai_agents_default_client_over_stoker_serves_an_agent_with_no_client(
