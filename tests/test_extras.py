@@ -116,5 +116,4 @@ def test_every_extra_the_code_names_is_one_pyproject_declares() -> None:
     declared = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())
     extras = declared["project"]["optional-dependencies"]
     assert set(EXTRAS) <= set(extras), set(EXTRAS) - set(extras)
-    # two gather others; `frameworks` is the tests' (the agent frameworks docs/frameworks.md shows)
-    assert set(extras) - set(EXTRAS) == {"all", "dev", "frameworks"}
+    assert set(extras) - set(EXTRAS) == {"all", "dev"}  # the two that only gather others
