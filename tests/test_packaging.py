@@ -34,8 +34,9 @@ DATA_FILES = {  # what is not Python in the package, and must be in the wheel
     "stoker/gateway/static/dashboard.js",
     "stoker/py.typed",  # type checkers read the package's annotations only when it is there
 }
-EXTRAS = sorted(
-    set(re.findall(r"^(\w+) = \[", (ROOT / "pyproject.toml").read_text(), flags=re.M)) - {"dev"}
+EXTRAS = sorted(  # not `frameworks`: five agent frameworks for one benchmark (dev installs it)
+    set(re.findall(r"^(\w+) = \[", (ROOT / "pyproject.toml").read_text(), flags=re.M))
+    - {"dev", "frameworks"}
 )
 
 
