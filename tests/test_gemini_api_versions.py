@@ -85,6 +85,38 @@ def test_an_explicit_cache_is_created_used_and_deleted_at_either_api_version(
     assert gone.value.code == 404
 
 
+# A long document a user asks several questions about (about 5,900 tokens: above 2.5
+# Pro's 4,096-token minimum), sent as most code does: one text part, document first.
+DOCUMENT = "".join(
+    f"Section {i}. The river town kept its ledgers in the old mill; clerk {i} wrote "
+    "each barge, its cargo and its toll, and the council read them every spring. "
+    for i in range(160)
+)
+QUESTIONS = ["Who kept the ledgers?", "What did clerk 7 write?", "When were they read?"]
+
+
+@pytest.mark.parametrize("model", [MODEL, "gemini-2.5-pro"])
+@pytest.mark.parametrize("version", VERSIONS, ids=["default-v1", "v1beta"])
+def test_the_same_document_with_another_question_reads_the_document_implicitly(
+    server: ServedSim, version: str | None, model: str
+) -> None:
+    client = _client(server, version, f"AIza-implicit-{version}-{model}")
+    document = client.models.count_tokens(model=model, contents=DOCUMENT).total_tokens
+    assert document is not None
+    assert document > 5000
+    read: list[int | None] = []
+    for question in QUESTIONS:
+        answer = client.models.generate_content(
+            model=model, contents=f"{DOCUMENT}\n\nQuestion: {question}"
+        )
+        assert answer.usage_metadata is not None
+        read.append(answer.usage_metadata.cached_content_token_count)
+    assert read[0] is None  # the first call finds nothing (a zero count is left out)
+    for later in read[1:]:  # every later call reads the document, to the 256-token grid
+        assert later is not None
+        assert document - 256 < later <= document
+
+
 @pytest.mark.parametrize("version", ["v1", "v1beta"])
 @pytest.mark.parametrize("colon", [":", "%3A", "%3a"])
 def test_a_literal_or_encoded_colon_reaches_the_method(
