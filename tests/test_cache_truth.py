@@ -71,8 +71,8 @@ async def test_a_fork_runs_a_tool_its_parent_got_by_a_declared_rebase() -> None:
 
 async def test_children_write_their_own_tails_at_five_minutes() -> None:
     """Regression: sub-agents and reviews inherited message_ttl="1h" (twice the price) for
-    tails nobody comes back to. (What they write at the parent's history end is for the
-    parent, and stays a 1-hour entry: see `plan_anthropic`'s anchor.)"""
+    tails nobody comes back to. (A parent on 1-hour entries holds its own: what they
+    write at its history's end is a 5-minute entry, see `anchor_ttl`.)"""
     policy = CachePolicy(system_ttl="1h", message_ttl="1h")
     agent, provider = sim_agent(cache_policy=policy)
     session = agent.session()

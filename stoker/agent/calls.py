@@ -20,7 +20,14 @@ from stoker.agent.seams import SessionAgent
 from stoker.agent.state import CacheState
 from stoker.cache.keys import cache_key
 from stoker.cache.models import ModelInfo
-from stoker.cache.planner import BlockRef, CachePolicy, plan, stripped_from
+from stoker.cache.planner import (
+    BlockRef,
+    CachePolicy,
+    anchor_ttl,
+    child_policy,
+    plan,
+    stripped_from,
+)
 from stoker.cache.record import build_record
 from stoker.cache.time_policy import lifetimes, retention
 from stoker.errors import ProviderError
@@ -99,11 +106,9 @@ def with_stripped(declared_break: str | None, stripped: int) -> str | None:
 
 def tail_policy(policy: CachePolicy, role: str) -> CachePolicy:
     """The policy a session's own tail is written with: forks, reviews and sub-agents end
-    soon and never come back to what they add, so they write it at the short TTL whatever
-    the long-lived sessions use (the shared tools and system keep their TTL)."""
-    if role in ("main", "branch") or policy.message_ttl == "5m":
-        return policy
-    return replace(policy, message_ttl="5m")
+    soon and never come back to what they add, so they write at the short TTL whatever
+    the long-lived sessions use (`child_policy`)."""
+    return policy if role in ("main", "branch") else child_policy(policy)
 
 
 def next_request(
@@ -136,6 +141,7 @@ def next_request(
         thinking=prefix.params.thinking_budget is not None,
         held=long,
         stale=state.gone(prefix, agent.clock.now(), live_for(info, ttl)),
+        anchored_ttl=anchor_ttl(agent.cache_policy),
     )
     breakpoints = p.breakpoints
     if site.role == "compaction":
