@@ -1,0 +1,120 @@
+"""One Gemini explicit cache of an agent's tools and system prompt for its whole fleet
+(`stoker.cache.fleet_cache`): new sessions read the live one instead of each making their
+own, extend it while their arrivals pay for its storage, and share it across replicas
+through the fleet's notes, never across accounts. On the simulated Gemini, whose storage
+bill every figure is held to."""
+
+from __future__ import annotations
+
+import pytest
+
+from stoker.agent.agent import Agent
+from stoker.cache.fleet import FleetWatch
+from stoker.cache.fleet_cache import arrivals_per_hour, fleet_keeps
+from stoker.cache.fleet_notes import Outbox
+from stoker.cache.models import model_info
+from stoker.cache.planner import CachePolicy
+from stoker.cache.record import observe_records
+from stoker.cache.time_policy import TimePolicy
+from stoker.clock import FrozenClock
+from stoker.providers.sim.engine import SimEngine
+from stoker.providers.sim.provider import SimProvider
+from stoker.wire.record import CacheRecord
+from tests.helpers import SYSTEM, make_registry
+
+MODEL = "gemini-2.5-flash"
+GUARANTEED = CachePolicy(keep_warm=TimePolicy(implicit_trust=0.0))
+
+
+def _agent(clock: FrozenClock, provider: SimProvider, fleet: FleetWatch) -> Agent:
+    return Agent(
+        MODEL,
+        provider=provider,
+        registry=make_registry(),
+        system=SYSTEM,
+        clock=clock,
+        cache_policy=GUARANTEED,
+        keep_warm=False,
+        fleet=fleet,
+    )
+
+
+async def _arrivals(agent: Agent, clock: FrozenClock, *, every: float, n: int) -> list[CacheRecord]:
+    """`n` new sessions, one every `every` seconds, each a short job; every record."""
+    records: list[CacheRecord] = []
+    with observe_records(records.append):
+        for i in range(n):
+            if i:
+                clock.advance(every)
+            await agent.session().send(f"read_file the plan {i}, please")
+    return records
+
+
+def _storage_hours(provider: SimProvider) -> float:
+    return provider.engine.google.storage_billed(provider.workspace) / 3600.0
+
+
+def test_the_fleet_keeps_its_cache_while_arrivals_pay_for_its_storage() -> None:
+    info = model_info(MODEL)  # storage 3.3x input per token-hour; a creation 1.0x
+    policy = TimePolicy(implicit_trust=0.0)
+    assert arrivals_per_hour([]) is None
+    assert arrivals_per_hour([600.0, 1200.0]) == pytest.approx(4.0)
+    assert fleet_keeps(info, policy, [1000.0] * 4)  # 3.6 an hour save more than they cost
+    assert not fleet_keeps(info, policy, [1200.0] * 4)  # 3.0 an hour do not
+    assert not fleet_keeps(info, policy, [])  # one session: nothing to weigh yet
+
+
+async def test_new_sessions_read_one_cache_and_extend_it_while_they_arrive() -> None:
+    clock = FrozenClock()
+    provider = SimProvider(engine=SimEngine(), clock=clock)
+    agent = _agent(clock, provider, FleetWatch())
+    records = await _arrivals(agent, clock, every=300.0, n=12)
+    made = [r for r in records if r.purpose == "cache_create"]
+    assert len(made) == 1  # one cache for twelve sessions over 55 minutes
+    extended = [r for r in records if r.purpose == "cache_extend"]
+    assert len(extended) == 1  # by the first session to find it less than half-lived
+    firsts = [r for r in records if r.purpose == "turn" and r.usage.read][::2]
+    assert all(r.usage.read >= made[0].usage.written_1h for r in firsts)
+    billed = sum(r.storage_token_hours or 0.0 for r in records)
+    assert billed == pytest.approx(_storage_hours(provider))  # the records add up to the bill
+    # one cache per session (what each made before) would have stored twelve
+    assert billed < 2 * made[0].usage.written_1h
+
+
+async def test_sessions_rarer_than_the_break_even_let_each_cache_run_out() -> None:
+    clock = FrozenClock()
+    provider = SimProvider(engine=SimEngine(), clock=clock)
+    agent = _agent(clock, provider, FleetWatch())
+    records = await _arrivals(agent, clock, every=1800.0, n=6)  # 2 an hour: storage costs more
+    assert not [r for r in records if r.purpose == "cache_extend"]
+    made = [r for r in records if r.purpose == "cache_create"]
+    assert len(made) == 3  # each lives its hour and is read by the next session in it
+
+
+async def test_another_replica_reads_the_cache_through_the_notes() -> None:
+    clock = FrozenClock()
+    engine = SimEngine()  # one provider account, two processes
+    first, second = FleetWatch(), FleetWatch()
+    outbox = Outbox()
+    first.share(outbox)
+    one = _agent(clock, SimProvider(engine=engine, clock=clock), first)
+    made = await _arrivals(one, clock, every=0.0, n=1)
+    for note in outbox.drain():  # what the store carries between replicas
+        second.absorb(note)
+    clock.advance(60)
+    other = _agent(clock, SimProvider(engine=engine, clock=clock), second)
+    read = await _arrivals(other, clock, every=0.0, n=1)
+    assert [r.purpose for r in made][:1] == ["cache_create"]
+    assert [r.purpose for r in read] == ["turn", "turn"]  # none made: it read the first's
+    assert read[0].usage.read >= made[0].usage.written_1h
+
+
+async def test_a_cache_of_another_account_is_never_named() -> None:
+    clock = FrozenClock()
+    fleet = FleetWatch()  # one process, two API keys
+    one = _agent(clock, SimProvider(engine=SimEngine(), clock=clock), fleet)
+    await _arrivals(one, clock, every=0.0, n=1)
+    other = _agent(clock, SimProvider(engine=SimEngine(), clock=clock), fleet)
+    records = await _arrivals(other, clock, every=0.0, n=1)
+    assert records[0].purpose == "cache_create"  # its own, not the other account's
+    assert records[1].usage.read >= records[0].usage.written_1h
