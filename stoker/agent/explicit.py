@@ -282,6 +282,7 @@ async def carry_out(
     if caches is None:
         return None
     now = agent.clock.now()
+    _synced(prefix, state, agent)  # another session of the fleet may have extended it
     held = state.explicit
     if held is not None and held.owner != session_id and not fleet:
         held = None  # a parent's: read, never extended or deleted here
@@ -435,6 +436,7 @@ async def release(
 ) -> CacheRecord | None:
     """Delete the cache the session made, if it still lives (its agent closes); the
     record, or None."""
+    _synced(owner.prefix, state, agent)  # another session of the fleet may have extended it
     held = state.explicit
     now = agent.clock.now()
     if held is None or held.owner != owner.session_id or held.expires_at <= now:
