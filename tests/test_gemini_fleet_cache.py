@@ -6,19 +6,25 @@ bill every figure is held to."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from stoker.agent.agent import Agent
+from stoker.agent.keepwarm import KeepWarm
 from stoker.cache.fleet import FleetWatch
 from stoker.cache.fleet_cache import arrivals_per_hour, fleet_keeps
 from stoker.cache.fleet_notes import Outbox
+from stoker.cache.keys import KeyShards
 from stoker.cache.models import model_info
 from stoker.cache.planner import CachePolicy
 from stoker.cache.record import observe_records
 from stoker.cache.time_policy import TimePolicy
 from stoker.clock import FrozenClock
+from stoker.gateway.fleet_sync import FleetSync
 from stoker.providers.sim.engine import SimEngine
 from stoker.providers.sim.provider import SimProvider
+from stoker.store.sqlite import SQLiteStore
 from stoker.wire.record import CacheRecord
 from tests.helpers import SYSTEM, make_registry
 
@@ -118,3 +124,49 @@ async def test_a_cache_of_another_account_is_never_named() -> None:
     records = await _arrivals(other, clock, every=0.0, n=1)
     assert records[0].purpose == "cache_create"  # its own, not the other account's
     assert records[1].usage.read >= records[0].usage.written_1h
+
+
+async def test_replicas_share_the_cache_through_the_store(tmp_path: Path) -> None:
+    """Two gateway replicas on one database (`FleetSync`, as they share key shards and
+    arrivals): the second's new session reads the cache the first's made."""
+    clock = FrozenClock()
+    engine = SimEngine()
+    a_store = SQLiteStore(tmp_path / "fleet.db")
+    b_store = SQLiteStore(tmp_path / "fleet.db")
+    a_fleet, b_fleet = FleetWatch(), FleetWatch()
+    a = FleetSync(a_store, shards=KeyShards(), fleet=a_fleet, holder="a", clock=clock)
+    b = FleetSync(b_store, shards=KeyShards(), fleet=b_fleet, holder="b", clock=clock)
+    try:
+        one = _agent(clock, SimProvider(engine=engine, clock=clock), a_fleet)
+        made = await _arrivals(one, clock, every=0.0, n=1)
+        await a.sync()
+        clock.advance(30)
+        await b.sync()
+        other = _agent(clock, SimProvider(engine=engine, clock=clock), b_fleet)
+        read = await _arrivals(other, clock, every=0.0, n=1)
+    finally:
+        await a_store.close()
+        await b_store.close()
+    assert made[0].purpose == "cache_create"
+    assert [r.purpose for r in read] == ["turn", "turn"]
+    assert read[0].usage.read >= made[0].usage.written_1h
+
+
+async def test_its_maker_does_not_end_it_at_a_gap_while_the_fleet_arrives() -> None:
+    """The session that made the cache goes quiet (its user gone) while new sessions keep
+    arriving: its own time policy, watching its gap, neither deletes nor extends it."""
+    clock = FrozenClock()
+    provider = SimProvider(engine=SimEngine(), clock=clock)
+    agent = _agent(clock, provider, FleetWatch())
+    maker = agent.session()
+    records: list[CacheRecord] = []
+    with observe_records(records.append):
+        await maker.send("read_file the plan, please")
+        warm = KeepWarm(clock)
+        warm.watch(maker)
+        for i in range(10):
+            await warm.idle(300)
+            await agent.session().send(f"read_file the plan {i}, please")
+    ended = [r for r in records if r.session_id == maker.id and r.purpose == "cache_delete"]
+    assert ended == []
+    assert sum(1 for r in records if r.purpose == "cache_create") == 1
