@@ -170,3 +170,23 @@ async def test_its_maker_does_not_end_it_at_a_gap_while_the_fleet_arrives() -> N
     ended = [r for r in records if r.session_id == maker.id and r.purpose == "cache_delete"]
     assert ended == []
     assert sum(1 for r in records if r.purpose == "cache_create") == 1
+
+
+async def test_a_cache_deleted_behind_the_fleets_back_is_forgotten_and_made_again() -> None:
+    """Another process deletes the fleet's cache: the next session that names it gets the
+    404, answers without it and tells the fleet; the session after makes a new one."""
+    clock = FrozenClock()
+    provider = SimProvider(engine=SimEngine(), clock=clock)
+    agent = _agent(clock, provider, FleetWatch())
+    first = await _arrivals(agent, clock, every=0.0, n=1)
+    google = provider.engine.google
+    for cache in google.list_caches(at=clock.now(), workspace=provider.workspace):
+        google.delete_cache(cache.name, at=clock.now(), workspace=provider.workspace)
+    clock.advance(60)
+    named = await _arrivals(agent, clock, every=0.0, n=1)
+    clock.advance(60)
+    after = await _arrivals(agent, clock, every=0.0, n=1)
+    assert first[0].purpose == "cache_create"
+    assert [r.purpose for r in named] == ["turn", "turn"]  # answered, without the cache
+    assert after[0].purpose == "cache_create"  # not the dead one's name again
+    assert after[1].usage.read >= after[0].usage.written_1h

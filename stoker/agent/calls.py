@@ -186,13 +186,16 @@ async def answered(
         except ProviderError as exc:
             if request.cache_object is not None and exc.status == 404:
                 # the explicit cache it named is gone (deleted by another process's sweep,
-                # by hand, or expired early): forget it and send the whole request again
+                # by hand, or expired early): forget it (the fleet too, so no new session
+                # names it) and send the whole request again
                 log.warning(
                     "session %s: cache %s is gone; sending without it",
                     site.session_id,
                     request.cache_object.name,
                 )
                 state.explicit = None
+                gone = request.cache_object.name
+                agent.fleet.uncached(site.prefix, name=gone, at=agent.clock.now())
                 request, _ = next_request(site, agent, state, stream=request.stream, route=route)
                 continue
             index = detour.index + 1 if detour is not None else 0
