@@ -1,4 +1,4 @@
-"""Gemini's caches, one test vector per rule (docs/provider-caching.md, "Gemini": G1-G16).
+"""Gemini's caches, one test vector per rule (docs/provider-caching.md, "Gemini": G1-G20).
 
 Sizes use the estimate tokenizer, where `"x " * n` is n tokens; Gemini 2.5 Flash caches
 from 1,024 tokens, 2.5 Pro from 4,096; an implicit entry lives 180 s after its last use.
@@ -192,3 +192,43 @@ def test_caches_are_kept_per_workspace() -> None:
         acc.account(body(0, T1, cache=made.name), at=1.0, workspace="other")
     usage(acc, body(2000, T1), 0.0)
     assert acc.account(body(2000, *T2), at=1.0, workspace="other").usage.read == 0
+
+
+def one_part(*pieces: tuple[int, str]) -> dict[str, Any]:
+    """A body of one user content with one text part: `n` words of each kind, in order."""
+    said = "".join(f"{word} " * n for n, word in pieces)
+    return {"model": FLASH, "contents": [{"role": "user", "parts": [{"text": said}]}]}
+
+
+def test_g17_a_document_then_another_question_in_one_part_reads_the_document() -> None:
+    acc = GoogleAccountant()
+    assert usage(acc, one_part((3000, "d"), (20, "a")), 0.0) == Usage(uncached=3020)
+    # the prefix is read on the 256-token grid of the prompt: 11 x 256 of the 3,000 shared
+    assert usage(acc, one_part((3000, "d"), (20, "b")), 5.0) == Usage(uncached=204, read=2816)
+    assert usage(acc, one_part((3000, "d"), (30, "c")), 9.0) == Usage(uncached=214, read=2816)
+
+
+def test_g18_a_question_in_front_of_the_document_shares_no_prefix() -> None:
+    acc = GoogleAccountant()
+    usage(acc, one_part((20, "a"), (3000, "d")), 0.0)
+    assert usage(acc, one_part((20, "b"), (3000, "d")), 5.0) == Usage(uncached=3020)
+
+
+def test_g19_a_system_instruction_that_differs_at_its_end_is_read_to_the_grid() -> None:
+    acc = GoogleAccountant()
+    first = {"systemInstruction": {"parts": [text(2000, "s"), text(5, "v")]}}
+    second = {"systemInstruction": {"parts": [text(2000, "s"), text(5, "w")]}}
+    usage(acc, {**body(0, T1), **first}, 0.0)
+    assert usage(acc, {**body(0, T1), **second}, 5.0) == Usage(uncached=263, read=1792)
+
+
+def test_g20_a_part_cut_into_pieces_still_reads_whole_on_the_next_turn() -> None:
+    acc = GoogleAccountant()
+    usage(acc, one_part((3000, "d")), 0.0)
+    later = {
+        "model": FLASH,
+        "contents": [*one_part((3000, "d"))["contents"], *body(0, T1)["contents"]],
+    }
+    outcome = acc.account(later, at=5.0, workspace="w")
+    assert outcome.usage == Usage(uncached=50, read=3000)
+    assert outcome.hit_index == 0  # the whole part, as the explainer counts blocks

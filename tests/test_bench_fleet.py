@@ -54,3 +54,9 @@ def test_the_cli_reports_the_fleet_as_json() -> None:
     assert {(r["interval_minutes"], r["fleet_aware"]) for r in slow} == {
         (i, aware) for i in (2.0, 8.0, 20.0) for aware in (False, True)
     }
+    stored = {(r["every_minutes"], r["sharing"]): r for r in data["fleet_storage"]}
+    assert set(stored) == {(m, s) for m in (2.0, 10.0, 30.0) for s in ("per session", "per agent")}
+    assert stored[(2.0, "per agent")]["caches_created"] == 1  # one cache per agent
+    assert stored[(2.0, "per session")]["caches_created"] == 3  # one per session
+    per_agent = stored[(2.0, "per agent")]["storage_token_hours_per_session"]
+    assert per_agent < stored[(2.0, "per session")]["storage_token_hours_per_session"]

@@ -10,7 +10,7 @@ from stoker.agent.agent import Agent
 from stoker.agent.delegate import delegate_tool
 from stoker.agent.session import Session
 from stoker.bench.fuzz import ThinkingModel
-from stoker.bench.fuzz_audit import Auditor
+from stoker.bench.fuzz_audit import Auditor, disagreement
 from stoker.bench.workload import SYSTEM, TOOLS
 from stoker.cache.explain import explain
 from stoker.cache.models import model_info
@@ -71,8 +71,8 @@ async def test_a_fork_runs_a_tool_its_parent_got_by_a_declared_rebase() -> None:
 
 async def test_children_write_their_own_tails_at_five_minutes() -> None:
     """Regression: sub-agents and reviews inherited message_ttl="1h" (twice the price) for
-    tails nobody comes back to. (What they write at the parent's history end is for the
-    parent, and stays a 1-hour entry: see `plan_anthropic`'s anchor.)"""
+    tails nobody comes back to. (A parent on 1-hour entries holds its own: what they
+    write at its history's end is a 5-minute entry, see `anchor_ttl`.)"""
     policy = CachePolicy(system_ttl="1h", message_ttl="1h")
     agent, provider = sim_agent(cache_policy=policy)
     session = agent.session()
@@ -201,6 +201,30 @@ async def test_a_forks_first_call_after_its_siblings_entry_expired_says_expired(
     second = await session.fork(role="review").send("Anything to save?")
     assert second.records[0].usage.read == 0
     assert second.records[0].explanation.verdict == "expired"
+
+
+async def test_a_sessions_first_call_after_its_forks_entry_expired_says_expired() -> None:
+    """Regression (issue 41): a session forked before its own first call, the fork wrote
+    the shared prefix, 5 minutes passed; the session's first call read nothing and was
+    labelled `first` ("first call of this session"), though a live entry for its prefix
+    had existed and expired."""
+    clock = FrozenClock()
+    agent, auditor = _workload_agent(clock)
+    session = agent.session()
+    await session.fork(role="fork").send("Anything worth remembering?")
+    entries = auditor.sim.engine.anthropic.entries(auditor.sim.workspace)
+    shared = min(e.tokens for e in entries.values())  # the tools and system prompt
+    clock.advance(301)
+    result = await session.send("hello")
+    call = result.records[0]
+    assert call.usage.read == 0
+    assert call.explanation.verdict == "expired"
+    assert call.explanation.classification == "first call"
+    assert f"{shared:,}-token prefix expired" in call.explanation.detail
+    assert "keep-warm ping" in call.explanation.detail  # the fix
+    assert f"this call wrote {call.usage.written:,} tokens, up to $" in call.explanation.detail
+    (judged,) = auditor.ledger.judgements[session.id]
+    assert disagreement(judged, call) is None  # the usage alone says expired too
 
 
 async def test_what_a_thinking_stripping_model_could_never_read_is_no_expiry() -> None:

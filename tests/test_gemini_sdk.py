@@ -183,3 +183,61 @@ async def test_overload_is_retried_by_stokers_policy_and_counted(server: ServedS
         )
     assert done.retries == 2
     assert done.message.text
+
+
+async def test_the_tools_and_system_are_cached_through_the_sdk_before_the_first_call(
+    served: str,
+) -> None:
+    """google-genai refuses a cache with an empty `contents` list ("contents are
+    required."), so a cache of the tools and system alone sends none."""
+    from stoker.cache.planner import CachePolicy
+    from stoker.cache.time_policy import TimePolicy
+
+    config = Config.from_env({}, google_api_key=f"{KEY}-head", google_base_url=served)
+    guaranteed = CachePolicy(keep_warm=TimePolicy(implicit_trust=0.0))
+    async with Agent(
+        f"google:{MODEL}", system=SYSTEM, config=config, keep_warm=False, cache_policy=guaranteed
+    ) as agent:
+        session = agent.session()
+        await session.send("Hello")
+    made, first = session.records[:2]
+    assert made.purpose == "cache_create"
+    assert made.usage.written_1h > 1024
+    assert first.usage.read == made.usage.written_1h  # the first call read all of it
+
+
+async def test_a_cache_another_process_deleted_is_dropped_and_the_turn_answered(
+    served: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A session names the cache of its tools and system; another process (a startup
+    sweep, a user with the SDK) deletes it; the next turn gets the API's 404, forgets the
+    cache and sends the whole request instead of failing."""
+    from google import genai
+    from google.genai import types
+
+    from stoker.cache.planner import CachePolicy
+    from stoker.cache.time_policy import TimePolicy
+
+    key = f"{KEY}-gone"
+    config = Config.from_env({}, google_api_key=key, google_base_url=served)
+    guaranteed = CachePolicy(keep_warm=TimePolicy(implicit_trust=0.0))
+    async with Agent(
+        f"google:{MODEL}",
+        tools=[word_count],
+        system=SYSTEM,
+        config=config,
+        keep_warm=False,
+        cache_policy=guaranteed,
+    ) as agent:
+        session = agent.session()
+        await session.send("Hello")
+        assert session.records[0].purpose == "cache_create"
+        other = genai.Client(api_key=key, http_options=types.HttpOptions(base_url=served))
+        (made,) = list(other.caches.list())
+        assert made.name is not None
+        other.caches.delete(name=made.name)
+        result = await session.send("Still there?")
+    assert result.text
+    assert result.records[0].purpose == "turn"
+    assert result.records[0].usage.read > 0  # the implicit entry of the first turn
+    assert "is gone; sending without it" in caplog.text

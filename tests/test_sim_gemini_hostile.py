@@ -8,9 +8,11 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Iterator
+from urllib.parse import quote
 
 import pytest
 from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from starlette.testclient import TestClient
 
 from stoker.clock import FrozenClock
@@ -154,3 +156,47 @@ def test_keys_are_asked_for_as_google_asks() -> None:
         assert refused.json()["error"]["details"][0]["reason"] == "API_KEY_INVALID"
         by_query = strict.post(f"{MODEL}:generateContent?key=good", json=GENERATE)
         assert by_query.status_code == 200
+
+
+V1 = "/v1/models/gemini-2.5-flash%3A"  # the SDK's default: v1, the colon percent-encoded
+
+
+@pytest.mark.parametrize("method", ["generateContent", "countTokens"])
+def test_no_body_makes_the_v1_api_with_an_encoded_colon_fail(
+    client: TestClient, method: str
+) -> None:
+    key = f"AIza-{uuid.uuid4().hex}"
+    wire = GENERATE if method == "generateContent" else {"contents": CONTENTS}
+
+    @settings(
+        max_examples=40,
+        deadline=None,
+        derandomize=True,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    )
+    @given(content=broken(wire, ("replace", "remove")))
+    def one(content: bytes) -> None:
+        _check(client, V1 + method, content, key)
+
+    one()
+
+
+def test_no_query_or_path_makes_the_cache_list_or_a_model_fail(client: TestClient) -> None:
+    headers = {"x-goog-api-key": f"AIza-{uuid.uuid4().hex}"}
+
+    @settings(max_examples=60, deadline=None, derandomize=True)
+    @given(
+        version=st.sampled_from(["v1", "v1beta"]),
+        field=st.sampled_from(["pageSize", "pageToken"]),
+        value=st.text(max_size=30),
+        model=st.text(max_size=30),
+    )
+    def one(version: str, field: str, value: str, model: str) -> None:
+        listed = client.get(f"/{version}/cachedContents", params={field: value}, headers=headers)
+        assert listed.status_code < 500, listed.text[:300]
+        got = client.get(f"/{version}/models/{quote(model)}", headers=headers)
+        assert got.status_code < 500, got.text[:300]
+        if got.status_code >= 400 and got.headers["content-type"].startswith("application/json"):
+            assert got.json()["error"]["status"]  # (a path no route takes is a plain 404)
+
+    one()

@@ -20,7 +20,14 @@ from stoker.agent.seams import SessionAgent
 from stoker.agent.state import CacheState
 from stoker.cache.keys import cache_key
 from stoker.cache.models import ModelInfo
-from stoker.cache.planner import BlockRef, CachePolicy, plan, stripped_from
+from stoker.cache.planner import (
+    BlockRef,
+    CachePolicy,
+    anchor_ttl,
+    child_policy,
+    plan,
+    stripped_from,
+)
 from stoker.cache.record import build_record
 from stoker.cache.time_policy import lifetimes, retention
 from stoker.errors import ProviderError
@@ -99,11 +106,9 @@ def with_stripped(declared_break: str | None, stripped: int) -> str | None:
 
 def tail_policy(policy: CachePolicy, role: str) -> CachePolicy:
     """The policy a session's own tail is written with: forks, reviews and sub-agents end
-    soon and never come back to what they add, so they write it at the short TTL whatever
-    the long-lived sessions use (the shared tools and system keep their TTL)."""
-    if role in ("main", "branch") or policy.message_ttl == "5m":
-        return policy
-    return replace(policy, message_ttl="5m")
+    soon and never come back to what they add, so they write at the short TTL whatever
+    the long-lived sessions use (`child_policy`)."""
+    return policy if role in ("main", "branch") else child_policy(policy)
 
 
 def next_request(
@@ -136,6 +141,7 @@ def next_request(
         thinking=prefix.params.thinking_budget is not None,
         held=long,
         stale=state.gone(prefix, agent.clock.now(), live_for(info, ttl)),
+        anchored_ttl=anchor_ttl(agent.cache_policy),
     )
     breakpoints = p.breakpoints
     if site.role == "compaction":
@@ -178,6 +184,20 @@ async def answered(
         try:
             completion = await provider.complete(request, context)
         except ProviderError as exc:
+            if request.cache_object is not None and exc.status == 404:
+                # the explicit cache it named is gone (deleted by another process's sweep,
+                # by hand, or expired early): forget it (the fleet too, so no new session
+                # names it) and send the whole request again
+                log.warning(
+                    "session %s: cache %s is gone; sending without it",
+                    site.session_id,
+                    request.cache_object.name,
+                )
+                state.explicit = None
+                gone = request.cache_object.name
+                agent.fleet.uncached(site.prefix, name=gone, at=agent.clock.now())
+                request, _ = next_request(site, agent, state, stream=request.stream, route=route)
+                continue
             index = detour.index + 1 if detour is not None else 0
             if not transient(exc) or index >= len(routes):
                 raise

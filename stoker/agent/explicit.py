@@ -13,7 +13,10 @@ hold when it closes (`Holders`), and `Agent.sweep_caches` what a process left be
 
 A new conversation whose model has explicit caches and whose implicit cache is not fully
 trusted caches its tools and system prompt before its first call (`head`), so that call
-and every later one read them and no cache ever bills again what a call had billed.
+and every later one read them and no cache ever bills again what a call had billed. That
+cache is its agent's fleet's too (`stoker.cache.fleet_cache`): a new session that finds a
+live one reads it instead of making another, and extends it while the fleet's arrivals
+pay for its storage; its maker keeps it through its own gaps while they do.
 """
 
 from __future__ import annotations
@@ -27,7 +30,8 @@ from typing import Protocol
 from stoker.agent.seams import SessionAgent
 from stoker.agent.state import CacheState
 from stoker.agent.telemetry import CallFacts
-from stoker.cache.fleet import shared_tokens
+from stoker.cache.fleet import SharedCache, shared_tokens
+from stoker.cache.fleet_cache import decide_extension, fleet_keeps
 from stoker.cache.models import ModelInfo
 from stoker.cache.pricing import cost_usd
 from stoker.cache.record import notify
@@ -138,6 +142,7 @@ def plan(
     if gone is not None:
         return 0.0, gone
     now = agent.clock.now()
+    _synced(owner.prefix, state, agent)
     held = state.explicit
     if held is not None and (held.owner != owner.session_id or held.expires_at <= now):
         held = None  # a parent's (not this session's to keep), or gone by itself
@@ -150,11 +155,71 @@ def plan(
         calls_per_turn=calls_per_turn(owner.history),
         gaps=gaps,
     )
+    if _fleets(held, owner, agent) and found is not None and found.action != "cache_create":
+        return 0.0, None  # the fleet's arrivals pay for it: not this session's to end
     if found is not None and found.action == "cache_create" and held is not None:
         # a larger cache replaces this one: delete it first, then plan again
         reason = "replaced by one that holds the history since: " + found.reason
         return net, replace(found, action="cache_delete", at=now, covers_until=now, reason=reason)
     return net, found
+
+
+def _synced(prefix: Prefix, state: CacheState, agent: SessionAgent) -> None:
+    """The session's cache with the expiry its fleet knows, when another session of the
+    fleet extended it since."""
+    held = state.explicit
+    if held is None or held.messages:
+        return
+    shared = _shared(prefix, agent, margin=0.0)
+    if shared is not None and shared.name == held.name and shared.expires_at > held.expires_at:
+        state.explicit = replace(held, expires_at=shared.expires_at)
+
+
+def _fleets(held: Stored | None, owner: Owner, agent: SessionAgent) -> bool:
+    """Whether `held` is the fleet's cache of the tools and system and the fleet's arrivals
+    pay for keeping it (`fleet_keeps`)."""
+    if held is None or held.messages:
+        return False
+    shared = _shared(owner.prefix, agent, margin=0.0)
+    if shared is None or shared.name != held.name:
+        return False
+    fleet = agent.fleet.get(owner.prefix)
+    gaps = fleet.gaps() if fleet is not None else []
+    return fleet_keeps(owner.info, agent.cache_policy.keep_warm, gaps)
+
+
+def _account(agent: SessionAgent) -> str | None:
+    """The account the agent's explicit caches live in (`cache_account`: a digest of the
+    API key and server), or None where the provider names none: then nothing is shared."""
+    account = getattr(cache_objects(agent.provider), "cache_account", None)
+    return account if isinstance(account, str) and account else None
+
+
+def _shared(prefix: Prefix, agent: SessionAgent, *, margin: float) -> SharedCache | None:
+    account = _account(agent)
+    if account is None:
+        return None
+    return agent.fleet.shared_cache(prefix, account=account, now=agent.clock.now(), margin=margin)
+
+
+def _published(owner: Owner, agent: SessionAgent, action: str, held: Stored | None) -> None:
+    """Tell the fleet what became of a cache of the tools and system alone."""
+    account = _account(agent)
+    if held is None or held.messages or account is None:
+        return
+    now = agent.clock.now()
+    if action == "cache_delete":
+        agent.fleet.uncached(owner.prefix, name=held.name, at=now)
+        return
+    shared = SharedCache(
+        name=held.name,
+        model=owner.prefix.params.model,
+        account=account,
+        tokens=held.tokens,
+        expires_at=held.expires_at,
+        noted_at=now,
+    )
+    agent.fleet.cached(owner.prefix, shared)
 
 
 def _record(
@@ -202,20 +267,24 @@ async def carry_out(
     facts: Callable[[str, Request], CallFacts],
     gap: bool = True,
     history: Sequence[Message] | None = None,
+    fleet: bool = False,
 ) -> CacheRecord | None:
     """Make the lifecycle call `plan_` names; its record (`state` told what the session
     now holds), or None when it failed (logged; the gap is marked, as a failed keep-warm).
     `gap=False`: not an idle gap's (`head`): its cost is no keep-warm spend, and a failure
     marks nothing. `history` replaces the owner's (`head` caches the tools and system
-    alone)."""
+    alone). `fleet`: the held cache is the fleet's, which this session may extend though
+    another made it. What becomes of a cache of the tools and system alone is told to the
+    fleet."""
     session_id, prefix, info = owner.session_id, owner.prefix, owner.info
     history = owner.history if history is None else history
     caches = cache_objects(agent.provider)
     if caches is None:
         return None
     now = agent.clock.now()
+    _synced(prefix, state, agent)  # another session of the fleet may have extended it
     held = state.explicit
-    if held is not None and held.owner != session_id:
+    if held is not None and held.owner != session_id and not fleet:
         held = None  # a parent's: read, never extended or deleted here
     creating = plan_.action == "cache_create"
     covered = held.messages if held is not None and not creating else len(history)
@@ -252,6 +321,7 @@ async def carry_out(
                 state.explicit = None
             else:
                 return None
+            _published(owner, agent, plan_.action, state.explicit or held)
         except Exception as exc:  # a lifecycle call must never hurt the session
             log.warning("%s of session %s failed: %r", plan_.action, session_id, exc)
             span.failed(exc)
@@ -299,11 +369,13 @@ async def head(
     if answered or state.explicit is not None or cache_objects(agent.provider) is None:
         return None
     tokens = shared_tokens(site.prefix)
-    found = decide_head(
-        site.info, agent.cache_policy.keep_warm, tokens=tokens, now=agent.clock.now()
-    )
+    now = agent.clock.now()
+    found = decide_head(site.info, agent.cache_policy.keep_warm, tokens=tokens, now=now)
     if found is None:
         return None
+    shared = _shared(site.prefix, agent, margin=SAFETY)
+    if shared is not None:
+        return await _adopt(shared, site, agent, state, records, facts)
     record = await carry_out(
         found,
         site,
@@ -313,6 +385,41 @@ async def head(
         facts=facts,
         gap=False,
         history=(),
+    )
+    if record is not None:
+        notify(record)
+    return record
+
+
+async def _adopt(
+    shared: SharedCache,
+    site: Owner,
+    agent: SessionAgent,
+    state: CacheState,
+    records: Sequence[CacheRecord],
+    facts: Callable[[str, Request], CallFacts],
+) -> CacheRecord | None:
+    """Read the fleet's cache of the tools and system instead of making one, and extend it
+    when the fleet's arrivals pay for that (`decide_extension`); the extension's record,
+    or None."""
+    state.explicit = Stored(
+        name=shared.name,
+        tokens=shared.tokens,
+        messages=0,
+        prefix_key=key_of(site.prefix),
+        chain=EMPTY_CHAIN,
+        created_at=shared.noted_at,
+        expires_at=shared.expires_at,
+        owner="fleet",
+    )
+    fleet = agent.fleet.get(site.prefix)
+    gaps = fleet.gaps() if fleet is not None else []
+    now = agent.clock.now()
+    found = decide_extension(site.info, agent.cache_policy.keep_warm, shared, now=now, gaps=gaps)
+    if found is None:
+        return None
+    record = await carry_out(
+        found, site, state=state, agent=agent, seq=len(records), facts=facts, gap=False, fleet=True
     )
     if record is not None:
         notify(record)
@@ -329,6 +436,7 @@ async def release(
 ) -> CacheRecord | None:
     """Delete the cache the session made, if it still lives (its agent closes); the
     record, or None."""
+    _synced(owner.prefix, state, agent)  # another session of the fleet may have extended it
     held = state.explicit
     now = agent.clock.now()
     if held is None or held.owner != owner.session_id or held.expires_at <= now:

@@ -34,6 +34,7 @@ from stoker.agent.starts import (
 )
 from stoker.agent.telemetry import CallFacts
 from stoker.cache.models import ModelInfo
+from stoker.cache.planner import anchor_ttl
 from stoker.cache.pricing import cost_usd
 from stoker.cache.record import notify
 from stoker.cache.time_policy import WarmPlan
@@ -193,9 +194,11 @@ class SessionBase:
             ),
             rebase=rebase,
             cost=self._cost,
+            anchored_ttl=anchor_ttl(self._agent.cache_policy),
         )
         if rebase is None:
-            self._state.forked_at(self._prefix, start.anchor, self._agent.clock.now())
+            long = anchor_ttl(self._agent.cache_policy) == "1h"
+            self._state.forked_at(self._prefix, start.anchor, self._agent.clock.now(), long=long)
         return type(self)(start, agent=self._agent, store=store or self._store)
 
     def branch(self, *, at: int | None = None, store: EventSink | None = None) -> Self:

@@ -33,7 +33,7 @@ from stoker.wire.events import (
 from stoker.wire.fingerprint import EMPTY_CHAIN, chain_step, key_of
 from stoker.wire.messages import AssistantMessage, Message, tool_results
 from stoker.wire.prefix import Prefix
-from stoker.wire.request import Request
+from stoker.wire.request import Request, Ttl
 from stoker.wire.stored import StoredSession
 from stoker.wire.usage import Usage
 
@@ -217,13 +217,15 @@ def fork_start(
     rebase: Rebase | None = None,
     cost: CostFn,
     anchored: bool = True,
+    anchored_ttl: Ttl = "1h",
 ) -> SessionStart:
     """A child sending exactly `parent`'s prefix and history; its first user message
     answers any tool calls the parent is waiting on (a sub-agent started by one of them).
 
     With `rebase` the child sends another prefix from its first call, as a declared break.
     `anchored=False` writes nothing at the end of the parent's history for the parent to
-    read (a compaction's summary: the parent never sends that history again).
+    read (a compaction's summary: the parent never sends that history again);
+    `anchored_ttl` is the TTL that entry is written at (`stoker.cache.planner.anchor_ttl`).
     """
     narrowed = parent.policy if isinstance(policy, Inherit) else parent.policy.narrow_to(policy)
     sid = f"{parent.session_id}.{role}-{uuid.uuid4().hex[:8]}"
@@ -238,6 +240,8 @@ def fork_start(
     anchor = last_cacheable(parent.history) if anchored else None
     if anchor is not None and rebase is None:  # the parent can read what the fork writes here
         config["anchor"] = {"prefix_key": key_of(parent.prefix), "at": list(anchor)}
+        if anchored_ttl != "1h":  # the parent holds no 1-hour entry there (absent: 1 hour)
+            config["anchor"]["ttl"] = anchored_ttl
     created = SessionCreated(
         session_id=sid,
         prefix=parent.prefix,

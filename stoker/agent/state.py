@@ -73,15 +73,18 @@ class CacheState:
         a seal): the planner keeps it within reach after the short entries expire."""
         return self.held.get(key_of(prefix))
 
-    def forked_at(self, prefix: Prefix, anchor: BlockRef | None, at: float) -> None:
+    def forked_at(
+        self, prefix: Prefix, anchor: BlockRef | None, at: float, *, long: bool = True
+    ) -> None:
         """A fork's first call writes an entry at `anchor`, the end of this history (a
-        1-hour one, see `plan_anthropic`), about `at`."""
+        1-hour one unless not `long`, see `plan_anthropic`), about `at`."""
         key = key_of(prefix)
         current = self.written.get(key)
         if anchor is not None and (current is None or current < anchor):
             self.written[key] = anchor
             self.written_at[key] = at
-        self._hold(key, anchor)
+        if long:
+            self._hold(key, anchor)
 
     def after_call(self, request: Request, record: CacheRecord) -> None:
         """Remember a finished call: the next one is planned and explained against it."""

@@ -7,7 +7,8 @@ and store object; the simulated cache outlives them), rebuilds that add or drop 
 (`tools="reconcile"`, again and again), rebases that add a tool a fork then runs, model
 and thinking changes (one model drops earlier thinking), toolkits connecting and leaving,
 idle gaps of 1-180 minutes with the keep-warm scheduler running, sub-agents' anchors
-followed by long loops and idle gaps, and forks sent across a gap after a sibling's.
+followed by long loops and idle gaps, forks sent across a gap after a sibling's, and a
+session's first call across a gap after its fork wrote the shared prefix.
 
 Two accountants check every call (`stoker.bench.fuzz_audit`): the simulator's own, which
 says what the call could read at best (every call must read exactly that), and a usage
@@ -15,7 +16,8 @@ ledger that sees only the requests and the usage the provider reported, and reco
 each verdict from those alone: every record's verdict must agree with it. No call's
 explanation may be an undeclared break (diverged, lookback, unexplained, cold, evicted,
 concurrent), and a main session's turn finds its entry expired only when the time policy
-chose to let it go, and its record says so.
+chose to let it go, and its record says so (or, on its first call, when an entry written
+before it expired: `first call`).
 
 `make test` runs a bounded number of examples; `stoker bench fuzz --examples N` runs more.
 """
@@ -243,6 +245,16 @@ class CacheMachine(RuleBasedStateMachine):
         self._idle(minutes)
         self._send(parent.fork(role="review"), self._ask("Anything to save?"))
 
+    @rule(minutes=st.integers(min_value=3, max_value=120))
+    def first_call_after_a_forks_entry_expired(self, minutes: int) -> None:
+        """A new session forks before its own first call, the fork writes the shared
+        prefix, a gap, then the session's first call: after 5 minutes an entry for its
+        prefix existed and expired, and its record must say so (not `first`)."""
+        fresh = self._agent().session()
+        self._send(fresh.fork(role="fork"), self._ask("Anything worth remembering?"))
+        self._idle(minutes)
+        self._send(fresh, "Thanks.")
+
     @rule(role=st.sampled_from(["fork", "review"]))
     def fork_runs_a_tool_its_parent_got_by_rebase(self, role: str) -> None:
         """The fork runs it, in the process that rebased; a later process has no code for
@@ -332,9 +344,11 @@ class CacheMachine(RuleBasedStateMachine):
                 verdict = r.explanation.verdict
                 assert verdict not in BROKEN, f"{r.session_id} #{r.seq}: {r.explanation}"
                 if r.role == "main" and r.purpose == "turn" and verdict == "expired":
-                    chosen = r.explanation.classification == "time policy" or (
-                        id(r) in self.unwatched
-                        and r.explanation.classification == "keep-warm not run"
+                    kind = r.explanation.classification
+                    chosen = (
+                        kind == "time policy"
+                        or (id(r) in self.unwatched and kind == "keep-warm not run")
+                        or (judgement.first and kind == "first call")  # no policy in charge
                     )
                     assert chosen, f"{r.session_id} #{r.seq}: {r.explanation}"
                 empty = r.declared_break and "added [], removed []" in r.declared_break

@@ -171,9 +171,6 @@ def disagreement(judgement: Judgement, record: CacheRecord) -> str | None:
         return f"{where}; usage alone: {judgement.detail}"
     if record.declared_break or verdict == "declared" or record.purpose != "turn":
         return None
-    first = judgement.first and verdict == "first" and record.role == "main"
-    if judgement.judged == "expired" and first:
-        return None  # a lineage's own first call is `first`, whatever others left to expire
     if judgement.judged == "expired" and verdict != "expired":
         return f"{where}, but usage alone says expired: {judgement.detail}"
     if judgement.judged == "read_all" and (verdict == "expired" or verdict in BROKEN):

@@ -238,7 +238,6 @@ def explain(
     previous_written: int | None = None,
     previous_cached: int | None = None,
     stripped: bool = False,
-    inherited: bool = False,
 ) -> Explanation:
     """Why `current` read what it read. `facts` are (cause, detail) pairs from the provider.
 
@@ -248,8 +247,9 @@ def explain(
     `stripped`: the model dropped thinking the previous call sent (a new turn on a model
     that strips earlier thinking), so what it cached past that point can never be read:
     a shorter read is no expiry unless the provider says one happened.
-    `inherited`: the session continues a parent's lineage (a fork, a review, a sub-agent),
-    so on its first call what the lineage had cached and lost is a miss, not a first read.
+    A session's first call (`previous` is None) is `first` only when nothing it could
+    have read was ever there: an entry for its prefix that expired before it (written by
+    a fork, a sibling, another session of the agent or an earlier process) is a miss.
     """
     if declared_break:
         return Explanation(verdict="declared", detail=declared_break)
@@ -257,10 +257,13 @@ def explain(
         for cause, detail in facts:
             if cause in ("below_minimum", "no_breakpoints"):
                 return Explanation(verdict=_VERDICT.get(cause, cause), detail=detail)  # type: ignore[arg-type]
-        # a fork of a session with no call of its own still finds what its siblings left
-        missed = _from_facts(facts, usage, skip=("cold",)) if inherited else None
+        # a session with no call of its own still finds what its lineage or fleet left
+        missed = _from_facts(facts, usage, skip=("cold",))
         if missed is not None:
             return missed
+        expired = next((detail for cause, detail in facts if cause == "expired"), None)
+        if usage.read and expired is not None:  # a longer entry than it read was there
+            return Explanation(verdict="expired", detail=f"read {usage.read} only: {expired}")
         if usage.read:
             return Explanation(verdict="hit", detail=f"read {usage.read} tokens on a first call")
         return Explanation(verdict="first", detail="first call of this session")

@@ -9,7 +9,10 @@ of the same agent keep arriving. `FleetWatch` keeps what the time policy needs t
 the shared part warm for them: the gaps between arrivals of new sessions (how likely one
 is to come while the entry lives), when the entry was last used and by whom (one session
 speaks for the fleet, so the shared part is kept warm once, not once per session), and
-what keep-warm has spent on it since the last arrival (the cap of one rewrite per gap).
+what keep-warm has spent on it since the last arrival (the cap of one rewrite per gap),
+and, on a model with storage-priced caches (Gemini), the explicit cache of the shared part
+one session made (`SharedCache`), which the fleet's new sessions read instead of each
+making their own.
 
 It counts what this process sees; replicas each see their own share unless they share
 their notes (`share`, `absorb`; see `stoker.cache.fleet_notes`): then the arrivals, the
@@ -30,6 +33,21 @@ from stoker.cache.tokens import count_tokens
 from stoker.wire.prefix import Prefix
 
 ARRIVALS_KEPT = 64  # the newest gaps say most about the rate now
+ACCOUNT_SEP = "|"  # between a cache note's model and account, in its `scope`
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SharedCache:
+    """An explicit cache of a fleet's tools and system prompt (Gemini's `cachedContents`):
+    its name, model and size, the account it lives in (a digest: only sessions on the
+    same API key see it), until when it lives, and when that was last noted."""
+
+    name: str
+    model: str
+    account: str
+    tokens: int
+    expires_at: float
+    noted_at: float
 
 
 @dataclass(slots=True)
@@ -41,6 +59,7 @@ class Fleet:
     last_user: str = ""  # the session that made that call
     live_for: float = 300.0  # how long that call left the entry alive
     spent: float = 0.0  # keep-warm on the shared part since the last arrival (base input)
+    cache: SharedCache | None = None  # the explicit cache of the shared part, if one lives
 
     def gaps(self) -> list[float]:
         """Seconds between consecutive arrivals of new sessions."""
@@ -95,6 +114,40 @@ class FleetWatch:
         at = fleet.last_use if fleet is not None else float("-inf")
         self._note(FleetNote(kind="spend", digest=digest, at=at, units=units))
 
+    def cached(self, prefix: Prefix, cache: SharedCache) -> None:
+        """An explicit cache of the shared part was made or extended (noted at
+        `cache.noted_at`): it now lives until `cache.expires_at`."""
+        at, name, tokens, expires_at = cache.noted_at, cache.name, cache.tokens, cache.expires_at
+        self._note(
+            FleetNote(
+                kind="cache",
+                digest=shared_digest(prefix),
+                at=at,
+                scope=f"{cache.model}{ACCOUNT_SEP}{cache.account}",
+                session=name,
+                units=float(tokens),
+                live_for=max(expires_at - at, 0.0),
+            )
+        )
+
+    def uncached(self, prefix: Prefix, *, name: str, at: float) -> None:
+        """The explicit cache `name` of the shared part was deleted (or found gone)."""
+        fleet = self.get(prefix)
+        if fleet is None or fleet.cache is None or fleet.cache.name != name:
+            return
+        self._note(FleetNote(kind="cache", digest=shared_digest(prefix), at=at, session=name))
+
+    def shared_cache(
+        self, prefix: Prefix, *, account: str, now: float, margin: float
+    ) -> SharedCache | None:
+        """The live explicit cache of the shared part on this prefix's model in `account`,
+        if one lives more than `margin` seconds yet."""
+        fleet = self.get(prefix)
+        found = fleet.cache if fleet is not None else None
+        if found is None or found.model != prefix.params.model or found.account != account:
+            return None
+        return found if found.expires_at - now > margin else None
+
     def absorb(self, note: FleetNote) -> None:
         """Take in another replica's observation (a "request" note is not the fleet's)."""
         if note.kind == "arrival":
@@ -119,6 +172,28 @@ class FleetWatch:
             fleet = self._fleet(note.digest)
             if note.at >= fleet.last_arrival:  # spend of an earlier gap is not this one's
                 fleet.spent += note.units
+        elif note.kind == "cache":
+            self._cache_note(self._fleet(note.digest), note)
+
+    @staticmethod
+    def _cache_note(fleet: Fleet, note: FleetNote) -> None:
+        """The newest note wins; a deletion ends only the cache it names."""
+        held = fleet.cache
+        if held is not None and note.at < held.noted_at:
+            return  # older than what is known (a replica that synced late)
+        if note.live_for <= 0:
+            if held is not None and held.name == note.session:
+                fleet.cache = None
+            return
+        model, _, account = note.scope.partition(ACCOUNT_SEP)
+        fleet.cache = SharedCache(
+            name=note.session,
+            model=model,
+            account=account,
+            tokens=int(note.units),
+            expires_at=note.at + note.live_for,
+            noted_at=note.at,
+        )
 
     def _note(self, note: FleetNote) -> None:
         self.absorb(note)

@@ -1,5 +1,5 @@
 """What one process tells the others about the sessions of an agent: notes of requests,
-arrivals, uses and keep-warm spend on a shared prefix.
+arrivals, uses, keep-warm spend and the explicit cache of a shared prefix.
 
 `KeyShards` and `FleetWatch` decide from traffic: how many keys a shared prefix needs,
 which session speaks for the fleet, whether a new session is likely before the entry
@@ -8,7 +8,8 @@ decides from a fraction of it. When a process shares its view (`share()`), every
 observation is also kept as a `FleetNote` in an outbox; something that reaches the other
 processes (the gateway's `stoker.gateway.fleet_sync`, through the store) drains it and
 hands the others' notes to `absorb`, so every replica decides from the whole fleet.
-The notes carry digests and shard numbers only: never a prompt, a user or a key.
+The notes carry digests, shard numbers and cache names only: never a prompt, a user or a
+key.
 """
 
 from __future__ import annotations
@@ -16,8 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-NoteKind = Literal["request", "arrival", "use", "spend"]
-KINDS: tuple[NoteKind, ...] = ("request", "arrival", "use", "spend")
+NoteKind = Literal["request", "arrival", "use", "spend", "cache"]
+KINDS: tuple[NoteKind, ...] = ("request", "arrival", "use", "spend", "cache")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -25,7 +26,9 @@ class FleetNote:
     """One observation. `digest`: the shared prefix (`keys.shared_digest`); `at`: when
     (the process's clock). A request names its `scope` and `shard`; a use the `session`
     that made it and how long it left the entry alive (`live_for`); a spend its `units`
-    (base-input tokens)."""
+    (base-input tokens); a cache (Gemini's explicit cache of the shared tools and system)
+    its name in `session`, its model in `scope`, its tokens in `units` and the seconds it
+    lives from `at` in `live_for` (0: deleted)."""
 
     kind: NoteKind
     digest: str

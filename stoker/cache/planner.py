@@ -49,6 +49,26 @@ class CachePolicy:
             )
 
 
+def child_policy(policy: CachePolicy) -> CachePolicy:
+    """The policy a child (a fork, a review, a sub-agent, a summary) writes with. Children
+    end soon and never come back to what they add, so their own tail is written at 5
+    minutes; and when the parent pays for 1-hour entries itself (`system_ttl="1h"`), the
+    child writes nothing at 1 hour at all: its markers on the parent's 1-hour entries read
+    them (a read keeps an entry's own TTL), so they may be 5-minute ones."""
+    if policy.system_ttl == "1h":
+        return replace(policy, system_ttl="5m", message_ttl="5m")
+    return replace(policy, message_ttl="5m")
+
+
+def anchor_ttl(policy: CachePolicy) -> Ttl:
+    """The TTL of the entry a child's first call writes at the end of its parent's
+    history (`plan_anthropic`'s `anchor`), for the parent to read. A parent on 5-minute
+    entries gets a 1-hour one, so it can still seal its prefix before a gap; a parent on
+    1-hour entries holds its own, and the child writes the rest of its history at 5
+    minutes (`child_policy`)."""
+    return "1h" if policy.system_ttl == "5m" else "5m"
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Plan:
     breakpoints: tuple[Breakpoint, ...]
@@ -171,6 +191,7 @@ def plan_anthropic(
     strips_thinking: bool = False,
     held: BlockRef | None = None,
     stale: bool = False,
+    anchored_ttl: Ttl = "1h",
 ) -> Plan:
     """Breakpoints for the next Anthropic request, given where the previous one wrote.
 
@@ -180,6 +201,8 @@ def plan_anthropic(
     before a gap (a short entry read again stays short, and a seal needs a position of its
     own). Providers want every 1-hour marker before any 5-minute one, so the markers up to
     the anchor are 1-hour ones too; they cover what is already cached and cost nothing.
+    `anchored_ttl="5m"` (a parent that writes 1-hour entries itself, `anchor_ttl`) writes
+    the anchor at 5 minutes and leaves the markers before it at the policy's TTLs.
 
     `strips_thinking`: the model drops earlier thinking blocks once a new user turn comes,
     so a tool loop's entries stop matching; a breakpoint where the loop began keeps the
@@ -230,7 +253,7 @@ def plan_anthropic(
     marks = set(list(dict.fromkeys(wanted))[: MAX_MARKERS - 2])
 
     def ttl(ref: BlockRef | None) -> Ttl:
-        if anchor is not None and (ref is None or ref <= anchor):
+        if anchor is not None and anchored_ttl == "1h" and (ref is None or ref <= anchor):
             return "1h"
         return policy.system_ttl if ref is None else policy.message_ttl
 
@@ -257,6 +280,7 @@ def plan(
     thinking: bool = False,
     held: BlockRef | None = None,
     stale: bool = False,
+    anchored_ttl: Ttl = "1h",
 ) -> Plan:
     """The plan the model's cache rules call for (`ModelInfo.lookback`, `ttls`, `regime`):
     Anthropic-style markers wherever a read looks back from a breakpoint (Claude on the
@@ -273,6 +297,7 @@ def plan(
             strips_thinking=thinking and info.strips_thinking,
             held=held,
             stale=stale,
+            anchored_ttl=anchored_ttl,
         )
         return found if "1h" in info.ttls else _short_only(found)
     if info.warm_by_read:

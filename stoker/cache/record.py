@@ -11,7 +11,7 @@ from stoker.cache.explain import explain
 from stoker.cache.models import ModelInfo
 from stoker.cache.pricing import cost_usd
 from stoker.wire.fingerprint import fingerprints
-from stoker.wire.record import CacheRecord
+from stoker.wire.record import CacheRecord, Explanation
 from stoker.wire.request import Request
 from stoker.wire.usage import Usage
 
@@ -54,7 +54,6 @@ def build_record(
         previous_written=previous_written,
         previous_cached=previous_cached,
         stripped=stripped,
-        inherited=role != "main",
     )
     if explanation.verdict == "expired" and previous_cached and 0 < usage.read < previous_cached:
         lost = Usage(written_5m=previous_cached - usage.read)
@@ -64,6 +63,8 @@ def build_record(
                 f"; writing those {lost.written_5m:,} tokens again cost ${paid - instead:.6f} more"
             )
             explanation = replace(explanation, detail=explanation.detail + note)
+    elif explanation.verdict == "expired" and previous is None:
+        explanation = first_expiry(explanation, usage, info)
     return CacheRecord(
         session_id=session_id,
         seq=seq,
@@ -79,6 +80,24 @@ def build_record(
         declared_break=declared_break,
         explanation=explanation,
     )
+
+
+def first_expiry(explanation: Explanation, usage: Usage, info: ModelInfo) -> Explanation:
+    """A session's first call that found its prefix's entry expired (written before it by
+    a fork, a sibling or an earlier process): no time policy of its own was in charge yet
+    (`classification="first call"`), and what writing instead of reading cost."""
+    written = usage.written_5m + usage.written_1h
+    paid, instead = (
+        cost_usd(usage, info),
+        cost_usd(replace(usage, read=usage.read + written, written_5m=0, written_1h=0), info),
+    )
+    note = ""
+    if written and paid is not None and instead is not None:
+        note = (
+            f"; this call wrote {written:,} tokens, up to ${paid - instead:.6f} more than "
+            "reading them from a live entry"
+        )
+    return replace(explanation, detail=explanation.detail + note, classification="first call")
 
 
 _observers: ContextVar[tuple[Callable[[CacheRecord], object], ...]] = ContextVar(

@@ -188,7 +188,8 @@ CACHE_WORKLOADS = {
     "mid-session, and a 3-hour gap",
     "fleet": "--sessions fresh sessions of one agent arriving at 1, 10 and 60 a minute, "
     "keyed three ways on OpenAI; then Anthropic sessions every 2, 8 and 20 minutes, "
-    "keep-warm weighing each session or the fleet",
+    "keep-warm weighing each session or the fleet; then Gemini sessions every 2, 10 and 30 "
+    "minutes with explicit caches, one per session or one per agent (storage token-hours)",
     "providers": "the hard workload on each provider's simulated API (Anthropic, OpenAI, "
     "Bedrock, OpenRouter, DeepSeek, vLLM, llama.cpp, Gemini implicit and explicit), one "
     "row each",
@@ -236,6 +237,7 @@ def bench_cache(
         run_arrivals_bench,
         run_fleet_bench,
     )
+    from stoker.bench.fleet_storage import SESSIONS, run_storage_bench, storage_table
 
     known = tuple(CACHE_WORKLOADS)
     names = known if workload == "all" else (workload,)
@@ -251,6 +253,8 @@ def bench_cache(
     rows = asyncio.run(by_provider.run_providers_bench()) if "providers" in names else []
     fleet = asyncio.run(run_fleet_bench(sessions=sessions)) if "fleet" in names else []
     arrivals = asyncio.run(run_arrivals_bench()) if "fleet" in names else []
+    at_most = min(sessions, SESSIONS)  # Gemini's storage: 24 sessions a run tell it
+    storage = asyncio.run(run_storage_bench(sessions=at_most)) if "fleet" in names else []
     if as_json:
         data: dict[str, object] = {}
         if results:
@@ -258,6 +262,7 @@ def bench_cache(
         if fleet:
             data["fleet"] = [f.to_dict() for f in fleet]
             data["fleet_arrivals"] = [a.to_dict() for a in arrivals]
+            data["fleet_storage"] = [f.to_dict() for f in storage]
         if rows:
             data["providers"] = [by_provider.to_dict(r) for r in rows]
         if foresight is not None:
@@ -279,6 +284,7 @@ def bench_cache(
     if fleet:
         console.print(fleet_table(fleet))
         console.print(arrivals_table(arrivals))
+        console.print(storage_table(storage))
     if rows:
         console.print(by_provider.providers_table(rows))
     if foresight is not None:

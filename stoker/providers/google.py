@@ -15,6 +15,7 @@ message, whatever the server answers.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 from collections.abc import Collection
 from dataclasses import dataclass
@@ -87,6 +88,14 @@ class GoogleProvider(SdkAdapter):
 
     def __repr__(self) -> str:
         return f"GoogleProvider(base_url={self.base_url!r})"
+
+    @property
+    def cache_account(self) -> str:
+        """Where its explicit caches live, as a digest of the server and key (never the
+        key): sessions of an agent on the same key share a cache of their tools and system
+        prompt (`stoker.cache.fleet_cache`). A key the SDK finds itself counts as one."""
+        seen = f"{self.base_url or ''}\0{self._api_key or '(from the environment)'}"
+        return hashlib.sha256(seen.encode()).hexdigest()[:16]
 
     def model_info(self, model: str) -> ModelInfo:
         """Known models from the table; a new one gets Gemini's usual facts. Priced by the

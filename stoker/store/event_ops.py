@@ -102,7 +102,8 @@ def ops_for(event: Event, config: dict[str, Any] | None = None, *, header: bool 
             parent, key, (message, block) = event.parent_id, anchor["prefix_key"], anchor["at"]
             at = event.created_at
             ops.append(write_op(parent, key, message, block, at=at, furthest=True))
-            ops.append(hold_op(parent, key, message, block))  # a fork's anchor is 1-hour
+            if anchor.get("ttl", "1h") == "1h":  # a 1-hour anchor: the parent holds it
+                ops.append(hold_op(parent, key, message, block))
         ops.append(
             (
                 "INSERT INTO sessions (id, root_id, parent_id, role, created_at, updated_at, "

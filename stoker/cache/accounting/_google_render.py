@@ -9,11 +9,21 @@ The units, in order (docs/provider-caching.md, "Gemini"):
 2. the system instruction, one unit;
 3. each part of each content, its role in its key.
 
+The system instruction and each text part are cut where the prompt crosses a multiple of
+`grid` tokens (the model table's `unit`), so their pieces are units too.
+
 An implicit entry can end after any unit (`implicit = "parts"` in the model table), and
 an explicit cache holds the units of its own head and contents, which are the first
-units of every request that names it. Token counts are the estimate (Gemini's tokenizer
-is not public); images and PDFs count Gemini's documented 258 tokens per 768-px tile or
-page.
+units of every request that names it. Google documents the implicit cache as keyed on
+the prompt's prefix ("put large and common contents at the beginning of your prompt"):
+one text part holding a long document and then a question shares the document's
+pieces with the next part of that document and another question [inferred: the grid's
+size is not published]. A piece's key is its text after the key before it, so the same
+document reads the same keys whatever follows it; the part's last unit is keyed on the
+whole part (with a thought signature or any other field it carries).
+
+Token counts are the estimate (Gemini's tokenizer is not public); images and PDFs count
+Gemini's documented 258 tokens per 768-px tile or page.
 """
 
 from __future__ import annotations
@@ -26,7 +36,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from stoker.cache import media_tokens as media
-from stoker.cache.tokens import count_tokens
+from stoker.cache.tokens import count_tokens, split_tokens
 from stoker.wire.dialects._chain import ChainMemo, link
 
 # [doc] Gemini image understanding: an image with both sides at most 384 px is 258
@@ -45,6 +55,7 @@ class Unit:
     tokens: int
     cum: int
     content: int
+    part: int  # the index of the whole unit it belongs to (tools, system, a part)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -110,36 +121,73 @@ def head_tokens(tools: Any, system: Any) -> tuple[int, int]:
     return tool_tokens, count_tokens(text)
 
 
+Pieces = tuple[tuple[str, int], ...]  # (key, tokens) of a part's units, in order
+
+
+def pieces(
+    chain: str, role: str, whole: str, text: str | None, tokens: int, *, cum: int, grid: int
+) -> Pieces:
+    """The units of one part (`whole`, its canonical JSON, of `tokens` tokens) after the
+    prefix `chain` of `cum` tokens: its `text` cut where the prompt crosses a multiple of
+    `grid` tokens; a part with no text (a call, a result, an image) whole."""
+    if text is None or grid < 1 or (cum % grid) + tokens <= grid:
+        return ((link(chain, role, whole), tokens),)
+    split = split_tokens(text)
+    out: list[tuple[str, int]] = []
+    start = 0
+    for end in range(grid - cum % grid, len(split), grid):
+        chain = link(chain, role, "text-piece", "".join(split[start:end]))
+        out.append((chain, end - start))
+        start = end
+    out.append((link(chain, role, whole), len(split) - start))
+    return tuple(out)
+
+
 def render(
-    payload: dict[str, Any], *, model: str, scope: str, memo: ChainMemo | None = None
+    payload: dict[str, Any],
+    *,
+    model: str,
+    scope: str,
+    memo: ChainMemo | None = None,
+    grid: int = 0,
 ) -> Rendered:
-    """The units of a full payload (an explicit cache's head and contents already in it).
-    `memo` keeps each unit's key and size under the key before it, so a conversation's
-    next request hashes and counts only its new parts."""
+    """The units of a full payload (an explicit cache's head and contents already in it);
+    text parts cut every `grid` tokens of the prompt (0: parts whole). `memo` keeps each
+    part's units under the key before it, so a conversation's next request hashes and
+    counts only its new parts."""
     namespace = link("gemini", scope, model)
     units: list[Unit] = []
     tools, config = payload.get("tools"), payload.get("toolConfig")
     system = payload.get("systemInstruction")
     tool_tokens, system_tokens = head_tokens(tools, system)
-    chain, cum = namespace, 0
+    chain, cum, whole = namespace, 0, 0
     if tools:
         chain = link(chain, "tools", canonical([tools, config]))
         cum += tool_tokens
-        units.append(Unit(key=chain, tokens=tool_tokens, cum=cum, content=-1))
+        units.append(Unit(key=chain, tokens=tool_tokens, cum=cum, content=-1, part=whole))
+        whole += 1
     if system is not None:
-        chain = link(chain, "system", canonical(system))
-        cum += system_tokens
-        units.append(Unit(key=chain, tokens=system_tokens, cum=cum, content=-1))
+        joined = "".join(str(p.get("text", "")) for p in system["parts"])
+        cut = pieces(chain, "system", canonical(system), joined, system_tokens, cum=cum, grid=grid)
+        for key, tokens in cut:
+            cum += tokens
+            units.append(Unit(key=key, tokens=tokens, cum=cum, content=-1, part=whole))
+        chain = cut[-1][0]
+        whole += 1
     for index, content in enumerate(payload.get("contents") or ()):
         role = str(content.get("role") or "user")
         for part in content.get("parts") or ():
-            step = (chain, role, canonical(part))
-            found: tuple[str, int] | None = memo.get(step) if memo is not None else None
+            step = (chain, role, canonical(part), grid)
+            found: Pieces | None = memo.get(step) if memo is not None else None
             if found is None:
-                found = (link(chain, role, step[2]), part_tokens(part))
+                text = part.get("text")
+                said = text if isinstance(text, str) else None
+                found = pieces(chain, role, step[2], said, part_tokens(part), cum=cum, grid=grid)
                 if memo is not None:
                     memo.put(step, found)
-            chain = found[0]
-            cum += found[1]
-            units.append(Unit(key=chain, tokens=found[1], cum=cum, content=index))
+            for key, tokens in found:
+                cum += tokens
+                units.append(Unit(key=key, tokens=tokens, cum=cum, content=index, part=whole))
+            chain = found[-1][0]
+            whole += 1
     return Rendered(units=tuple(units), namespace=namespace)

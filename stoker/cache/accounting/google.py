@@ -3,7 +3,8 @@ explicit cache objects (`cachedContents`). The rules and what is [inferred] are 
 docs/provider-caching.md, "Gemini".
 
 * Implicit: an entry ends after every unit of a request whose prefix reaches the model's
-  minimum; a request reads the longest live one. Writes are not reported (they are
+  minimum (a unit: the tools, the system instruction, a part, or a `unit`-token piece of
+  a text part); a request reads the longest live one. Writes are not reported (they are
   billed as plain input); an entry lives `idle_ttl` seconds after its last use.
 * Explicit: `create` stores a head and contents for a TTL (default one hour) and bills
   its tokens once as input plus storage per token-hour; a request naming the cache reads
@@ -273,7 +274,7 @@ class GoogleAccountant:
         explicit = 0
         if payload.get("cachedContent") is not None:
             explicit = scope.caches[str(payload["cachedContent"])].info.tokens
-        r = render(full, model=info.name, scope=workspace, memo=self._memo)
+        r = render(full, model=info.name, scope=workspace, memo=self._memo, grid=_grid(info))
         scope.entries.purge(at)
         minimum = s.minimum_for(info)
         implicit = s.implicit and bool(info.implicit)
@@ -292,12 +293,16 @@ class GoogleAccountant:
                 at=at,
             )
         usage = Usage(uncached=r.total - read, read=read)
-        marks = (
-            (CacheBreakpoint(index=writes[-1], ttl="implicit", tokens=r.units[writes[-1]].cum),)
-            if writes
-            else ()
+        last = r.units[writes[-1]] if writes else None
+        marks = (CacheBreakpoint(index=last.part, ttl="implicit", tokens=last.cum),) if last else ()
+        # indices name whole units (tools, system, parts), as the explainer counts blocks
+        return outcome(
+            usage,
+            blocks=r.units[-1].part + 1 if r.units else 0,
+            breakpoints=marks,
+            hit_index=r.units[hit].part if hit is not None else None,
+            misses=misses,
         )
-        return outcome(usage, blocks=len(r.units), breakpoints=marks, hit_index=hit, misses=misses)
 
     def _misses(
         self,
@@ -318,7 +323,7 @@ class GoogleAccountant:
             unit = r.units[i]
             if unit.cum <= read:
                 break
-            fact = entries.miss(unit.key, at, index=i, tokens=unit.cum, ttl=_idle_label)
+            fact = entries.miss(unit.key, at, index=unit.part, tokens=unit.cum, ttl=_idle_label)
             if fact is not None:
                 facts.append(fact)
                 if fact.cause != "evicted":  # the nearest entry that was there says why
@@ -337,8 +342,14 @@ class GoogleAccountant:
             held = self._scope(workspace).caches.get(str(payload["cachedContent"]))
             if held is not None:
                 full = {**payload, **held.head, "contents": [*held.contents, *payload["contents"]]}
-        r = render(full, model=info.name, scope=workspace, memo=self._memo)
+        r = render(full, model=info.name, scope=workspace, memo=self._memo, grid=_grid(info))
         return [(u.key, u.tokens) for u in r.units]
+
+
+def _grid(info: ModelInfo) -> int:
+    """Where a text part is cut into units: every `unit` tokens of the prompt (the model
+    table's; 1, the default, leaves parts whole)."""
+    return info.unit if info.unit > 1 else 0
 
 
 def _idle_label(entry: CacheEntry) -> str:

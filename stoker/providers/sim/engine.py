@@ -13,6 +13,7 @@ calls are found again in bounded memos, by content (any payload, HTTP included) 
 from __future__ import annotations
 
 import itertools
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -193,6 +194,8 @@ class SimEngine:
     parsed: ChainMemo = field(default_factory=ChainMemo)
     responses: ResponseStore = field(default_factory=ResponseStore)
     _ids: itertools.count[int] = field(default_factory=itertools.count)
+    # the simulated provider's account: what another engine made is not there to read
+    account: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
     _paired: dict[str, tuple[Message, ...]] = field(default_factory=dict)  # per workspace
 
     def info(self, dialect: str, payload: dict[str, Any]) -> ModelInfo:

@@ -83,6 +83,12 @@ class SimProvider(AsyncClosing):
     def name(self) -> str:
         return "sim"
 
+    @property
+    def cache_account(self) -> str:
+        """Where its explicit caches live: this engine's workspace (providers that share an
+        engine, as replicas share a provider, see each other's caches)."""
+        return f"sim-{self.engine.account}-{self.workspace}"
+
     def model_info(self, model: str) -> ModelInfo:
         """The simulator serves only models it has facts for; others fail clearly (a
         self-hosted server serves any model: it gets the local family's facts)."""

@@ -24,7 +24,8 @@ sends makes it answer a 5xx other than the failures it is told to inject.
                                     llama.cpp under /openrouter, /deepseek, /vllm and
                                     /llamacpp (`stoker.providers.sim.server_more`)
     POST /v1beta/models/{m}:generateContent   the Gemini API (`server_gemini.py`: streaming,
-                                    countTokens, models, explicit cachedContents)
+                                    countTokens, models, explicit cachedContents), under
+                                    /v1 too, with a literal or percent-encoded colon
     GET  /stats                     cache totals per key (workspace) and model; with a key,
                                     `you` names the caller's own workspace
     POST /sim/fail                  fail the next requests: {"status": 529, "count": 3,
@@ -354,13 +355,13 @@ def create_app(
             Route("/v1/responses/input_tokens", sim.input_tokens, methods=["POST"]),
             Route("/v1/responses/{response_id}", sim.stored_response, methods=["GET", "DELETE"]),
             Route("/v1/responses/{response_id}/input_items", sim.stored_response, methods=["GET"]),
-            Route("/v1/models", sim.models, methods=["GET"]),
-            Route("/v1/models/{model_id:path}", sim.models, methods=["GET"]),
             Route("/stats", sim.stats, methods=["GET"]),
             Route("/sim/fail", sim.fail, methods=["POST"]),
             Route("/sim/reset", sim.reset, methods=["POST"]),
             *server_more.routes(sim),  # Bedrock, OpenRouter, DeepSeek, vLLM, llama.cpp
-            *GeminiRoutes(sim).routes(),  # the Gemini API (server_gemini.py)
+            # the Gemini API (server_gemini.py), and GET /v1/models[/{id}] for OpenAI's and
+            # Anthropic's callers, which share its paths
+            *GeminiRoutes(sim).routes(v1_models=sim.models),
         ]
     )
     app.state.sim = sim

@@ -11,6 +11,12 @@
     PATCH  /v1beta/cachedContents/{id}                   a new `ttl` or `expireTime`
     DELETE /v1beta/cachedContents/{id}                   delete it
 
+Every route is served under `/v1` too, as the service does: `google-genai` calls `v1`
+unless told `api_version="v1beta"`, and it sends the colon before a method
+percent-encoded (`gemini-2.5-flash%3AgenerateContent`), which the server decodes before
+routing. `GET /v1/models` is also the OpenAI and Anthropic model list: a request with a
+Google key (`x-goog-api-key` or `?key=`) gets Gemini's, any other the list it had.
+
 The key comes in `x-goog-api-key` (or `?key=`); the caller's workspace is a hash of it.
 Errors are Google's: `{"error": {"code", "message", "status"}}`; no key is a 403, a key
 the server does not accept a 400 `API_KEY_INVALID`, as the Gemini API answers them.
@@ -36,6 +42,10 @@ from stoker.providers.sim.engine import SimEngine
 from stoker.wire.dialects import gemini_stream
 from stoker.wire.dialects.gemini import proto_json
 from stoker.wire.dialects.gemini_caches import CacheInfo, bare_model, render_cache
+
+# The API versions the service answers; google-genai calls v1 unless told otherwise.
+VERSIONS = ("v1beta", "v1")
+Endpoint = Callable[[Request], Awaitable[Response]]
 
 
 class Served(Protocol):
@@ -200,7 +210,7 @@ class GeminiRoutes:
         if wanted is not None:
             name = bare_model(str(wanted))
             if name not in names:
-                return error(404, f"models/{name} is not found for API version v1beta")
+                return error(404, f"models/{name} is not found for API version {_version(request)}")
             return SimJSON(_model(name))
         return SimJSON({"models": [_model(n) for n in names]})
 
@@ -208,18 +218,15 @@ class GeminiRoutes:
         """POST (create) or GET (list) `cachedContents`."""
         google = self.sim.engine.google
         now = self.sim.clock.now()
-        listed: list[CacheInfo] = []
 
-        async def act() -> Response | None:
+        async def act() -> Response:
             workspace = self._caller(request)
             if request.method == "POST":
                 made = google.create_cache(await self._json(request), at=now, workspace=workspace)
                 return SimJSON(render_cache(made))
-            listed.extend(google.list_caches(at=now, workspace=workspace))
-            return None
+            return SimJSON(_page(google.list_caches(at=now, workspace=workspace), request))
 
-        answered = await _answered(act)
-        return answered if answered is not None else SimJSON(_page(listed, request))
+        return await _answered(act)
 
     async def cache(self, request: Request) -> Response:
         """GET, PATCH or DELETE one cache."""
@@ -240,23 +247,57 @@ class GeminiRoutes:
 
         return await _answered(act)
 
-    def routes(self) -> list[Route]:
-        return [
-            Route("/v1beta/models/{target:path}", self._post_or_get, methods=["GET", "POST"]),
-            Route("/v1beta/models", self.models, methods=["GET"]),
-            Route("/v1beta/cachedContents", self.caches, methods=["GET", "POST"]),
-            Route(
-                "/v1beta/cachedContents/{cache_id}",
-                self.cache,
-                methods=["GET", "PATCH", "DELETE"],
-            ),
-        ]
+    def routes(self, *, v1_models: Endpoint) -> list[Route]:
+        """The routes under both API versions. `v1_models` answers `GET /v1/models[/{id}]`
+        for callers without a Google key (the OpenAI and Anthropic model list)."""
+        out: list[Route] = []
+        for version in VERSIONS:
+            other = v1_models if version == "v1" else None
+            out += [
+                Route(
+                    f"/{version}/models/{{target:path}}",
+                    self._post_or_get(other),
+                    methods=["GET", "POST"],
+                ),
+                Route(f"/{version}/models", self._list(other), methods=["GET"]),
+                Route(f"/{version}/cachedContents", self.caches, methods=["GET", "POST"]),
+                Route(
+                    f"/{version}/cachedContents/{{cache_id}}",
+                    self.cache,
+                    methods=["GET", "PATCH", "DELETE"],
+                ),
+            ]
+        return out
 
-    async def _post_or_get(self, request: Request) -> Response:
-        if request.method == "GET":
+    def _list(self, other: Endpoint | None) -> Endpoint:
+        async def listed(request: Request) -> Response:
+            if other is not None and not _google_caller(request):
+                return await other(request)
+            return await self.models(request)
+
+        return listed
+
+    def _post_or_get(self, other: Endpoint | None) -> Endpoint:
+        async def post_or_get(request: Request) -> Response:
+            if request.method == "POST":
+                return await self.model_call(request)
+            if other is not None and not _google_caller(request):
+                request.path_params["model_id"] = request.path_params["target"]
+                return await other(request)
             request.path_params["model"] = request.path_params["target"]
             return await self.models(request)
-        return await self.model_call(request)
+
+        return post_or_get
+
+
+def _google_caller(request: Request) -> bool:
+    """Whether a request shared with OpenAI's and Anthropic's paths is Gemini's: it
+    carries a Google API key, where their SDKs send `Authorization` or `x-api-key`."""
+    return "x-goog-api-key" in request.headers or "key" in request.query_params
+
+
+def _version(request: Request) -> str:
+    return request.url.path.split("/")[1] if request.url.path.count("/") > 1 else "v1beta"
 
 
 def _model(name: str) -> dict[str, Any]:
@@ -270,13 +311,22 @@ def _model(name: str) -> dict[str, Any]:
 
 
 def _page(listed: list[CacheInfo], request: Request) -> dict[str, Any]:
-    size = int(request.query_params.get("pageSize") or 100)
-    start = int(request.query_params.get("pageToken") or 0)
+    size = _whole(request, "pageSize", 100)
+    start = _whole(request, "pageToken", 0)
     page = listed[start : start + size]
     out: dict[str, Any] = {"cachedContents": [render_cache(c) for c in page]}
     if start + size < len(listed):
         out["nextPageToken"] = str(start + size)
     return out
+
+
+def _whole(request: Request, name: str, default: int) -> int:
+    raw = request.query_params.get(name) or ""
+    if not raw:
+        return default
+    if not raw.isdigit() or len(raw) > 9:
+        raise _Refused(error(400, f"Invalid value for {name}: {raw[:40]!r}"))
+    return int(raw)
 
 
 async def _aiter(frames: Iterator[bytes]) -> AsyncIterator[bytes]:

@@ -67,14 +67,18 @@ def parse_timestamp(text: Any) -> float:
 
 def render_create(request: Request, *, ttl: float, display_name: str) -> dict[str, Any]:
     """The body of `POST cachedContents`: the request's prefix and messages, kept `ttl`
-    seconds. `model` is the bare name, as the SDK takes it (it adds `models/`)."""
+    seconds. `model` is the bare name, as the SDK takes it (it adds `models/`). A cache of
+    the tools and system alone sends no `contents` (the API's field is optional, and
+    google-genai refuses an empty list: "contents are required.")."""
     body: dict[str, Any] = {
         "model": request.prefix.params.model,
         "displayName": display_name,
         **render_head(request.prefix),
-        "contents": render_contents(request),
         "ttl": duration(ttl),
     }
+    contents = render_contents(request)
+    if contents:
+        body["contents"] = contents
     return body
 
 
