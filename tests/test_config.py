@@ -15,8 +15,10 @@ from stoker.cli import app
 from stoker.config import DEFAULT_MODEL, DEFAULT_PROVIDER, Config, GatewayLimits
 
 ROOT = Path(stoker.__file__).parent
-# The edges that may read the environment: the CLI (which also starts `stoker serve`).
-EDGES = ("cli/",)
+# The edges that may read the environment: the CLI (which also starts `stoker serve`), and
+# the in-process client (`stoker.http_client()`), the proxy's counterpart inside a user's
+# process, which finds its store as `stoker report-proxy` does so that both see the calls.
+EDGES = ("cli/", "proxy/in_process.py")
 ENV_NAMES = frozenset({"environ", "environb", "getenv", "getenvb", "putenv", "unsetenv"})
 
 

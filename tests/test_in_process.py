@@ -16,7 +16,7 @@ import logging
 import subprocess
 import sys
 import uuid
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -90,6 +90,27 @@ def _conversation(client: anthropic.Anthropic) -> list[anthropic.types.Message]:
         )
         messages.append({"role": "assistant", "content": answer.content})
         answers.append(answer)
+    return answers
+
+
+async def _aconversation(
+    client: anthropic.AsyncAnthropic, after_each: Callable[[], Awaitable[None]] | None = None
+) -> list[anthropic.types.Message]:
+    """`_conversation` on an async client; `after_each` runs after every answer."""
+    messages: list[dict[str, Any]] = []
+    answers = []
+    for question in QUESTIONS:
+        messages.append({"role": "user", "content": question})
+        answer = await client.messages.create(
+            model=MODEL,
+            max_tokens=64,
+            system=SYSTEM,
+            messages=messages,  # type: ignore[arg-type]
+        )
+        messages.append({"role": "assistant", "content": answer.content})
+        answers.append(answer)
+        if after_each is not None:
+            await after_each()
     return answers
 
 
@@ -188,27 +209,20 @@ def test_an_async_client_pings_across_a_gap_from_its_thread(sim: ServedSim, tmp_
     async def main() -> tuple[int, list[int]]:
         http = stoker.http_client(optimize=True, db=tmp_path / "calls.db", clock=clock)
         key = f"sk-sim-{uuid.uuid4().hex}"
-        messages: list[dict[str, Any]] = []
-        pings, reads = 0, []
+        pings = []
+
+        async def gap() -> None:
+            await http.recorded()
+            keep_warm = http.stoker.keep_warm
+            assert keep_warm is not None
+            idle = functools.partial(http.stoker.run_on_loop, keep_warm.idle(360.0))
+            pings.append(await asyncio.to_thread(idle))
+
         async with anthropic.AsyncAnthropic(
             api_key=key, base_url=sim.url, max_retries=0, http_client=http
         ) as client:
-            for question in QUESTIONS:
-                messages.append({"role": "user", "content": question})
-                answer = await client.messages.create(
-                    model=MODEL,
-                    max_tokens=64,
-                    system=SYSTEM,
-                    messages=messages,  # type: ignore[arg-type]
-                )
-                messages.append({"role": "assistant", "content": answer.content})
-                reads.append(answer.usage.cache_read_input_tokens or 0)
-                await http.recorded()
-                keep_warm = http.stoker.keep_warm
-                assert keep_warm is not None
-                idle = functools.partial(http.stoker.run_on_loop, keep_warm.idle(360.0))
-                pings += await asyncio.to_thread(idle)
-        return pings, reads
+            answers = await _aconversation(client, gap)
+        return sum(pings), [a.usage.cache_read_input_tokens or 0 for a in answers]
 
     pings, reads = asyncio.run(main())
     assert pings >= 1
@@ -385,16 +399,7 @@ def test_a_child_process_can_record_and_the_latest_call_is_read_back(
             async with anthropic.AsyncAnthropic(
                 api_key=key, base_url=sim.url, max_retries=0, http_client=http
             ) as client:
-                messages: list[dict[str, Any]] = []
-                for question in QUESTIONS:
-                    messages.append({"role": "user", "content": question})
-                    answer = await client.messages.create(
-                        model=MODEL,
-                        max_tokens=64,
-                        system=SYSTEM,
-                        messages=messages,  # type: ignore[arg-type]
-                    )
-                    messages.append({"role": "assistant", "content": answer.content})
+                await _aconversation(client)
                 return await http.recorded()
 
         last = asyncio.run(main())

@@ -40,6 +40,7 @@ from stoker.bench.tables import figures_table
 from stoker.cache.models import model_info
 from stoker.cache.pricing import input_units
 from stoker.clock import FrozenClock
+from stoker.config import DEFAULT_MODEL
 from stoker.extras import require
 from stoker.providers.sim._http import workspace_of
 from stoker.providers.sim.server import ServedSim, create_app, serve_in_background
@@ -93,7 +94,7 @@ async def _pydantic_ai(target: Target, gap: Gap) -> None:
     from pydantic_ai.providers.anthropic import AnthropicProvider
 
     provider = AnthropicProvider(api_key=target.key, base_url=target.url, http_client=target.http)
-    agent = Agent(AnthropicModel("claude-sonnet-4-6", provider=provider), system_prompt=SYSTEM)
+    agent = Agent(AnthropicModel(DEFAULT_MODEL, provider=provider), system_prompt=SYSTEM)
     agent.tool_plain(weather)
     history: list[Any] = []
     for n, question in enumerate(QUESTIONS):
@@ -153,7 +154,7 @@ async def _langgraph_anthropic(target: Target, gap: Gap) -> None:
 
     # as keywords: its pydantic signature lists fields with defaults as required
     settings: dict[str, Any] = {"base_url": target.url, "api_key": SecretStr(target.key)}
-    chat = ChatAnthropic(model_name="claude-sonnet-4-6", **settings)
+    chat = ChatAnthropic(model_name=DEFAULT_MODEL, **settings)
     # ChatAnthropic takes no HTTP client (docs/frameworks.md): its async client, built from
     # its own settings over ours
     params = chat._client_params  # noqa: SLF001
@@ -202,9 +203,9 @@ def _smolagents(target: Target, gap: Gap) -> None:
 
 
 FRAMEWORKS: dict[str, tuple[Converse, str]] = {  # name: (its agent, the model it runs)
-    "pydantic-ai (Anthropic)": (_pydantic_ai, "claude-sonnet-4-6"),
+    "pydantic-ai (Anthropic)": (_pydantic_ai, DEFAULT_MODEL),
     "LangGraph + ChatOpenAI": (_langgraph_openai, "gpt-4.1"),
-    "LangGraph + ChatAnthropic": (_langgraph_anthropic, "claude-sonnet-4-6"),
+    "LangGraph + ChatAnthropic": (_langgraph_anthropic, DEFAULT_MODEL),
     "openai-agents (Responses)": (_openai_agents, "gpt-4.1"),
     "smolagents (Chat)": (_smolagents, "gpt-4.1"),
 }

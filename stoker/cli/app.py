@@ -352,7 +352,7 @@ def bench_frameworks(
     ),
     as_json: bool = typer.Option(False, "--json", help="Print the figures as JSON."),
 ) -> None:
-    """Each framework's own agent through stoker proxy and stoker.http_client().
+    """Other frameworks' agents, in process and through the proxy.
 
     pydantic-ai, LangGraph (ChatOpenAI, ChatAnthropic), openai-agents and smolagents run
     one conversation with a tool and an idle gap on the simulator: cost against no cache

@@ -33,7 +33,7 @@ import time
 import weakref
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
-from typing import Literal, overload
+from typing import Any, Literal, overload
 
 import httpx2
 
@@ -169,13 +169,10 @@ async def _aiter(response: httpx2.Response) -> AsyncIterator[bytes]:
 
 
 def _started(
-    core: InProcess, request: httpx2.Request, body: bytes
-) -> tuple[Call | None, httpx2.Request]:
-    """The call a request starts (None: a path not recorded) and the request to send:
-    the SDK's own, or in optimize mode one with the rewritten body."""
-    dialect = dialect_at(request.method, request.url.path)
-    if dialect is None:
-        return None, request
+    core: InProcess, dialect: Dialect, request: httpx2.Request, body: bytes
+) -> tuple[Call, httpx2.Request]:
+    """The call an API request starts, and the request to send: the SDK's own, or in
+    optimize mode one with the rewritten body."""
     call, sent = core.prepare(dialect, request.url.path, request.headers.multi_items(), body)
     call.origin = str(request.url.copy_with(path="/", query=None, fragment=None)).rstrip("/")
     if sent is body:
@@ -192,29 +189,60 @@ def _answered(call: Call, response: httpx2.Response) -> None:
     call.streamed = response.headers.get("content-type", "").startswith("text/event-stream")
 
 
-class _AsyncCopy(httpx2.AsyncByteStream):
-    """The answer's bytes on their way to the SDK, copied; the call recorded at the end."""
+def _unreached(core: InProcess, call: Call, began: float, exc: Exception) -> None:
+    """A call the inner transport could not send: recorded as such; the SDK gets the
+    transport's own error."""
+    call.status, call.error = 502, f"the upstream could not be reached: {exc!r:.200}"
+    core.finish(call, began)
 
-    def __init__(
-        self,
-        inner: httpx2.AsyncByteStream,
-        core: InProcess,
-        call: Call,
-        began: float,
-        headers: httpx2.Headers,
-    ):
-        self._inner, self._core, self._call, self._began = inner, core, call, began
-        self._headers = headers
+
+class _Copy:
+    """The answer's bytes on their way to the SDK, copied; the call recorded at the end
+    (when the SDK closes the answer, read or not)."""
+
+    def __init__(self, core: InProcess, call: Call, began: float, response: httpx2.Response):
+        self._core, self._call, self._began = core, call, began
+        self._headers = response.headers
         self._chunks: list[bytes] = []
         self._done = False
+        _answered(call, response)
+
+    def _keep(self, chunk: bytes) -> bytes:
+        self._chunks.append(chunk)
+        return chunk
+
+    def _broken(self, exc: Exception) -> None:
+        self._call.error = f"the upstream broke off the response: {type(exc).__name__}"
+
+    def _end(self) -> None:
+        if not self._done:
+            self._done = True
+            self._call.response = _decoded(self._headers, b"".join(self._chunks))
+            self._core.finish(self._call, self._began)
+
+    def relayed(self, response: httpx2.Response) -> httpx2.Response:
+        """`response` with this copy as its stream."""
+        stream: Any = self
+        return httpx2.Response(
+            response.status_code,
+            headers=response.headers,
+            stream=stream,
+            extensions=response.extensions,
+        )
+
+
+class _AsyncCopy(_Copy, httpx2.AsyncByteStream):
+    def __init__(self, core: InProcess, call: Call, began: float, response: httpx2.Response):
+        super().__init__(core, call, began, response)
+        assert isinstance(response.stream, httpx2.AsyncByteStream)
+        self._inner = response.stream
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         try:
             async for chunk in self._inner:
-                self._chunks.append(chunk)
-                yield chunk
+                yield self._keep(chunk)
         except httpx2.TransportError as exc:
-            self._call.error = f"the upstream broke off the response: {type(exc).__name__}"
+            self._broken(exc)
             raise
 
     async def aclose(self) -> None:
@@ -223,46 +251,26 @@ class _AsyncCopy(httpx2.AsyncByteStream):
         finally:
             self._end()
 
-    def _end(self) -> None:
-        if not self._done:
-            self._done = True
-            self._call.response = _decoded(self._headers, b"".join(self._chunks))
-            self._core.finish(self._call, self._began)
 
-
-class _SyncCopy(httpx2.SyncByteStream):
-    """`_AsyncCopy` for a sync client: the call is recorded on the client's thread."""
-
-    def __init__(
-        self,
-        inner: httpx2.SyncByteStream,
-        core: InProcess,
-        call: Call,
-        began: float,
-        headers: httpx2.Headers,
-    ):
-        self._inner, self._core, self._call, self._began = inner, core, call, began
-        self._headers = headers
-        self._chunks: list[bytes] = []
-        self._done = False
+class _SyncCopy(_Copy, httpx2.SyncByteStream):
+    def __init__(self, core: InProcess, call: Call, began: float, response: httpx2.Response):
+        super().__init__(core, call, began, response)
+        assert isinstance(response.stream, httpx2.SyncByteStream)
+        self._inner = response.stream
 
     def __iter__(self) -> Iterator[bytes]:
         try:
             for chunk in self._inner:
-                self._chunks.append(chunk)
-                yield chunk
+                yield self._keep(chunk)
         except httpx2.TransportError as exc:
-            self._call.error = f"the upstream broke off the response: {type(exc).__name__}"
+            self._broken(exc)
             raise
 
     def close(self) -> None:
         try:
             self._inner.close()
         finally:
-            if not self._done:
-                self._done = True
-                self._call.response = _decoded(self._headers, b"".join(self._chunks))
-                self._core.finish(self._call, self._began)
+            self._end()
 
 
 class AsyncStokerTransport(httpx2.AsyncBaseTransport):
@@ -274,26 +282,17 @@ class AsyncStokerTransport(httpx2.AsyncBaseTransport):
         self.engine = engine
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
-        if dialect_at(request.method, request.url.path) is None:
+        dialect = dialect_at(request.method, request.url.path)
+        if dialect is None:
             return await self.inner.handle_async_request(request)
-        call, sent = _started(self.core, request, await request.aread())
-        assert call is not None
+        call, sent = _started(self.core, dialect, request, await request.aread())
         began = time.perf_counter()
         try:
             response = await self.inner.handle_async_request(sent)
         except Exception as exc:
-            call.status, call.error = 502, f"the upstream could not be reached: {exc!r:.200}"
-            self.core.finish(call, began)
+            _unreached(self.core, call, began, exc)
             raise
-        _answered(call, response)
-        stream = response.stream
-        assert isinstance(stream, httpx2.AsyncByteStream)
-        return httpx2.Response(
-            response.status_code,
-            headers=response.headers,
-            stream=_AsyncCopy(stream, self.core, call, began, response.headers),
-            extensions=response.extensions,
-        )
+        return _AsyncCopy(self.core, call, began, response).relayed(response)
 
     async def aclose(self) -> None:
         await asyncio.to_thread(self.engine.close)
@@ -309,26 +308,17 @@ class StokerTransport(httpx2.BaseTransport):
         self.engine = engine
 
     def handle_request(self, request: httpx2.Request) -> httpx2.Response:
-        if dialect_at(request.method, request.url.path) is None:
+        dialect = dialect_at(request.method, request.url.path)
+        if dialect is None:
             return self.inner.handle_request(request)
-        call, sent = _started(self.core, request, request.read())
-        assert call is not None
+        call, sent = _started(self.core, dialect, request, request.read())
         began = time.perf_counter()
         try:
             response = self.inner.handle_request(sent)
         except Exception as exc:
-            call.status, call.error = 502, f"the upstream could not be reached: {exc!r:.200}"
-            self.core.finish(call, began)
+            _unreached(self.core, call, began, exc)
             raise
-        _answered(call, response)
-        stream = response.stream
-        assert isinstance(stream, httpx2.SyncByteStream)
-        return httpx2.Response(
-            response.status_code,
-            headers=response.headers,
-            stream=_SyncCopy(stream, self.core, call, began, response.headers),
-            extensions=response.extensions,
-        )
+        return _SyncCopy(self.core, call, began, response).relayed(response)
 
     def close(self) -> None:
         self.engine.close()
