@@ -267,6 +267,76 @@ def test_processes_sharing_the_file_at_once_lose_no_write(tmp_path: Path) -> Non
         assert got.outcome.usage.read > 1000
 
 
+def _call(kept: SimCacheFile, engine: SimEngine, payload: dict[str, Any], at: float) -> Any:
+    return kept.call(
+        engine,
+        "anthropic",
+        "default",
+        at=at,
+        run=lambda: engine.handle("anthropic", payload, at=at),
+    ).outcome
+
+
+def test_an_open_engine_reads_what_another_process_wrote_since_it_last_looked(
+    tmp_path: Path,
+) -> None:
+    """The engine that loaded the file before reads it again once another connection has
+    committed (`PRAGMA data_version`), not only at its first call."""
+    file = tmp_path / "sim-cache.db"
+    one_engine, one = SimEngine(), SimCacheFile(file)
+    two_engine, two = SimEngine(), SimCacheFile(file)
+    assert _call(one, one_engine, _payload(0, 0, False), NOW).usage.read == 0
+    one.flush()
+    assert _call(two, two_engine, _payload(1, 0, False), NOW + 1).usage.read == 0
+    two.flush()
+    # the prefix the other process wrote after this one last loaded
+    assert _call(one, one_engine, _payload(1, 0, False), NOW + 2).usage.read > 1000
+    one.close()
+    two.close()
+
+
+def test_what_a_call_changed_is_in_the_file_once_flushed_or_closed(tmp_path: Path) -> None:
+    file = tmp_path / "sim-cache.db"
+    engine, kept = SimEngine(), SimCacheFile(file)
+    _call(kept, engine, _payload(0, 0, False), NOW)
+    kept.flush()
+    with sqlite3.connect(file) as db:
+        (count,) = db.execute("SELECT COUNT(*) FROM entries").fetchone()
+    assert count > 0
+    _call(kept, engine, _payload(1, 0, False), NOW + 1)
+    kept.close()  # writes what is still queued
+    fresh_engine, fresh = SimEngine(), SimCacheFile(file)
+    assert _call(fresh, fresh_engine, _payload(1, 0, False), NOW + 2).usage.read > 1000
+    fresh.close()
+
+
+def test_a_change_older_than_the_row_another_process_wrote_leaves_that_row(
+    tmp_path: Path,
+) -> None:
+    """Process two used an entry at NOW + 100; process one's use of it at NOW + 50 (its
+    calls started earlier, or its clock is behind) reaches the file after: the row keeps
+    the later use, and its later expiry."""
+    file = tmp_path / "sim-cache.db"
+    payload = _payload(0, 0, True)
+    one_engine, one = SimEngine(), SimCacheFile(file)
+    _call(one, one_engine, payload, NOW)
+    one.flush()
+    two_engine, two = SimEngine(), SimCacheFile(file)
+    _call(two, two_engine, payload, NOW + 100)
+    two.close()
+
+    def rows() -> dict[str, tuple[float, float]]:
+        with sqlite3.connect(file) as db:
+            got = db.execute("SELECT key, last_used, expires_at FROM entries").fetchall()
+        return {key: (used, expires) for key, used, expires in got}
+
+    later = rows()
+    assert max(used for used, _ in later.values()) == NOW + 100
+    _call(one, one_engine, payload, NOW + 50)
+    one.close()
+    assert rows() == later
+
+
 # -- keeping the entries in the file changes no outcome ---------------------------------
 
 
