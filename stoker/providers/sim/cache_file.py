@@ -165,6 +165,9 @@ class SimCacheFile:
     _engine: SimEngine | None = field(default=None, init=False, repr=False)
     _seen: dict[tuple[str, str], int] = field(default_factory=dict, init=False, repr=False)
     _data_version: int | None = field(default=None, init=False, repr=False)
+    # `_calling` makes calls one at a time (an engine is not shared by two at once);
+    # `_lock` guards the state the writer shares with them, and the reading connection.
+    _calling: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
     # What calls changed that is not written yet: (accountant, scope, key) -> (the entry
     # now, None), or (None, the entry dropped); and per accountant the expiry before
@@ -195,27 +198,20 @@ class SimCacheFile:
         target = _target(engine, dialect, scope)
         if target is None or self._broken:
             return run()
-        with self._lock:
-            if engine is not self._engine:  # another engine: it has loaded nothing yet
-                self._engine, self._seen, self._data_version = engine, {}, None
-            try:
-                self._load(target, scope, at)
-            except sqlite3.OperationalError as exc:
-                if not _is_busy(exc):
-                    self._fail(exc)
-                    return run()
-                log.debug("%s is busy; this call reads no other process's entries", self.path)
-            except (sqlite3.Error, OSError, ValueError, TypeError) as exc:
-                self._fail(exc)
+        with self._calling:
+            if not self._loaded(engine, target, scope, at):
                 return run()
             before = target.store.snapshot()
             result = run()  # when it raises, nothing changed that needs saving
-            self._queue(target, scope, before, at)
-            if self._scheduled is None:
-                if self._executor is None:
-                    self._executor = ThreadPoolExecutor(1, thread_name_prefix="stoker-sim-cache")
-                self._scheduled = self._executor.submit(self._write_pending)
-        return result
+            with self._lock:  # not held during `run`: the writer takes its batch meanwhile
+                self._queue(target, scope, before, at)
+                if self._scheduled is None and not self._broken:
+                    if self._executor is None:
+                        self._executor = ThreadPoolExecutor(
+                            1, thread_name_prefix="stoker-sim-cache"
+                        )
+                    self._scheduled = self._executor.submit(self._write_pending)
+            return result
 
     def flush(self) -> None:
         """Write what is queued now, in this thread: what it returns after is in the file."""
@@ -242,6 +238,23 @@ class SimCacheFile:
             executor.shutdown(wait=True)
 
     # -- reading what others wrote ---------------------------------------------------------
+
+    def _loaded(self, engine: SimEngine, target: _Target, scope: str, at: float) -> bool:
+        """Load what others wrote (`_load`); False when the file was given up."""
+        with self._lock:
+            if engine is not self._engine:  # another engine: it has loaded nothing yet
+                self._engine, self._seen, self._data_version = engine, {}, None
+            try:
+                self._load(target, scope, at)
+            except sqlite3.OperationalError as exc:
+                if not _is_busy(exc):
+                    self._fail(exc)
+                    return False
+                log.debug("%s is busy; this call reads no other process's entries", self.path)
+            except (sqlite3.Error, OSError, ValueError, TypeError) as exc:
+                self._fail(exc)
+                return False
+            return True
 
     def _open(self) -> sqlite3.Connection:
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -277,6 +290,9 @@ class SimCacheFile:
             return
         # The counter first: rows written after it are read again next time, never missed.
         (version,) = db.execute("SELECT version FROM counter").fetchone()
+        if version <= self._seen.get(seen_key, -1):  # only this process's writer wrote
+            self._data_version = int(data_version)
+            return
         rows = db.execute(
             f"SELECT {_COLUMNS} FROM entries WHERE accountant = ? AND scope = ? AND version > ?",
             (target.accountant, scope, self._seen.get(seen_key, 0)),
