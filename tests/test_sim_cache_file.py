@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from stoker.agent.agent import Agent
-from stoker.cache.accounting import CacheOutcome
+from stoker.cache.accounting import CacheEntry, CacheOutcome, EntryStore
 from stoker.cli import app
 from stoker.clock import FrozenClock
 from stoker.config import Config
@@ -335,6 +335,23 @@ def test_a_change_older_than_the_row_another_process_wrote_leaves_that_row(
     _call(one, one_engine, payload, NOW + 50)
     one.close()
     assert rows() == later
+
+
+def test_an_entry_store_counts_what_was_written_and_dropped_since_it_was_last_asked() -> None:
+    """What the file saves after a call: the store's own count, not two snapshots compared."""
+    store = EntryStore(max_entries=2, forget_after=86400.0, memo_capacity=2)
+
+    def entry(at: float) -> CacheEntry:
+        return CacheEntry(
+            tokens=1, ttl="5m", expires_at=at + 300, available_at=at, created_at=at, last_used=at
+        )
+
+    store.put("a", entry(NOW), at=NOW)
+    assert store.changes() == ({}, {})  # the first question starts the count
+    store.put("b", entry(NOW + 1), at=NOW + 1)
+    store.put("c", entry(NOW + 2), at=NOW + 2)  # past two entries: "a" is evicted
+    assert store.changes() == ({"b": entry(NOW + 1), "c": entry(NOW + 2)}, {"a": entry(NOW)})
+    assert store.changes() == ({}, {})
 
 
 # -- keeping the entries in the file changes no outcome ---------------------------------

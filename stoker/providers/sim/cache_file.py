@@ -19,11 +19,11 @@ was last used and expires. The accounting is unchanged. Before a call, the rows 
 changed since this engine last looked are put into the accountant's `EntryStore` (when
 `PRAGMA data_version` says no other connection wrote, nothing is read). After the call,
 the entries it wrote, refreshed or dropped are queued, and a thread of their own writes
-what is queued behind the calls, one transaction per batch (`BEGIN IMMEDIATE`, WAL): a
-gateway's event loop never waits for the file, and a hundred sessions' calls cost a few
-transactions, not one each. Closing the file, or the process ending normally, writes
-what is still queued. Everything else the
-simulator holds stays in this process's memory, as before: memos, stored Responses,
+what is queued behind the calls, `WRITE_DELAY` later, one transaction per batch (`BEGIN
+IMMEDIATE`, WAL): a gateway's event loop never waits for the file, and a hundred
+sessions' calls cost a few transactions a second, not one each. Closing the file, or the
+process ending normally, writes what is still queued. Everything else the simulator
+holds stays in this process's memory, as before: memos, stored Responses,
 Gemini's explicit caches, OpenAI's routing, and the state of the Bedrock, OpenRouter,
 DeepSeek and local-server families.
 
@@ -55,6 +55,7 @@ from __future__ import annotations
 import logging
 import sqlite3
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -68,7 +69,11 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-BUSY_SECONDS = 2.0  # how long a call waits for another process's transaction
+BUSY_SECONDS = 2.0  # how long the writer waits for another process's transaction
+# How long changes wait to be written, so that a busy gateway's calls share a transaction
+# (a few a second, not one per call). Another process reads a change this much later at
+# most; a real provider's entry is not readable at once either.
+WRITE_DELAY = 0.05
 VERSION = 1  # PRAGMA user_version of the schema below
 
 _SCHEMA = """
@@ -201,24 +206,29 @@ class SimCacheFile:
         with self._calling:
             if not self._loaded(engine, target, scope, at):
                 return run()
-            before = target.store.snapshot()
-            result = run()  # when it raises, nothing changed that needs saving
+            target.store.changes()  # what loading put in came from the file
+            try:
+                result = run()
+            except BaseException:
+                target.store.changes()  # a refused call changes nothing; forget its tries
+                raise
             with self._lock:  # not held during `run`: the writer takes its batch meanwhile
-                self._queue(target, scope, before, at)
+                self._queue(target, scope, at)
                 if self._scheduled is None and not self._broken:
                     if self._executor is None:
                         self._executor = ThreadPoolExecutor(
                             1, thread_name_prefix="stoker-sim-cache"
                         )
-                    self._scheduled = self._executor.submit(self._write_pending)
+                    self._scheduled = self._executor.submit(self._write_later)
             return result
 
     def flush(self) -> None:
-        """Write what is queued now, in this thread: what it returns after is in the file."""
-        with self._lock:
-            scheduled = self._scheduled
-        if scheduled is not None:
-            scheduled.result()
+        """Write what is queued now, in this thread: what it returns after is in the file
+        (a batch the writer has taken is written before, under the same lock)."""
+        self._write_pending()
+
+    def _write_later(self) -> None:
+        time.sleep(WRITE_DELAY)
         self._write_pending()
 
     def close(self) -> None:
@@ -313,17 +323,15 @@ class SimCacheFile:
         self._seen[seen_key] = int(version)
         self._data_version = int(data_version)
 
-    def _queue(self, target: _Target, scope: str, before: dict[str, CacheEntry], at: float) -> None:
-        """Queue the entries the call wrote or refreshed (an entry changes only by being
-        replaced, so identity tells) and the ones it dropped. The lock is held."""
-        after = target.store.snapshot()
+    def _queue(self, target: _Target, scope: str, at: float) -> None:
+        """Queue the entries the call wrote or refreshed and the ones it dropped (the
+        entry store counts them). The lock is held."""
+        now, gone = target.store.changes()
         name = target.accountant
-        for k, e in after.items():
-            if before.get(k) is not e:
-                self._pending[(name, scope, k)] = (e, None)
-        for k, e in before.items():
-            if k not in after:
-                self._pending[(name, scope, k)] = (None, e)
+        for k, e in now.items():
+            self._pending[(name, scope, k)] = (e, None)
+        for k, e in gone.items():
+            self._pending[(name, scope, k)] = (None, e)
         horizon = at - target.forget_after
         self._prune[name] = max(self._prune.get(name, horizon), horizon)
 
