@@ -29,6 +29,7 @@ history matches; else a new session.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from collections.abc import AsyncIterator, Iterable
@@ -69,7 +70,14 @@ class Said:
 
 def step(previous: str, said: Said) -> str:
     """The chain's hash after `said`."""
-    data = json.dumps([previous, said.role, said.text], ensure_ascii=False).encode()
+    return _step(previous, said.role, said.text)
+
+
+@functools.lru_cache(maxsize=4096)
+def _step(previous: str, role: str, text: str) -> str:
+    # Remembered: a client resends its whole conversation with every message, so each
+    # request would hash every earlier message again.
+    data = json.dumps([previous, role, text], ensure_ascii=False).encode()
     return hashlib.sha256(data).hexdigest()
 
 
