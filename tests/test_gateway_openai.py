@@ -141,6 +141,41 @@ async def test_a_message_the_provider_failed_is_resent_into_the_same_session(
         assert r.headers["x-stoker-session"] == sid
 
 
+async def test_the_answer_its_response_and_the_clients_history_are_one_transaction(
+    store: SqlEventStore,
+) -> None:
+    """A message with an idempotency key on the chat endpoint writes twice: its user
+    message before the provider call, then the answer with the key's response and where
+    the client's conversation stands (they were three transactions after the answer)."""
+    async with client(make_rig(store)) as c:
+        sid = await _first(c)
+        writes: list[int] = []
+        write = store._write  # noqa: SLF001 (counting the transactions a message costs)
+
+        async def counted(ops: Any) -> None:
+            writes.append(len(ops))
+            await write(ops)
+
+        store._write = counted  # type: ignore[method-assign]  # noqa: SLF001
+        headers = {**auth("alice"), "Idempotency-Key": "second-1"}
+        body = {"model": "stoker", "messages": RESENT}
+        r = await c.post(CHAT, json=body, headers=headers)
+        assert r.status_code == 200, r.text
+        assert len(writes) == 2
+        store._write = write  # type: ignore[method-assign]  # noqa: SLF001
+        # all of it is there: the key's response, and the history that finds the session
+        saved = await store.idempotent_response(sid, "second-1")
+        assert saved is not None
+        assert json.loads(saved)["text"] == r.json()["choices"][0]["message"]["content"]
+        third = [
+            *RESENT,
+            {"role": "assistant", "content": r.json()["choices"][0]["message"]["content"]},
+        ]
+        r = await _chat(c, [*third, {"role": "user", "content": "third"}])
+        assert r.headers["x-stoker-session"] == sid
+        assert [u for u, _ in await _turns(c, sid)] == ["first", "second", "third"]
+
+
 async def test_another_users_identical_history_never_reaches_the_session(
     store: SqlEventStore,
 ) -> None:

@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from stoker.agent.agent import Agent
-from stoker.cache.accounting import CacheOutcome
+from stoker.cache.accounting import CacheEntry, CacheOutcome, EntryStore
 from stoker.cli import app
 from stoker.clock import FrozenClock
 from stoker.config import Config
@@ -265,6 +265,93 @@ def test_processes_sharing_the_file_at_once_lose_no_write(tmp_path: Path) -> Non
             run=lambda p=payload: engine.handle("anthropic", p, at=NOW + 20),
         )
         assert got.outcome.usage.read > 1000
+
+
+def _call(kept: SimCacheFile, engine: SimEngine, payload: dict[str, Any], at: float) -> Any:
+    return kept.call(
+        engine,
+        "anthropic",
+        "default",
+        at=at,
+        run=lambda: engine.handle("anthropic", payload, at=at),
+    ).outcome
+
+
+def test_an_open_engine_reads_what_another_process_wrote_since_it_last_looked(
+    tmp_path: Path,
+) -> None:
+    """The engine that loaded the file before reads it again once another connection has
+    committed (`PRAGMA data_version`), not only at its first call."""
+    file = tmp_path / "sim-cache.db"
+    one_engine, one = SimEngine(), SimCacheFile(file)
+    two_engine, two = SimEngine(), SimCacheFile(file)
+    assert _call(one, one_engine, _payload(0, 0, False), NOW).usage.read == 0
+    one.flush()
+    assert _call(two, two_engine, _payload(1, 0, False), NOW + 1).usage.read == 0
+    two.flush()
+    # the prefix the other process wrote after this one last loaded
+    assert _call(one, one_engine, _payload(1, 0, False), NOW + 2).usage.read > 1000
+    one.close()
+    two.close()
+
+
+def test_what_a_call_changed_is_in_the_file_once_flushed_or_closed(tmp_path: Path) -> None:
+    file = tmp_path / "sim-cache.db"
+    engine, kept = SimEngine(), SimCacheFile(file)
+    _call(kept, engine, _payload(0, 0, False), NOW)
+    kept.flush()
+    with sqlite3.connect(file) as db:
+        (count,) = db.execute("SELECT COUNT(*) FROM entries").fetchone()
+    assert count > 0
+    _call(kept, engine, _payload(1, 0, False), NOW + 1)
+    kept.close()  # writes what is still queued
+    fresh_engine, fresh = SimEngine(), SimCacheFile(file)
+    assert _call(fresh, fresh_engine, _payload(1, 0, False), NOW + 2).usage.read > 1000
+    fresh.close()
+
+
+def test_a_change_older_than_the_row_another_process_wrote_leaves_that_row(
+    tmp_path: Path,
+) -> None:
+    """Process two used an entry at NOW + 100; process one's use of it at NOW + 50 (its
+    calls started earlier, or its clock is behind) reaches the file after: the row keeps
+    the later use, and its later expiry."""
+    file = tmp_path / "sim-cache.db"
+    payload = _payload(0, 0, True)
+    one_engine, one = SimEngine(), SimCacheFile(file)
+    _call(one, one_engine, payload, NOW)
+    one.flush()
+    two_engine, two = SimEngine(), SimCacheFile(file)
+    _call(two, two_engine, payload, NOW + 100)
+    two.close()
+
+    def rows() -> dict[str, tuple[float, float]]:
+        with sqlite3.connect(file) as db:
+            got = db.execute("SELECT key, last_used, expires_at FROM entries").fetchall()
+        return {key: (used, expires) for key, used, expires in got}
+
+    later = rows()
+    assert max(used for used, _ in later.values()) == NOW + 100
+    _call(one, one_engine, payload, NOW + 50)
+    one.close()
+    assert rows() == later
+
+
+def test_an_entry_store_counts_what_was_written_and_dropped_since_it_was_last_asked() -> None:
+    """What the file saves after a call: the store's own count, not two snapshots compared."""
+    store = EntryStore(max_entries=2, forget_after=86400.0, memo_capacity=2)
+
+    def entry(at: float) -> CacheEntry:
+        return CacheEntry(
+            tokens=1, ttl="5m", expires_at=at + 300, available_at=at, created_at=at, last_used=at
+        )
+
+    store.put("a", entry(NOW), at=NOW)
+    assert store.changes() == ({}, {})  # the first question starts the count
+    store.put("b", entry(NOW + 1), at=NOW + 1)
+    store.put("c", entry(NOW + 2), at=NOW + 2)  # past two entries: "a" is evicted
+    assert store.changes() == ({"b": entry(NOW + 1), "c": entry(NOW + 2)}, {"a": entry(NOW)})
+    assert store.changes() == ({}, {})
 
 
 # -- keeping the entries in the file changes no outcome ---------------------------------

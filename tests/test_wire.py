@@ -74,6 +74,16 @@ def test_tool_arguments_are_kept_as_sent() -> None:
     assert block.arguments() == {"b": 1, "a": 2}
 
 
+def test_a_message_hashes_its_blocks_once_and_only_when_asked() -> None:
+    """The simulator parses every request's new messages and reads few of their hashes."""
+    message = user_text("hello", note="time: 10:00")
+    assert message._fingerprints is None  # noqa: SLF001
+    first = message.block_fingerprints
+    assert len(first) == 2
+    assert message.block_fingerprints is first
+    assert dataclasses.replace(message) == message  # the hashes are no part of the value
+
+
 def test_invalid_tool_arguments_raise_wire_error() -> None:
     with pytest.raises(WireError, match="invalid JSON"):
         ToolUseBlock(id="t1", name="x", input_json="{nope").arguments()

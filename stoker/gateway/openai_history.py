@@ -29,6 +29,7 @@ history matches; else a new session.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from collections.abc import AsyncIterator, Iterable
@@ -47,6 +48,8 @@ from stoker.gateway.service import Gateway
 from stoker.gateway.sse import Event, turn_events
 from stoker.gateway.timing import timed
 from stoker.gateway.views import Reply
+from stoker.store._sql import Op
+from stoker.store.gateway_log import client_history_op
 from stoker.wire.blocks import ImageBlock
 
 SESSION_HEADER = "X-Stoker-Session"
@@ -67,7 +70,14 @@ class Said:
 
 def step(previous: str, said: Said) -> str:
     """The chain's hash after `said`."""
-    data = json.dumps([previous, said.role, said.text], ensure_ascii=False).encode()
+    return _step(previous, said.role, said.text)
+
+
+@functools.lru_cache(maxsize=4096)
+def _step(previous: str, role: str, text: str) -> str:
+    # Remembered: a client resends its whole conversation with every message, so each
+    # request would hash every earlier message again.
+    data = json.dumps([previous, role, text], ensure_ascii=False).encode()
     return hashlib.sha256(data).hexdigest()
 
 
@@ -194,11 +204,12 @@ class Exchange:
         return await turn_events(self.gateway, self._run)
 
     async def _run(self, callbacks: Callbacks | None) -> Reply:
-        """The turn, then where the client's conversation stands after it, stored in the
-        same task: a client that hangs up mid-stream still finds its session next time."""
+        """The turn, and where the client's conversation stands after it, stored in the
+        answer's transaction: a client that hangs up mid-stream still finds its session
+        next time."""
         store = self.gateway.store
         try:
-            reply = await self.gateway.send(
+            return await self.gateway.send(
                 self.user,
                 self.session_id,
                 self.text,
@@ -206,6 +217,7 @@ class Exchange:
                 idempotency_key=self.idempotency_key,
                 callbacks=callbacks,
                 output=self.output,
+                after=self._history_after,
             )
         except Exception:
             # The client holds what it held before, and will resend it with its message
@@ -215,12 +227,11 @@ class Exchange:
             if self.conversation.known is not None:
                 await store.remember_client_history(self.session_id, self.conversation.known)
             raise
-        await store.remember_client_history(
-            continued_in(reply),
-            self.conversation.after(self.limits.cut(reply.text).text),
-            response_id=self.response_id,
-        )
-        return reply
+
+    def _history_after(self, reply: Reply) -> list[Op]:
+        """Where the client's conversation stands once it has `reply` (cut as it is sent)."""
+        history = self.conversation.after(self.limits.cut(reply.text).text)
+        return [client_history_op(continued_in(reply), history, response_id=self.response_id)]
 
 
 def continued_in(reply: Reply) -> str:

@@ -17,7 +17,7 @@ import socket
 import time
 from collections import Counter
 from collections.abc import Callable, Coroutine, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TypeVar, Unpack
 
@@ -47,8 +47,9 @@ from stoker.gateway.views import Reply, event_view
 from stoker.lifecycle import Background
 from stoker.providers.base import Provider
 from stoker.session_views import SessionView, answered, show_session
+from stoker.store._sql import Op
 from stoker.store.base import SqlEventStore
-from stoker.store.gateway_log import STARTED
+from stoker.store.gateway_log import STARTED, response_op
 from stoker.store.schema import LATEST
 from stoker.tools import ApprovalDecision
 from stoker.wire.blocks import ImageBlock, TextBlock
@@ -58,6 +59,22 @@ from stoker.wire.stored import SessionSummary
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 _ID = re.compile(r"[A-Za-z0-9_-]{16,64}")
+AfterAnswer = Callable[[Reply], Sequence[Op]]
+
+
+@dataclass(slots=True, kw_only=True)
+class Kept:
+    """What is written with a reply: the response to its idempotency key, and what the
+    caller's `after` keeps of it; `written` once it is."""
+
+    session_id: str
+    key: str | None
+    after: AfterAnswer | None
+    written: bool = False
+
+    def ops(self, reply: Reply) -> list[Op]:
+        ops = [] if self.key is None else [response_op(self.session_id, self.key, reply.to_json())]
+        return ops + list(self.after(reply)) if self.after is not None else ops
 
 
 class Gateway:
@@ -196,8 +213,12 @@ class Gateway:
         idempotency_key: str | None = None,
         callbacks: Callbacks | None = None,
         output: OutputSpec[Any] | None = None,
+        after: AfterAnswer | None = None,
     ) -> Reply:
         """One message: a turn, or a command when it starts with "/" ("//" escapes).
+
+        `after(reply)`: statements the caller keeps of the answer (an OpenAI client's
+        history), written in the answer's own transaction, before it is returned.
 
         `output` asks for the answer as JSON of a schema (the client's): its text is then
         that JSON, validated (`stoker.agent.output`; the schema goes in the message, so the
@@ -235,7 +256,7 @@ class Gateway:
         if command is None and text.startswith("//"):
             text = text[1:]
 
-        async def work(head: Head, started: bool) -> Reply:
+        async def work(head: Head, started: bool, kept: Kept) -> Reply:
             if command is not None:
                 return await run_command(self.pool, user, session_id, head, command)
             return await self._turn(
@@ -245,12 +266,14 @@ class Gateway:
                 text,
                 callbacks,
                 blocks=tuple(blocks),
-                key=idempotency_key,
+                kept=kept,
                 retry=started,
                 output=output,
             )
 
-        return await self.locked(user, session_id, work, idempotency_key=idempotency_key)
+        return await self.locked(
+            user, session_id, work, idempotency_key=idempotency_key, after=after
+        )
 
     async def model_info(self, user: str, session_id: str) -> ModelInfo:
         """The facts of the model `user`'s session is on: whether it takes images, for a
@@ -276,7 +299,7 @@ class Gateway:
         """A command sent to its endpoint rather than as a message."""
         command = Command(name=name.lower(), argument=argument.strip())
 
-        async def work(head: Head, started: bool) -> Reply:
+        async def work(head: Head, started: bool, kept: Kept) -> Reply:
             return await run_command(self.pool, user, session_id, head, command)
 
         return await self.locked(user, session_id, work, idempotency_key=idempotency_key)
@@ -285,15 +308,18 @@ class Gateway:
         self,
         user: str,
         session_id: str,
-        work: Callable[[Head, bool], Coroutine[Any, Any, Reply]],
+        work: Callable[[Head, bool, Kept], Coroutine[Any, Any, Reply]],
         *,
         idempotency_key: str | None = None,
+        after: AfterAnswer | None = None,
     ) -> Reply:
         """Run `work` under the session's lock, after the ownership and retry checks.
 
         A key already answered replays its response. A key whose turn started and was never
         answered (the process died, the provider failed) runs `work` as a retry
         (`started=True`), which finishes that turn instead of sending its text again.
+        What is kept of the reply (`Kept`: the key's response, `after`'s statements) is
+        written before it returns: by a turn with its answer, else here.
         """
         await self.authorize(user, session_id)
         async with self.store.session_lock(session_id):
@@ -305,9 +331,10 @@ class Gateway:
                     self.stats["replayed"] += 1
                     return Reply.from_json(saved, replayed=True)
                 started = saved == STARTED
-            reply = await work(head, started)
-            if idempotency_key is not None:
-                await self.store.remember_response(session_id, idempotency_key, reply.to_json())
+            kept = Kept(session_id=session_id, key=idempotency_key, after=after)
+            reply = await work(head, started, kept)
+            if not kept.written and (ops := kept.ops(reply)):
+                await self.store.write_ops(ops)
             return reply
 
     async def _head(self, user: str, session_id: str) -> Head:
@@ -330,10 +357,11 @@ class Gateway:
         callbacks: Callbacks | None,
         *,
         blocks: tuple[ImageBlock | TextBlock, ...] = (),
-        key: str | None = None,
+        kept: Kept,
         retry: bool = False,
         output: OutputSpec[Any] | None = None,
     ) -> Reply:
+        key = kept.key
         entry = await self.pool.acquire(user, session_id, head)
         session = entry.session
         note = entry.settings.ephemeral_prompt or None
@@ -347,9 +375,22 @@ class Gateway:
             if key is not None and not retry:
                 entry.sink.expect(key)
             self.keep_warm.turn_starting(user, session_id)
-            result = await session.send(
-                message, note=note, callbacks=callbacks, retry=retry, output=output or str
-            )
+            # The answer is written with what is kept of the reply, in one transaction.
+            entry.sink.hold()
+            try:
+                result = await session.send(
+                    message, note=note, callbacks=callbacks, retry=retry, output=output or str
+                )
+            except BaseException:
+                await entry.sink.commit_held()  # what the live session holds, stored
+                raise
+            reply = Reply.of_turn(session_id, result)
+            extra: list[Op] = []
+            try:
+                extra = kept.ops(reply)
+            finally:
+                await entry.sink.commit_held(extra)
+            kept.written = True
         except StoreError:
             # A write the database did not acknowledge may still be in the live session:
             # the next message rebuilds it from what the store holds.
@@ -363,7 +404,7 @@ class Gateway:
             self.pool.agents.evict(session_id, "fallback")
         elif self._keep_warm_on:
             self.keep_warm.turn_ended(user, session)
-        return Reply.of_turn(session_id, result)
+        return reply
 
     # -- approvals -------------------------------------------------------------------------
 

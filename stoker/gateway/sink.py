@@ -13,9 +13,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from stoker.store._sql import Op
 from stoker.store.base import SqlEventStore
 from stoker.wire.events import Event, MessageAppended, SessionCreated
-from stoker.wire.messages import UserMessage
+from stoker.wire.messages import AssistantMessage, UserMessage
 from stoker.wire.stored import StoredSession
 
 
@@ -56,22 +57,54 @@ class SessionSink:
         self._stamp = dict(stamp or {})
         self._loaded = loaded
         self._key: str | None = None
+        self._held: list[tuple[Event, str | None]] | None = None  # None: not holding
 
     def expect(self, idempotency_key: str) -> None:
         """Record `idempotency_key` with the next user message, in its transaction."""
         self._key = idempotency_key
 
     async def emit(self, event: Event) -> None:
+        if self._held is not None:
+            await self.emit_many([event])
+            return
         event, key = self._stamped(event)
         await self.store.emit(event, idempotency_key=key)
         if event.session_id == self.session_id:
             self.written += 1
 
     async def emit_many(self, events: Sequence[Event]) -> None:
-        """Several events in one transaction (a turn's, at a durability point)."""
+        """Several events in one transaction (a turn's, at a durability point); a turn's
+        answer is held instead while `hold` is on."""
         stamped = [self._stamped(e) for e in events]
+        if self._held is not None:
+            if any(_is_answer(e) for e, _ in stamped):
+                self._held += stamped
+                return
+            stamped, self._held = [*self._held, *stamped], []
+        await self._write(stamped)
+
+    def hold(self) -> None:
+        """From now on, keep the batch that holds the turn's answer instead of writing it:
+        whoever acknowledges the answer writes it with what it writes after the answer,
+        in one transaction (`commit_held`), before it acknowledges it. Every other batch
+        (the user's message before the provider call, a tool call before it runs) is
+        written when it comes, after anything held: nothing is written out of order."""
+        self._held = []
+
+    async def commit_held(self, extra: Sequence[Op] = ()) -> None:
+        """Write what `hold` kept, with `extra` statements, in one transaction; hold no
+        more. With nothing held, `extra` alone."""
+        held, self._held = self._held or [], None
+        if held:
+            await self._write(held, extra)
+        elif extra:
+            await self.store.write_ops(extra)
+
+    async def _write(
+        self, stamped: Sequence[tuple[Event, str | None]], extra: Sequence[Op] = ()
+    ) -> None:
         key = next((k for _, k in stamped if k is not None), None)
-        await self.store.emit_many([e for e, _ in stamped], idempotency_key=key)
+        await self.store.emit_many([e for e, _ in stamped], idempotency_key=key, extra=extra)
         self.written += sum(1 for e, _ in stamped if e.session_id == self.session_id)
 
     def _stamped(self, event: Event) -> tuple[Event, str | None]:
@@ -90,6 +123,12 @@ class SessionSink:
         if loaded is not None and loaded.id == session_id:
             return loaded
         return await self.store.load(session_id)
+
+
+def _is_answer(event: Event) -> bool:
+    """A model's message that calls no tool: what a turn (or its next try) ends with."""
+    message = event.message if isinstance(event, MessageAppended) else None
+    return isinstance(message, AssistantMessage) and not message.tool_calls
 
 
 def _is_user_text(event: Event) -> bool:

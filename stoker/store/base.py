@@ -174,10 +174,16 @@ class SqlEventStore(ProxyLog, PlatformLog, GatewayLog, FleetLog):
         await self._write(ops)
 
     async def emit_many(
-        self, events: Sequence[Event], *, idempotency_key: str | None = None
+        self,
+        events: Sequence[Event],
+        *,
+        idempotency_key: str | None = None,
+        extra: Sequence[Op] = (),
     ) -> None:
-        """Commit several events in one transaction (a turn's, bulk imports, benchmarks);
-        when this returns, all of them are durable.
+        """Commit several events in one transaction (a turn's, bulk imports, benchmarks),
+        with the `extra` statements after them (what the gateway keeps of an answer:
+        `GatewayLog.response_op`, `client_history_op`); when this returns, all of it is
+        durable.
 
         Message counts are added once per session: updating one row thousands of times
         in a transaction makes each update slower on PostgreSQL (row version chains).
@@ -211,6 +217,11 @@ class SqlEventStore(ProxyLog, PlatformLog, GatewayLog, FleetLog):
                     (keyed.session_id, idempotency_key, STARTED, time.time()),
                 )
             )
+        await self._write([*ops, *extra])
+
+    async def write_ops(self, ops: Sequence[Op]) -> None:
+        """Statements the store's parts build (`GatewayLog.response_op`, ...), in one
+        transaction."""
         await self._write(ops)
 
     # -- reads -------------------------------------------------------------------------------

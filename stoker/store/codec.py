@@ -21,9 +21,11 @@ from stoker.wire.messages import message_from_dict, message_to_dict
 from stoker.wire.prefix import Prefix
 from stoker.wire.record import CacheRecord
 
+_COMPACT = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))  # built once
+
 
 def dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    return _COMPACT.encode(value)
 
 
 def encode(event: Event) -> str:

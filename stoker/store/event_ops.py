@@ -95,6 +95,7 @@ def ops_for(event: Event, config: dict[str, Any] | None = None, *, header: bool 
     into; `header=False` leaves message counts to a bulk write)."""
     now = time.time()
     sid = event.session_id
+    body = encode(event)  # once: a record's body is also the header's last record
     ops: list[Op] = []
     if isinstance(event, SessionCreated):
         anchor = event.config.get("anchor")
@@ -148,7 +149,7 @@ def ops_for(event: Event, config: dict[str, Any] | None = None, *, header: bool 
             (
                 "UPDATE sessions SET last_record = ?, declared_break = NULL, updated_at = ? "
                 "WHERE id = ?",
-                (dumps(record.to_dict()), now, sid),
+                (body, now, sid),
             )
         )
         ops += record_ops(record)
@@ -189,7 +190,7 @@ def ops_for(event: Event, config: dict[str, Any] | None = None, *, header: bool 
         (
             "INSERT INTO events (session_id, seq, type, created_at, body) "
             "SELECT ?, COALESCE(MAX(seq), 0) + 1, ?, ?, ? FROM events WHERE session_id = ?",
-            (sid, event.type, now, encode(event), sid),
+            (sid, event.type, now, body, sid),
         )
     )
     return ops

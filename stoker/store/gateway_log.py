@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 
-from stoker.store._sql import SqlAccess
+from stoker.store._sql import Op, SqlAccess
 
 STARTED = ""  # an idempotency key whose turn began and has no response yet
 
@@ -43,16 +43,7 @@ class GatewayLog(SqlAccess):
         return rows[0][0] if rows else None
 
     async def remember_response(self, session_id: str, key: str, response: str) -> None:
-        await self._write(
-            [
-                (
-                    "INSERT INTO idempotency (session_id, key, response, created_at) "
-                    "VALUES (?, ?, ?, ?) ON CONFLICT (session_id, key) DO UPDATE SET "
-                    "response = excluded.response WHERE idempotency.response = ?",
-                    (session_id, key, response, time.time(), STARTED),
-                )
-            ]
-        )
+        await self._write([response_op(session_id, key, response)])
 
     async def take_lease(self, name: str, holder: str, *, seconds: float) -> bool:
         """Whether `holder` now holds the lease `name` for `seconds` (taken, renewed, or
@@ -89,17 +80,7 @@ class GatewayLog(SqlAccess):
         the hash of the history as the client holds it (and the id of the Responses API
         answer that ended it), with the session's message count, so a later message
         sent another way makes this point stale instead of wrong."""
-        await self._write(
-            [
-                (
-                    "INSERT INTO client_histories (session_id, history, response_id, messages) "
-                    "SELECT id, ?, ?, message_count FROM sessions WHERE id = ? "
-                    "ON CONFLICT (session_id) DO UPDATE SET history = excluded.history, "
-                    "response_id = excluded.response_id, messages = excluded.messages",
-                    (history, response_id, session_id),
-                )
-            ]
-        )
+        await self._write([client_history_op(session_id, history, response_id=response_id)])
 
     async def session_by_client_history(
         self, owner: str, *, history: str | None = None, response_id: str | None = None
@@ -120,3 +101,26 @@ class GatewayLog(SqlAccess):
             (value, owner),
         )
         return (str(rows[0][0]), str(rows[0][1])) if rows else None
+
+
+def response_op(session_id: str, key: str, response: str) -> Op:
+    """Store the response to a request with an idempotency key (a retry replays it)."""
+    return (
+        "INSERT INTO idempotency (session_id, key, response, created_at) "
+        "VALUES (?, ?, ?, ?) ON CONFLICT (session_id, key) DO UPDATE SET "
+        "response = excluded.response WHERE idempotency.response = ?",
+        (session_id, key, response, time.time(), STARTED),
+    )
+
+
+def client_history_op(session_id: str, history: str, *, response_id: str | None = None) -> Op:
+    """Where an OpenAI-compatible client's conversation stands (see
+    `GatewayLog.remember_client_history`), with the session's message count as stored by
+    the statements before it in the same transaction."""
+    return (
+        "INSERT INTO client_histories (session_id, history, response_id, messages) "
+        "SELECT id, ?, ?, message_count FROM sessions WHERE id = ? "
+        "ON CONFLICT (session_id) DO UPDATE SET history = excluded.history, "
+        "response_id = excluded.response_id, messages = excluded.messages",
+        (history, response_id, session_id),
+    )

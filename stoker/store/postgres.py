@@ -2,8 +2,10 @@
 
 Statements run on a connection pool (`postgres_pool.py`): different sessions' reads and
 writes run at once, broken connections are replaced, and an unreachable database is a
-`StoreUnavailable` after a bounded wait. One transaction per write, shielded from
-cancellation like the SQLite backend. `schema` isolates a deployment (or a test) in its
+`StoreUnavailable` after a bounded wait. Writes are group-committed like the SQLite
+backend's (`_group.py`): the writes of concurrent turns that wait together go out in one
+transaction, one round trip in pipeline mode, and each caller returns once it is
+committed; shielded from cancellation. `schema` isolates a deployment (or a test) in its
 own namespace.
 
 Several replicas starting together migrate once: the migration runs in one transaction
@@ -16,11 +18,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
 
-from stoker.errors import ConcurrentWrite, StoreError
+from stoker.errors import ConcurrentWrite, StoreError, StoreUnavailable
+from stoker.store._group import Batch, GroupCommit
 from stoker.store._sql import Op
 from stoker.store.base import SqlEventStore, StoreStats
 from stoker.store.postgres_pool import Connections, PoolSettings
@@ -53,6 +56,7 @@ class PostgresStore(SqlEventStore):
         self.connections = Connections(dsn, schema=schema, settings=pool or PoolSettings())
         self._ready = False
         self._init_lock = asyncio.Lock()
+        self._group = GroupCommit(self._commit)
 
     async def _migrate(self) -> None:
         ops: list[Op] = []
@@ -79,22 +83,48 @@ class PostgresStore(SqlEventStore):
         return f"stoker-migrate:{self.schema or ''}"
 
     async def _raw_write(self, ops: Sequence[Op]) -> None:
+        await self._group.write(ops)
+
+    async def _commit(self, batch: Batch) -> list[BaseException | None]:
+        """The writes waiting together, in one transaction. When it fails, none of them
+        was written, and each runs again in a transaction of its own, so only the write
+        at fault fails (a conflict on one session does not fail the others')."""
+        if len(batch) > 1:
+            from psycopg import Error  # psycopg is there: the pool opened
+
+            try:
+                await self._send([op for ops in batch for op in ops])
+            except StoreUnavailable:
+                raise  # the connection broke: whether it committed is unknown
+            except Error:
+                log.debug("a batch of %d writes failed; each runs alone", len(batch))
+            else:
+                return [None] * len(batch)
+        return [await _error_of(self._transaction(ops)) for ops in batch]
+
+    async def _send(self, ops: Sequence[Op]) -> None:
+        """`ops` in one transaction; pipeline mode sends them without waiting for each reply."""
+
         async def work(conn: Any) -> None:
-            # Pipeline mode sends the statements without waiting for each reply.
             async with conn.pipeline():
                 for sql, params in ops:
                     self.stats.note(sql)
                     await conn.execute(_pg(sql), params)
 
+        await self.connections.transaction(work)
+
+    async def _transaction(self, ops: Sequence[Op]) -> None:
+        """One write in a transaction of its own, its errors as the store's."""
         from psycopg.errors import UniqueViolation  # psycopg is there: the pool opened
 
         try:
-            await asyncio.shield(self.connections.transaction(work))
+            await self._send(ops)
         except UniqueViolation as exc:
             # Two writers numbered the same event: only when a session's lock was lost.
             if exc.diag.table_name != "events":
                 raise
-            raise ConcurrentWrite(str(ops[-1][1][0])) from None
+            event = next((p for sql, p in reversed(ops) if "INTO events" in sql), ops[-1][1])
+            raise ConcurrentWrite(str(event[0])) from None
 
     async def _raw_read(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
         self.stats.note(sql)
@@ -149,4 +179,13 @@ class PostgresStore(SqlEventStore):
         await self.connections.query(f'DROP SCHEMA IF EXISTS "{self.schema}" CASCADE', ())
 
     async def close(self) -> None:
+        await self._group.drain()  # what was acknowledged as queued is written first
         await self.connections.close()
+
+
+async def _error_of(write: Awaitable[None]) -> BaseException | None:
+    try:
+        await write
+    except Exception as exc:
+        return exc
+    return None

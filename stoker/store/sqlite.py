@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from stoker.errors import StoreError
+from stoker.store._group import Batch, GroupCommit
 from stoker.store._sql import Op
 from stoker.store.base import SqlEventStore, StoreStats
 
@@ -40,8 +41,7 @@ class SQLiteStore(SqlEventStore):
         self._conn: sqlite3.Connection | None = None
         self._ready = False
         self._init_lock = asyncio.Lock()
-        self._queue: list[tuple[Sequence[Op], asyncio.Future[None]]] = []
-        self._writer: asyncio.Task[None] | None = None
+        self._group = GroupCommit(self._commit_in_thread)
 
     def _connection(self) -> sqlite3.Connection:
         if self._conn is None:
@@ -66,39 +66,18 @@ class SQLiteStore(SqlEventStore):
         return await asyncio.shield(loop.run_in_executor(self._executor, fn))
 
     async def _raw_write(self, ops: Sequence[Op]) -> None:
-        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._queue.append((ops, done))
-        if self._writer is None or self._writer.done():
-            self._writer = asyncio.create_task(self._write_queued())
-        await asyncio.shield(done)
+        await self._group.write(ops)
 
-    async def _write_queued(self) -> None:
-        """Commits what is queued, in as few transactions as it arrives in."""
-        while self._queue:
-            batch, self._queue = self._queue, []
-            try:
-                errors = await self._call(partial(self._commit, batch))
-            except Exception as exc:  # the transaction itself failed: every write in it
-                errors = [exc] * len(batch)
-            except BaseException:  # cancelled (the loop is closing): nobody is told it was
-                for _, done in batch:
-                    done.cancel()
-                raise
-            for (_, done), error in zip(batch, errors, strict=True):
-                if done.done():
-                    continue
-                if error is None:
-                    done.set_result(None)
-                else:
-                    done.set_exception(error)
+    async def _commit_in_thread(self, batch: Batch) -> list[BaseException | None]:
+        return await self._call(partial(self._commit, batch))
 
-    def _commit(self, batch: Sequence[tuple[Sequence[Op], object]]) -> list[BaseException | None]:
+    def _commit(self, batch: Batch) -> list[BaseException | None]:
         """One transaction, each write in a savepoint; the error of each (None: written)."""
         conn = self._connection()
         conn.execute("BEGIN IMMEDIATE")
         errors: list[BaseException | None] = []
         try:
-            for ops, _ in batch:
+            for ops in batch:
                 if len(batch) > 1:
                     conn.execute("SAVEPOINT w")
                 try:
@@ -129,8 +108,7 @@ class SQLiteStore(SqlEventStore):
         return await self._call(run)
 
     async def close(self) -> None:
-        if self._writer is not None:
-            await self._writer  # what was acknowledged as queued is written first
+        await self._group.drain()  # what was acknowledged as queued is written first
 
         def run() -> None:
             if self._conn is not None:

@@ -11,12 +11,15 @@ from __future__ import annotations
 import json
 from typing import Any
 
+# One encoder, built once: `json.dumps` with options builds a new one every call.
+_CANONICAL = json.JSONEncoder(
+    sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+)
+
 
 def canonical_json(value: Any) -> bytes:
     """Serialize `value` to canonical JSON bytes (sorted keys, compact, UTF-8)."""
-    return json.dumps(
-        value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
-    ).encode("utf-8")
+    return _CANONICAL.encode(value).encode("utf-8")
 
 
 def canonicalize(value: Any) -> Any:

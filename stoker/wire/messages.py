@@ -1,8 +1,9 @@
 """Messages: immutable values carrying their exact content blocks.
 
 History is append-only: a message, once sent, is replayed as it was. Each message
-computes its fingerprint once at construction and memoizes its rendered wire form per
-dialect, so rendering a long history costs only the new messages.
+computes its block fingerprints once, when first asked (a message parsed only to be read,
+as the simulator parses a request's history, never pays for them), and memoizes its
+rendered wire form per dialect, so rendering a long history costs only the new messages.
 """
 
 from __future__ import annotations
@@ -33,7 +34,9 @@ class UserMessage:
 
     content: tuple[Block, ...]
     role: Literal["user"] = "user"
-    block_fingerprints: tuple[str, ...] = field(init=False, compare=False, repr=False)
+    _fingerprints: tuple[str, ...] | None = field(
+        init=False, compare=False, repr=False, hash=False, default=None
+    )
     wire_memo: dict[str, Any] = field(
         init=False, compare=False, repr=False, hash=False, default_factory=dict
     )
@@ -41,7 +44,13 @@ class UserMessage:
     def __post_init__(self) -> None:
         if not self.content:
             raise WireError("a user message needs at least one content block")
-        object.__setattr__(self, "block_fingerprints", _block_fingerprints(self.content))
+
+    @property
+    def block_fingerprints(self) -> tuple[str, ...]:
+        """A hash of each content block, computed once."""
+        if self._fingerprints is None:
+            object.__setattr__(self, "_fingerprints", _block_fingerprints(self.content))
+        return self._fingerprints  # type: ignore[return-value]
 
     @property
     def tool_results(self) -> tuple[ToolResultBlock, ...]:
@@ -68,13 +77,19 @@ class AssistantMessage:
     # for the session's own provider. Its thinking is sent back only to that family.
     origin: str = ""
     role: Literal["assistant"] = "assistant"
-    block_fingerprints: tuple[str, ...] = field(init=False, compare=False, repr=False)
+    _fingerprints: tuple[str, ...] | None = field(
+        init=False, compare=False, repr=False, hash=False, default=None
+    )
     wire_memo: dict[str, Any] = field(
         init=False, compare=False, repr=False, hash=False, default_factory=dict
     )
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "block_fingerprints", _block_fingerprints(self.content))
+    @property
+    def block_fingerprints(self) -> tuple[str, ...]:
+        """A hash of each content block, computed once."""
+        if self._fingerprints is None:
+            object.__setattr__(self, "_fingerprints", _block_fingerprints(self.content))
+        return self._fingerprints  # type: ignore[return-value]
 
     @property
     def tool_calls(self) -> tuple[ToolUseBlock, ...]:

@@ -39,6 +39,7 @@ class EntryStore:
     """
 
     __slots__ = (
+        "_changes",
         "_entries",
         "_evicted",
         "_forget_after",
@@ -50,6 +51,9 @@ class EntryStore:
     def __init__(self, *, max_entries: int | None, forget_after: float, memo_capacity: int) -> None:
         self.renders = ChainMemo(memo_capacity)
         self._entries: dict[str, CacheEntry] = {}
+        # Keys changed since `changes()` was last called, with the entry each one dropped
+        # last (None: none); only once asked for (`stoker.providers.sim.cache_file`).
+        self._changes: dict[str, CacheEntry | None] | None = None
         self._evicted: dict[str, float] = {}
         self._max_entries = max_entries
         self._forget_after = forget_after
@@ -102,15 +106,17 @@ class EntryStore:
         """Store `entry` as the most recently used; evict beyond capacity (LRU)."""
         self._entries.pop(key, None)
         self._entries[key] = entry
+        if self._changes is not None:
+            self._changes.setdefault(key, None)
         self._evicted.pop(key, None)
         limit = self._max_entries
         if limit is None or len(self._entries) <= limit:
             return
         for dead in [k for k, e in self._entries.items() if e.expires_at <= at]:
-            del self._entries[dead]
+            self._drop(dead)
         while len(self._entries) > limit:
             victim = next(iter(self._entries))
-            del self._entries[victim]
+            self._drop(victim)
             self._evicted[victim] = at
         while len(self._evicted) > limit:
             del self._evicted[next(iter(self._evicted))]
@@ -157,12 +163,34 @@ class EntryStore:
         self._next_purge = at + min(self._forget_after, 60.0)
         horizon = at - self._forget_after
         for key in [k for k, e in self._entries.items() if e.expires_at <= horizon]:
-            del self._entries[key]
+            self._drop(key)
         for key in [k for k, when in self._evicted.items() if when <= horizon]:
             del self._evicted[key]
 
+    def _drop(self, key: str) -> None:
+        dropped = self._entries.pop(key)
+        if self._changes is not None:
+            self._changes[key] = dropped
+
     def snapshot(self) -> dict[str, CacheEntry]:
         return dict(self._entries)
+
+    def changes(self) -> tuple[dict[str, CacheEntry], dict[str, CacheEntry]]:
+        """(entries written or refreshed, entries dropped), by key, since the last call;
+        the first call starts counting and returns nothing. Cheaper than comparing two
+        snapshots of many entries when a call changes a few."""
+        changed, self._changes = self._changes, {}
+        if not changed:
+            return {}, {}
+        now: dict[str, CacheEntry] = {}
+        gone: dict[str, CacheEntry] = {}
+        for key, dropped in changed.items():
+            entry = self._entries.get(key)
+            if entry is not None:
+                now[key] = entry
+            elif dropped is not None:
+                gone[key] = dropped
+        return now, gone
 
     def __len__(self) -> int:
         return len(self._entries)

@@ -24,6 +24,7 @@ from pydantic_core import PydanticSerializationError, to_json
 T = TypeVar("T")
 
 DEFAULT_CAPACITY = 100_000
+_COMPACT = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))  # built once
 
 
 def compact(value: Any) -> str:
@@ -32,7 +33,7 @@ def compact(value: Any) -> str:
     Key order is never sorted: Anthropic documents that a reordered `tool_use` input
     breaks the cache, so order is part of the content.
     """
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    return _COMPACT.encode(value)
 
 
 def content_key(value: Any) -> bytes | str:
