@@ -25,13 +25,9 @@ warning once; the user's call succeeds.
 from __future__ import annotations
 
 import asyncio
-import atexit
-import functools
 import logging
-import threading
 import time
-import weakref
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any, Literal, overload
 
@@ -39,6 +35,7 @@ import httpx2
 
 from stoker.cache.planner import CachePolicy
 from stoker.clock import Clock
+from stoker.proxy.client_thread import Engine
 from stoker.proxy.core import ProxyConfig, ProxyCore
 from stoker.proxy.lineage import LineageState
 from stoker.proxy.recorder import Call
@@ -276,7 +273,7 @@ class _SyncCopy(_Copy, httpx2.SyncByteStream):
 class AsyncStokerTransport(httpx2.AsyncBaseTransport):
     """Records (and in optimize mode rewrites) each API call around an inner transport."""
 
-    def __init__(self, inner: httpx2.AsyncBaseTransport, core: InProcess, engine: _Engine) -> None:
+    def __init__(self, inner: httpx2.AsyncBaseTransport, core: InProcess, engine: Engine) -> None:
         self.inner = inner
         self.core = core
         self.engine = engine
@@ -302,7 +299,7 @@ class AsyncStokerTransport(httpx2.AsyncBaseTransport):
 class StokerTransport(httpx2.BaseTransport):
     """`AsyncStokerTransport` for a sync client."""
 
-    def __init__(self, inner: httpx2.BaseTransport, core: InProcess, engine: _Engine) -> None:
+    def __init__(self, inner: httpx2.BaseTransport, core: InProcess, engine: Engine) -> None:
         self.inner = inner
         self.core = core
         self.engine = engine
@@ -325,74 +322,11 @@ class StokerTransport(httpx2.BaseTransport):
         self.inner.close()
 
 
-class _Engine:
-    """A client's event loop, on a daemon thread: recording and keep-warm run there.
-
-    Closed with the client, or at the latest when the process exits (threading's exit
-    hook), so every call that finished is stored before the interpreter goes."""
-
-    def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
-        self.core: InProcess | None = None
-        self._thread = threading.Thread(
-            target=self.loop.run_forever, name="stoker-http-client", daemon=True
-        )
-        self._thread.start()
-        self._closed = False
-        _at_exit(functools.partial(_close_at_exit, weakref.ref(self)))
-
-    def latest(self, timeout: float = 30.0) -> Exchange | None:
-        """Once every call so far is recorded (from any thread but the engine's), the
-        latest one."""
-        assert self.core is not None
-        self.core.wait_recorded(timeout)
-        if self.core.process is None:
-            return self.core.last_call
-        latest: Exchange | None = self.core.run_on_loop(self.core.latest(), timeout)
-        return latest
-
-    def close(self, timeout: float = 30.0) -> None:
-        if self._closed:
-            return
-        self._closed = True
-        if self.core is not None:
-            done = asyncio.run_coroutine_threadsafe(self.core.close_all(), self.loop)
-            try:
-                done.result(timeout)
-            except Exception as exc:  # closing must not raise into the user's code
-                log.warning("the Stoker client could not store every call before closing: %r", exc)
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self._thread.join(timeout)
-        if not self._thread.is_alive():
-            self.loop.close()
-
-
-def _at_exit(callback: Callable[[], None]) -> None:
-    """Run `callback` as the interpreter exits, before the thread pools stop taking work
-    (the store writes through one): `threading`'s own exit hook, which runs ahead of
-    `atexit` and is how `concurrent.futures` registers its shutdown; `atexit` where an
-    interpreter has no such hook."""
-    hook = getattr(threading, "_register_atexit", None)
-    if hook is None:
-        atexit.register(callback)
-        return
-    try:
-        hook(callback)
-    except RuntimeError:  # already shutting down: nothing can be stored any more
-        atexit.register(callback)
-
-
-def _close_at_exit(ref: weakref.ReferenceType[_Engine]) -> None:
-    engine = ref()
-    if engine is not None:
-        engine.close()
-
-
 class AsyncClient(httpx2.AsyncClient):
     """An `httpx2.AsyncClient` that records each API call; `last_call` is the latest."""
 
     stoker: InProcess
-    engine: _Engine
+    engine: Engine
 
     @property
     def last_call(self) -> Exchange | None:
@@ -407,7 +341,7 @@ class Client(httpx2.Client):
     """An `httpx2.Client` that records each API call; `last_call` is the latest."""
 
     stoker: InProcess
-    engine: _Engine
+    engine: Engine
 
     @property
     def last_call(self) -> Exchange | None:
@@ -475,7 +409,7 @@ def http_client(
         raise TypeError("http_client() needs an httpx2.AsyncBaseTransport (or pass sync=True)")
     config = ProxyConfig(optimize=optimize, policy=policy or CachePolicy())
     database = _database(db)
-    engine = _Engine()
+    engine = Engine()
     if sync:
         assert transport is None or isinstance(transport, httpx2.BaseTransport)
         inner_sync = transport or httpx2.HTTPTransport()
