@@ -16,14 +16,30 @@ import functools
 import logging
 import threading
 import weakref
-from collections.abc import Callable
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Coroutine
+from typing import Any, Protocol
 
-if TYPE_CHECKING:
-    from stoker.proxy.in_process import InProcess
-    from stoker.wire.exchange import Exchange
+from stoker.wire.exchange import Exchange
 
 log = logging.getLogger(__name__)
+
+
+class ClientCore(Protocol):
+    """What the thread asks of the client's core (`stoker.proxy.in_process.InProcess`)."""
+
+    @property
+    def process(self) -> object | None: ...
+
+    @property
+    def last_call(self) -> Exchange | None: ...
+
+    def wait_recorded(self, timeout: float = 10.0) -> bool: ...
+
+    def run_on_loop(self, coroutine: Coroutine[Any, Any, Any], timeout: float = 60.0) -> Any: ...
+
+    async def latest(self) -> Exchange | None: ...
+
+    async def close_all(self) -> None: ...
 
 
 class Engine:
@@ -34,7 +50,7 @@ class Engine:
 
     def __init__(self) -> None:
         self.loop = asyncio.new_event_loop()
-        self.core: InProcess | None = None
+        self.core: ClientCore | None = None
         self._thread = threading.Thread(
             target=self.loop.run_forever, name="stoker-http-client", daemon=True
         )
