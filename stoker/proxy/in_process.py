@@ -49,7 +49,7 @@ from stoker.wire.exchange import Exchange
 log = logging.getLogger(__name__)
 
 Recording = Literal["inline", "process"]
-"""Where calls are recorded: in this process (the client's loop or thread), or in a child
+"""Where calls are recorded: in this process (on a thread of the client's), or in a child
 process of its own, as `stoker proxy` records (no recording CPU beside the client's)."""
 
 # Longest first: "/api/v1/chat/completions" before "/v1/chat/completions".
@@ -398,9 +398,15 @@ def http_client(
     STOKER_DATABASE_URL, else STOKER_DB, else stoker.db in STOKER_HOME).
     `transport`: the inner transport calls go through (default: `httpx2`'s own).
     `policy`: the breakpoint TTLs and time policy (Stoker's defaults). `recorder`:
-    "inline" records on the client's loop (async) or a thread of its own (sync);
+    "inline" records on a thread of the client's own (never on an async client's loop);
     "process" in a child process, as `stoker proxy` does, so that no recording CPU sits
-    beside the client's (for a model server that answers in milliseconds)."""
+    beside the client's (for a model server that answers in milliseconds). Either way
+    the calls that finished are stored when the client closes or the process exits.
+
+    The client is an `httpx2.Client` (`sync=True`) or `httpx2.AsyncClient` with two more
+    members: `last_call`, the latest call recorded (an `Exchange`: `.record` and its
+    `.explanation`, `.rewrites`, `.error`), and `recorded()` (awaited on an async
+    client), which waits until every call so far is recorded and returns the latest."""
     if recorder not in ("inline", "process"):
         raise ValueError(f"recorder={recorder!r}: expected 'inline' or 'process'")
     if sync and transport is not None and not isinstance(transport, httpx2.BaseTransport):
