@@ -36,17 +36,16 @@ import httpx2
 from pydantic import SecretStr
 from rich.table import Table
 
+from stoker.bench.proxy import billed, ideal_writes
 from stoker.bench.tables import figures_table
 from stoker.cache.models import model_info
 from stoker.cache.pricing import input_units
 from stoker.clock import FrozenClock
 from stoker.config import DEFAULT_MODEL
 from stoker.extras import require
-from stoker.providers.sim._http import workspace_of
 from stoker.providers.sim.server import ServedSim, create_app, serve_in_background
 from stoker.store.sqlite import SQLiteStore
 from stoker.wire.figures import json_ratio
-from stoker.wire.usage import Usage
 
 GAP = 360.0
 SYSTEM = "You review pull requests for a Python team. " + "Keep every answer short. " * 600
@@ -288,17 +287,10 @@ def _converse(converse: Converse, target: Target, gap: Gap) -> None:
             converse(target, gap)
 
 
-def _billed(sim: ServedSim, key: str) -> tuple[Usage, int]:
-    """Every request the simulator billed for `key`, keep-warm included: added up, and
-    how many."""
-    totals = sim.app.state.sim.ledger.totals.get(workspace_of(key), {})
-    return Usage.total(t.usage for t in totals.values()), sum(t.requests for t in totals.values())
-
-
 def _route(sim: ServedSim, key: str, calls: int, model: str, no_cache: int) -> Route:
-    billed, requests = _billed(sim, key)
-    cost = input_units(billed, model_info(model)) / no_cache
-    return Route(calls=calls, cost=cost, written=billed.written, pings=requests - calls)
+    usage, requests = billed(sim.app.state.sim, key)
+    cost = input_units(usage, model_info(model)) / no_cache
+    return Route(calls=calls, cost=cost, written=usage.written, pings=requests - calls)
 
 
 def run_framework(name: str, home: Path) -> FrameworkFigures:
@@ -339,7 +331,8 @@ def run_framework(name: str, home: Path) -> FrameworkFigures:
         _run(converse, Target(url=proxy_url, key=keys["proxy"], http=plain()), gaps["proxy"])
         _run(converse, Target(url=sim.url, key=keys["in"], http=http), gaps["in"])
         assert proxy.wait_recorded()
-        direct, calls = _billed(sim, keys["direct"])  # no cache: each token at the base price
+        # no cache: the tokens sent directly, each at the base price
+        direct, calls = billed(sim.app.state.sim, keys["direct"])
         proxied = _route(sim, keys["proxy"], calls, model, direct.input_total)
         inside_route = _route(sim, keys["in"], calls, model, direct.input_total)
     return FrameworkFigures(
@@ -347,7 +340,7 @@ def run_framework(name: str, home: Path) -> FrameworkFigures:
         model=model,
         proxy=proxied,
         in_process=inside_route,
-        ideal=asyncio.run(_ideal(home / "proxy.db")),
+        ideal=asyncio.run(ideal_writes(home / "proxy.db")),
         free_writes=model_info(model).regime == "L",
     )
 
@@ -359,13 +352,6 @@ def _awaited(gap: Gap) -> Gap:
         await asyncio.to_thread(gap)
 
     return run
-
-
-async def _ideal(db: Path) -> int:
-    async with SQLiteStore(db) as store:
-        lineages = await store.proxy_lineages(limit=1_000)
-        calls = [await store.proxy_calls(lineage.id) for lineage in lineages]
-    return sum(e.ideal for exchanges in calls for e in exchanges)
 
 
 def run_frameworks_bench(names: list[str] | None = None) -> list[FrameworkFigures]:

@@ -294,10 +294,15 @@ def _one(
         usage, timings = _workload(url, key, gap, sent, connect if in_process else _plain)
         if proxy is not None:
             assert proxy.wait_recorded()
-        totals = sim.ledger.totals.get(workspace_of(key), {})
-        ledger = Usage.total(t.usage for t in totals.values())
-        requests = sum(t.requests for t in totals.values())
+        ledger, requests = billed(sim, key)
     return _Run(usage=usage, timings=timings, ledger=ledger, pings=requests - len(usage))
+
+
+def billed(sim: SimServer, key: str) -> tuple[Usage, int]:
+    """Every request the simulator billed for `key`, keep-warm included: added up, and
+    how many."""
+    totals = sim.ledger.totals.get(workspace_of(key), {})
+    return Usage.total(t.usage for t in totals.values()), sum(t.requests for t in totals.values())
 
 
 def proxied_workload(home: Path, *, optimize: bool) -> tuple[list[Sent], Path]:
@@ -362,7 +367,7 @@ def _no_gap(seconds: float) -> None:
     return None
 
 
-async def _ideal(db: Path) -> int:
+async def ideal_writes(db: Path) -> int:
     """What an ideal run of the traffic in `db` writes (each token once), as
     `stoker report-proxy` counts it over every lineage."""
     async with SQLiteStore(db) as store:
@@ -380,7 +385,7 @@ async def run_proxy_bench(rounds: int = 5, *, latency: bool = True) -> ProxyFigu
         inside = _one(home, through_proxy=False, in_process=True)
         # the same traffic either way: one ideal, the proxy's (a new process's client
         # in process knows nothing of the calls an earlier one sent, so its own overcounts)
-        ideal = await _ideal(home / "proxy-optimize.db")
+        ideal = await ideal_writes(home / "proxy-optimize.db")
         added = _latency(home, rounds) if latency else {}
     baseline = sum(u.input_total for u in direct.usage)
     return ProxyFigures(
