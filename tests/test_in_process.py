@@ -58,30 +58,21 @@ class Recording(httpx2.BaseTransport):
         self.inner.close()
 
 
-class AsyncRecording(httpx2.AsyncBaseTransport):
-    def __init__(self) -> None:
-        self.inner = httpx2.AsyncHTTPTransport()
-        self.sent: list[bytes] = []
-
-    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
-        self.sent.append(await request.aread())
-        return await self.inner.handle_async_request(request)
-
-    async def aclose(self) -> None:
-        await self.inner.aclose()
-
-
 @pytest.fixture
 def sim() -> Iterator[ServedSim]:
     with serve_in_background(create_app(clock=FrozenClock())) as served:
         yield served
 
 
-def _conversation(client: anthropic.Anthropic) -> list[anthropic.types.Message]:
+def _conversation(
+    client: anthropic.Anthropic, after_each: Callable[[], object] | None = None, tag: str = ""
+) -> list[anthropic.types.Message]:
+    """`QUESTIONS` asked in turn, each with the history before it (`tag` after each
+    question); `after_each` runs after every answer."""
     messages: list[dict[str, Any]] = []
     answers = []
     for question in QUESTIONS:
-        messages.append({"role": "user", "content": question})
+        messages.append({"role": "user", "content": question + tag})
         answer = client.messages.create(
             model=MODEL,
             max_tokens=64,
@@ -90,6 +81,8 @@ def _conversation(client: anthropic.Anthropic) -> list[anthropic.types.Message]:
         )
         messages.append({"role": "assistant", "content": answer.content})
         answers.append(answer)
+        if after_each is not None:
+            after_each()
     return answers
 
 
@@ -166,12 +159,9 @@ def test_an_async_client_records_off_its_loop_and_leaves_nothing_on_it(
     loop (recording and keep-warm have a thread of their own)."""
     clock = sim.app.state.sim.clock
     assert isinstance(clock, FrozenClock)
-    transport = AsyncRecording()
 
     async def main() -> tuple[list[int], set[asyncio.Task[Any]]]:
-        http = stoker.http_client(
-            optimize=True, db=tmp_path / "calls.db", clock=clock, transport=transport
-        )
+        http = stoker.http_client(optimize=True, db=tmp_path / "calls.db", clock=clock)
         client = openai.AsyncOpenAI(
             api_key=f"sk-sim-{uuid.uuid4().hex}", base_url=sim.url + "/v1", http_client=http
         )
@@ -240,19 +230,17 @@ def test_a_sync_client_pings_across_a_gap_from_its_own_thread(
     assert isinstance(clock, FrozenClock)
     http = stoker.http_client(sync=True, optimize=True, db=tmp_path / "calls.db", clock=clock)
     key = f"sk-sim-{uuid.uuid4().hex}"
-    messages: list[dict[str, Any]] = []
-    pings, reads = 0, []
+    pings = []
+
+    def gap() -> None:
+        http.recorded()
+        keep_warm = http.stoker.keep_warm
+        assert keep_warm is not None
+        pings.append(http.stoker.run_on_loop(keep_warm.idle(360.0)))
+
     with anthropic.Anthropic(api_key=key, base_url=sim.url, max_retries=0, http_client=http) as c:
-        for question in QUESTIONS:
-            messages.append({"role": "user", "content": question})
-            answer = c.messages.create(model=MODEL, max_tokens=64, system=SYSTEM, messages=messages)  # type: ignore[arg-type]
-            messages.append({"role": "assistant", "content": answer.content})
-            http.recorded()
-            keep_warm = http.stoker.keep_warm
-            assert keep_warm is not None
-            pings += http.stoker.run_on_loop(keep_warm.idle(360.0))
-            reads.append(answer.usage.cache_read_input_tokens or 0)
-    assert pings >= 1
+        reads = [a.usage.cache_read_input_tokens or 0 for a in _conversation(c, gap)]
+    assert sum(pings) >= 1
     assert reads[0] == 0
     assert all(reads[1:])
     (calls,) = asyncio.run(_stored(tmp_path / "calls.db"))
@@ -472,19 +460,8 @@ def test_one_sync_client_shared_by_threads_keeps_their_conversations_apart(
             max_retries=0,
             http_client=http,
         )
-        messages: list[dict[str, Any]] = []
-        reads = []
-        for question in QUESTIONS:
-            messages.append({"role": "user", "content": f"{question} (thread {n})"})
-            answer = client.messages.create(
-                model=MODEL,
-                max_tokens=64,
-                system=SYSTEM,
-                messages=messages,  # type: ignore[arg-type]
-            )
-            messages.append({"role": "assistant", "content": answer.content})
-            reads.append(answer.usage.cache_read_input_tokens or 0)
-        return reads
+        answers = _conversation(client, tag=f" (thread {n})")
+        return [a.usage.cache_read_input_tokens or 0 for a in answers]
 
     with caplog.at_level(logging.WARNING), http, ThreadPoolExecutor(max_workers=6) as pool:
         reads = list(pool.map(converse, range(6)))
