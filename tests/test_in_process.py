@@ -32,7 +32,7 @@ from starlette.middleware.gzip import GZipMiddleware
 import stoker
 from stoker.clock import FrozenClock
 from stoker.providers.sim.server import ServedSim, create_app, serve_in_background
-from stoker.proxy.in_process import dialect_at
+from stoker.proxy.routes import dialect_at
 from stoker.store.open import IN_MEMORY
 from stoker.store.sqlite import SQLiteStore
 from stoker.wire.exchange import Exchange

@@ -40,7 +40,7 @@ from stoker.proxy.core import ProxyConfig, ProxyCore
 from stoker.proxy.lineage import LineageState
 from stoker.proxy.recorder import Call
 from stoker.proxy.recorder_process import RecorderProcess
-from stoker.proxy.routes import DIALECT_OF_PATH
+from stoker.proxy.routes import dialect_at
 from stoker.store.base import SqlEventStore
 from stoker.store.open import open_store
 from stoker.wire.dialects import Dialect
@@ -51,21 +51,6 @@ log = logging.getLogger(__name__)
 Recording = Literal["inline", "process"]
 """Where calls are recorded: in this process (on a thread of the client's), or in a child
 process of its own, as `stoker proxy` records (no recording CPU beside the client's)."""
-
-# Longest first: "/api/v1/chat/completions" before "/v1/chat/completions".
-_SUFFIXES = sorted(DIALECT_OF_PATH.items(), key=lambda item: -len(item[0]))
-
-
-def dialect_at(method: str, path: str) -> Dialect | None:
-    """The dialect of a call an SDK sends: its path ends with one of the recorded API
-    paths, whatever base path the client was given (`/v1`, `/openai/v1`, a gateway's)."""
-    if method != "POST":
-        return None
-    path = path.rstrip("/")
-    for suffix, dialect in _SUFFIXES:
-        if path.endswith(suffix):
-            return dialect
-    return None
 
 
 class InProcess(ProxyCore):
@@ -171,7 +156,8 @@ def _started(
     """The call an API request starts, and the request to send: the SDK's own, or in
     optimize mode one with the rewritten body."""
     call, sent = core.prepare(dialect, request.url.path, request.headers.multi_items(), body)
-    call.origin = str(request.url.copy_with(path="/", query=None, fragment=None)).rstrip("/")
+    if core.config.optimize:  # where its lineage's keep-warm pings go (audit sends none)
+        call.origin = str(request.url.copy_with(path="/", query=None, fragment=None)).rstrip("/")
     if sent is body:
         return call, request
     headers = [(k, v) for k, v in request.headers.multi_items() if k.lower() != "content-length"]

@@ -78,6 +78,24 @@ def dialect_of(path: str) -> Dialect | None:
     return DIALECT_OF_PATH.get(path.rstrip("/"))
 
 
+# Longest first: "/api/v1/chat/completions" before "/v1/chat/completions".
+_SUFFIXES = sorted(DIALECT_OF_PATH.items(), key=lambda item: -len(item[0]))
+
+
+def dialect_at(method: str, path: str) -> Dialect | None:
+    """The dialect of a call an SDK sends from the user's process (`stoker.http_client()`):
+    its path ends with one of the recorded API paths, whatever base path the client was
+    given (`/v1`, `/openai/v1`, a gateway's). The proxy, serving at its own root, reads
+    the path as it is (`dialect_of`)."""
+    if method != "POST":
+        return None
+    path = path.rstrip("/")
+    for suffix, dialect in _SUFFIXES:
+        if path.endswith(suffix):
+            return dialect
+    return None
+
+
 def client_key(headers: Iterable[tuple[str, str]]) -> str:
     """The client's API key (`x-api-key` or a bearer token); empty when it sent none."""
     found = dict((k.lower(), v) for k, v in headers)
