@@ -3,7 +3,8 @@
 A `Session` owns what the agent has said; the agent only says what it is. A session is
 built from a `SessionStart` (see `starts.py`: new, fork, branch, resume), and it is the
 only thing that changes itself: its state and the changes made between turns are
-`SessionBase`'s (session_base.py); its collaborators take values and return values (the
+`SessionBase`'s (session_base.py), its keep-warm and cache release while idle
+`IdleSession`'s (session_idle.py); its collaborators take values and return values (the
 measured model call in `calls.py`, keep-warm plans in `warmth.py`, compaction runs in
 `compaction.py`, tool runs in `tool_runs.py`, the turn loop in `loop.py`, the event stream
 in `stream.py`). The prefix changes only through `rebase`, a declared break.
@@ -22,18 +23,16 @@ from dataclasses import replace
 from typing import Any, TypeVar, overload
 
 from stoker.agent import calls, explicit, tool_runs, warmth
-from stoker.agent.calls import CallSite
 from stoker.agent.delegate import Delegator
 from stoker.agent.fallback import restored
 from stoker.agent.loop import TurnResult, TurnSteps, run_turn
 from stoker.agent.output import OutputSpec, validated
 from stoker.agent.review import ReviewOutcome
 from stoker.agent.seams import Callbacks
-from stoker.agent.session_base import SessionBase
+from stoker.agent.session_idle import IdleSession
 from stoker.agent.stream import TurnStream, hooks_for
 from stoker.agent.telemetry import TurnFacts
 from stoker.cache.record import notify
-from stoker.cache.time_policy import WarmPlan
 from stoker.errors import ConfigError
 from stoker.providers.base import CallContext, Completion
 from stoker.tools import (
@@ -59,7 +58,7 @@ CANCELLED = (
 log = logging.getLogger(__name__)
 
 
-class Session(SessionBase):
+class Session(IdleSession):
     """One conversation. Create with `agent.session()` or `await agent.open(store, id)`.
 
     Public surface (everything else is private):
@@ -339,43 +338,6 @@ class Session(SessionBase):
         """Wait for the background reviews started since the last drain; oldest first."""
         return await self._reviews.drain()
 
-    def warm_plan(self, *, gaps: Sequence[float] = ()) -> WarmPlan | None:
-        """What the time policy will do before this session's cache entry expires, and
-        when; None while nothing is cached, a turn is running (it may wait minutes for an
-        approval: the turn's next call refreshes the entry, not a keep-warm) or unfinished,
-        or a rebase waits for the next call (what is cached is the old prefix), and for
-        forks, reviews and sub-agents (they end soon; only what they share with their
-        parent lives on).
-        `gaps` adds observed idle gaps (seconds) to the ones this session saw, e.g. the
-        user's other sessions.
-
-        When the session lets its own entry go and it made the last call of its agent's
-        fleet (`stoker.cache.fleet`), the plan may keep only the shared tools and system
-        prompt warm for the next new session (`scope="shared"`)."""
-        if self._lock.locked():  # a turn (or a rebase) is running: not an idle gap
-            return None
-        return warmth.plan(self._gap_view(), self._state, self._agent, gaps=gaps)
-
-    def _own_plan(self) -> WarmPlan | None:
-        return warmth.own_plan(self._gap_view(), self._state, self._agent)
-
-    async def warm(self, *, gaps: Sequence[float] = ()) -> CacheRecord | None:
-        """Send the planned keep-warm request if it is due now (see `warm_plan`); its
-        record, or None when nothing was due. It never changes the history, and a failed
-        one is logged and leaves the session as it was."""
-        async with self._lock:
-            record = await warmth.keep_warm(
-                self._gap_view(),
-                self._state,
-                self._agent,
-                gaps=gaps,
-                mixed=self._mixed,
-                site=self._site(),
-                seq=len(self._records),
-                facts=self._call_facts,
-            )
-            return await self._kept(record)
-
     async def _user_message(
         self, text: str | UserMessage, note: str | None, hooks: Callbacks
     ) -> UserMessage:
@@ -403,22 +365,6 @@ class Session(SessionBase):
         combined = "\n\n".join(n for n in (note, toolkit_note) if n) or None
         message = user_text(text, note=combined)
         return UserMessage(content=(*answers, *message.content)) if answers else message
-
-    def _site(self) -> CallSite:
-        state = self._state
-        warm = self._cold_for() is None and state.last_started is not None
-        return CallSite(
-            session_id=self._id,
-            root_id=self._root_id,
-            parent_id=self._parent_id,
-            role=self._role,
-            prefix=self._prefix,
-            history=tuple(self._history),
-            info=self._info(),
-            mixed=self._mixed,
-            anchor=self._anchor,
-            warm=warm,
-        )
 
     async def _call_model(self, hooks: Callbacks) -> tuple[Completion, CacheRecord]:
         """One provider call on the current history, recorded and explained."""

@@ -14,7 +14,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any, Self
 
-from stoker.agent import calls, explicit, tool_runs, warmth
+from stoker.agent import calls, tool_runs
 from stoker.agent.compaction import Compacted, Summary, compact, due, request_tokens
 from stoker.agent.delegate import FanOut
 from stoker.agent.fallback import Detour
@@ -36,7 +36,6 @@ from stoker.agent.telemetry import CallFacts
 from stoker.cache.models import ModelInfo
 from stoker.cache.planner import anchor_ttl
 from stoker.cache.pricing import cost_usd
-from stoker.cache.record import notify
 from stoker.cache.time_policy import WarmPlan
 from stoker.cache.tokens import estimate_tokens
 from stoker.errors import CompactionError, PrefixError
@@ -46,7 +45,6 @@ from stoker.tools import (
 )
 from stoker.wire.events import (
     BatchSink,
-    CacheRecorded,
     ConfigChanged,
     Event,
     EventSink,
@@ -285,30 +283,6 @@ class SessionBase:
         """A plain turn (`Session.send`); what a compaction's summary fork runs."""
         raise NotImplementedError
 
-    async def release_caches(self) -> CacheRecord | None:
-        """Delete the explicit cache object (Gemini's `cachedContents`) this session made,
-        if it still lives; its record, or None. Its agent calls it when it closes."""
-        if self._state.explicit is None:
-            return None
-        async with self._lock:
-            record = await explicit.release(
-                self._gap_view(),
-                state=self._state,
-                agent=self._agent,
-                seq=len(self._records),
-                facts=self._call_facts,
-            )
-            return await self._kept(record)
-
-    async def _kept(self, record: CacheRecord | None) -> CacheRecord | None:
-        """A record made between turns (a keep-warm, a release) joins the session's records,
-        its observers and its events like a turn's call."""
-        if record is not None:
-            self._records.append(record)
-            notify(record)
-            await self._emit(CacheRecorded(session_id=self._id, record=record))
-        return record
-
     async def compact(
         self, *, reason: str = "requested", callbacks: Callbacks | None = None
     ) -> None:
@@ -437,18 +411,6 @@ class SessionBase:
         self, prefix: Prefix, known: Mapping[str, Tool] | None = None
     ) -> dict[str, Tool]:
         return tool_runs.advertised(prefix, self._agent, known)
-
-    def _gap_view(self) -> warmth.GapView:
-        settled = not self._unanswered and self._declared_break is None and self._detour is None
-        return warmth.GapView(
-            session_id=self._id,
-            parent_id=self._parent_id,
-            role=self._role,
-            settled=settled,
-            prefix=self._prefix,
-            history=tuple(self._history),
-            info=self._info(),
-        )
 
     def _call_facts(self, purpose: str, request: Request) -> CallFacts:
         return CallFacts(
