@@ -9,11 +9,13 @@ per session; it needs the package registry, which the machine and CI reach.
 
 from __future__ import annotations
 
+import email.parser
 import os
 import re
 import subprocess
 import sys
 import tarfile
+import tomllib
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,7 +37,9 @@ DATA_FILES = {  # what is not Python in the package, and must be in the wheel
     "stoker/py.typed",  # type checkers read the package's annotations only when it is there
 }
 EXTRAS = sorted(  # not `frameworks`: five agent frameworks for one benchmark (dev installs it)
-    set(re.findall(r"^(\w+) = \[", (ROOT / "pyproject.toml").read_text(), flags=re.M))
+    tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"][
+        "optional-dependencies"
+    ].keys()
     - {"dev", "frameworks"}
 )
 
@@ -115,6 +119,23 @@ def test_the_wheel_and_sdist_hold_the_package_and_pass_twine(built: Built) -> No
     assert {"README.md", "pyproject.toml", "mkdocs.yml", *DATA_FILES} <= held
     out = _run(sys.executable, "-m", "twine", "check", "--strict", built.wheel, built.sdist)
     assert out.count("PASSED") == 2, out
+
+
+def test_the_wheel_says_what_it_is_to_an_index_and_a_type_checker(built: Built) -> None:
+    """What PyPI and pip show of the package: its Python range, licence, keywords, the
+    extras it offers and classifiers, "Typing :: Typed" among them (py.typed ships)."""
+    with zipfile.ZipFile(built.wheel) as wheel:
+        (name,) = [n for n in wheel.namelist() if n.endswith(".dist-info/METADATA")]
+        meta = email.parser.Parser().parsestr(wheel.read(name).decode("utf-8"))
+    assert meta["Requires-Python"] == ">=3.11"
+    assert meta["License"] or meta["License-Expression"]
+    assert "prompt-caching" in meta["Keywords"]
+    assert set(meta.get_all("Provides-Extra") or ()) >= {*EXTRAS, "frameworks", "dev"}
+    classifiers = set(meta.get_all("Classifier") or ())
+    assert "Typing :: Typed" in classifiers
+    for minor in (11, 12, 13):
+        assert f"Programming Language :: Python :: 3.{minor}" in classifiers
+    assert meta["Description-Content-Type"] == "text/markdown"
 
 
 def _footprint(venv: Path, python: str) -> tuple[float, list[str]]:
