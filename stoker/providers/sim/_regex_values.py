@@ -15,6 +15,12 @@ values pydantic accepts (dates on or before the 28th, times with a `Z`).
 
 `re._parser` is private, but it is the parser `re` itself uses (stable since 3.11;
 `sre_parse`, its old public name, warns on import).
+
+Why not a library (issue 38): hypothesis's `from_regex` draws through a test engine,
+is not a seeded function one can call at run time, and is a large dependency the core
+does not carry (it is the `bench` extra); `rstr`'s `xeger` takes a seeded `Random` but
+builds a string with no length in view, so `minLength`/`maxLength` and the formats
+would still need this walk, for one more distribution in every core install.
 """
 
 from __future__ import annotations
