@@ -1,15 +1,36 @@
 """What the command-line tests share: `stoker chat` typed into in a folder that holds
-its sessions (`s.db`), and the session id a chat prints as it ends."""
+its sessions (`s.db`), the session id a chat prints as it ends, and every command and
+group of `stoker` by its path."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from typer.testing import CliRunner, Result
+import click
+from click.testing import CliRunner, Result
 
 from stoker.cli import app
 
 runner = CliRunner()
+
+
+def every_command(
+    group: click.Group = app, path: tuple[str, ...] = ()
+) -> dict[tuple[str, ...], click.Command]:
+    """Every command and group below `group` (itself included) by its path, the root
+    first: `("sessions", "show")` is `stoker sessions show`."""
+    found: dict[tuple[str, ...], click.Command] = {path: group}
+    for name, command in group.commands.items():
+        if isinstance(command, click.Group):
+            found |= every_command(command, (*path, name))
+        else:
+            found[(*path, name)] = command
+    return found
+
+
+def every_group() -> dict[tuple[str, ...], click.Group]:
+    """Every group of `stoker` by its path, the root (`()`) first."""
+    return {p: c for p, c in every_command().items() if isinstance(c, click.Group)}
 
 
 def chat(workdir: Path, typed: str, *options: str) -> Result:

@@ -45,9 +45,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from subprocess import CompletedProcess
 
+import click
 import httpx
 import pytest
-import typer
+from click.exceptions import Exit
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
@@ -274,21 +275,20 @@ def check_stoker_command(argv: Sequence[str]) -> None:
     parts (`[--limit 20] [--json]`) are parsed as if given."""
     from stoker.cli.app import app
 
-    command = typer.main.get_command(app)
+    command: click.Command = app
     name, rest = "stoker", [w.removeprefix("[").removesuffix("]") for w in argv]
     parent = None
-    while rest and not rest[0].startswith("-") and hasattr(command, "get_command"):
+    while rest and not rest[0].startswith("-") and isinstance(command, click.Group):
         parent = command.make_context(name, [], parent=parent, resilient_parsing=True)
         sub = command.get_command(parent, rest[0])
         assert sub is not None, f"no command {rest[0]!r} in `{name}`"
         name, command, rest = rest[0], sub, rest[1:]
     try:
         command.make_context(name, rest, parent=parent)
-    except typer.Exit:  # --help, --version
+    except Exit:  # --help, --version
         return
-    except Exception as exc:  # click's usage errors: unknown option, missing argument
-        message = exc.format_message() if hasattr(exc, "format_message") else str(exc)
-        raise AssertionError(f"`stoker {shlex.join(argv)}`: {message}") from exc
+    except click.ClickException as exc:  # usage errors: unknown option, missing argument
+        raise AssertionError(f"`stoker {shlex.join(argv)}`: {exc.format_message()}") from exc
 
 
 def make_targets() -> set[str]:

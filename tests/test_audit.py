@@ -21,12 +21,12 @@ from typing import Any
 import anthropic
 import openai
 import pytest
+from click.testing import CliRunner
 from opentelemetry.exporter.otlp.json.file import FileSpanExporter
 from opentelemetry.sdk import trace as sdk_trace
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from typer.testing import CliRunner
 
 from stoker.agent.otel import OtelTelemetry
 from stoker.audit import audit_file, parse_spans

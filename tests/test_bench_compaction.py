@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from typer.testing import CliRunner
+from click.testing import CliRunner
 
 from stoker.cli.app import app
 

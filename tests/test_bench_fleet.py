@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from typer.testing import CliRunner
+from click.testing import CliRunner
 
 from stoker.bench.fleet import WIRES, fleet_run, measure_shared
 from stoker.cli.app import app

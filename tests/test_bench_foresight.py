@@ -8,7 +8,7 @@ import json
 import random
 from pathlib import Path
 
-from typer.testing import CliRunner
+from click.testing import CliRunner
 
 from stoker.bench.cache import hard
 from stoker.bench.returns import (

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from typer.testing import CliRunner
+from click.testing import CliRunner
 
 from stoker.bench.providers import PROVIDER_RUNS, over_floor, run_providers_bench, to_dict
 from stoker.cli.app import app

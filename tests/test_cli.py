@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from typer.testing import CliRunner
+from click.testing import CliRunner
 
 from stoker.cli import app
 from stoker.clock import FrozenClock

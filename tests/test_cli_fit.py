@@ -9,14 +9,12 @@ import io
 import json
 import tomllib
 from pathlib import Path
-from typing import Any
 
 import pytest
-import typer
+from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from rich.console import Console
-from typer.testing import CliRunner
 
 from stoker.cli import app
 from stoker.cli.sessions import sessions_table
@@ -29,20 +27,12 @@ from stoker.store.base import SqlEventStore
 from stoker.store.sqlite import SQLiteStore
 from stoker.wire.figures import json_usd
 from stoker.wire.stored import SessionSummary
-from tests.cli_rig import chat, runner, session_id
+from tests.cli_rig import chat, every_command, runner, session_id
 from tests.helpers import sim_agent
 
 
-def _commands(group: Any, path: tuple[str, ...] = ()) -> dict[tuple[str, ...], Any]:
-    """Every command below `group` by its path (typer may vendor click: duck-typed)."""
-    found = {path: group}
-    for name, command in getattr(group, "commands", {}).items():
-        found |= _commands(command, (*path, name))
-    return found
-
-
 def test_every_command_and_subcommand_has_help() -> None:
-    commands = _commands(typer.main.get_command(app))
+    commands = every_command()
     assert {("sessions", "show"), ("chat",), ("serve",), ("bench", "cache")} <= set(commands)
     for path, command in commands.items():
         result = runner.invoke(app, [*path, "--help"])

@@ -5,23 +5,13 @@ from __future__ import annotations
 
 import inspect
 import re
-from typing import Any
 
-import typer
-from typer.testing import CliRunner
+from click.testing import CliRunner
 
 from stoker.cli import app
+from tests.cli_rig import every_command, every_group
 
 runner = CliRunner()
-
-
-def _groups(group: Any, path: tuple[str, ...] = ()) -> dict[tuple[str, ...], Any]:
-    """Every command group by its path, the root first (typer vendors click: duck-typed)."""
-    found = {path: group}
-    for name, command in getattr(group, "commands", {}).items():
-        if getattr(command, "commands", None) is not None:
-            found |= _groups(command, (*path, name))
-    return found
 
 
 def _listed(output: str) -> dict[str, str]:
@@ -32,7 +22,7 @@ def _listed(output: str) -> dict[str, str]:
 
 
 def test_every_group_lists_each_command_with_one_whole_sentence() -> None:
-    groups = _groups(typer.main.get_command(app))
+    groups = every_group()
     assert {(), ("bench",), ("sessions",), ("sim",)} <= set(groups)
     for path, group in groups.items():
         result = runner.invoke(app, [*path, "-h"], env={"COLUMNS": "80"})
@@ -49,15 +39,8 @@ def test_every_group_lists_each_command_with_one_whole_sentence() -> None:
             assert summary.endswith("."), (path, name, summary)
 
 
-def _every_command(group: Any, path: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
-    found = [path]
-    for name, command in getattr(group, "commands", {}).items():
-        found += _every_command(command, (*path, name))
-    return found
-
-
 def test_no_help_shows_a_type_for_a_flag() -> None:
-    paths = _every_command(typer.main.get_command(app))
+    paths = list(every_command())
     assert {("demo",), ("bench", "cache")} <= set(paths)
     for path in paths:
         text = runner.invoke(app, [*path, "--help"], env={"COLUMNS": "100"}).output

@@ -14,11 +14,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import typer
+from click.testing import CliRunner
 from hypothesis import given
 from hypothesis import strategies as st
 from rich.console import Console
-from typer.testing import CliRunner
 
 from stoker.agent.agent import Agent
 from stoker.bench.cache import PhaseFigures, WorkloadFigures
@@ -34,7 +33,7 @@ from stoker.errors import ConfigError
 from stoker.gateway import GatewayConfig, build_gateway
 from stoker.toolsets.workspace import workspace_toolset
 from stoker.wire.figures import RATIO_PLACES, USD_PLACES, json_ratio, json_usd
-from tests.cli_rig import chat
+from tests.cli_rig import chat, every_group
 
 runner = CliRunner()
 
@@ -170,19 +169,10 @@ def test_the_simulator_note_names_the_real_provider_and_only_for_the_simulator()
         assert note(real) is None, real
 
 
-def _groups(group: Any, path: tuple[str, ...] = ()) -> dict[tuple[str, ...], Any]:
-    """Every command group below `group` (itself included) by its path."""
-    found = {path: group}
-    for name, command in getattr(group, "commands", {}).items():
-        if hasattr(command, "commands"):
-            found |= _groups(command, (*path, name))
-    return found
-
-
 def test_every_help_names_the_commands_as_they_are_typed() -> None:
     """A group's summary that lists its commands (`Stored sessions: list, show, ...`)
     lists their real names, and every `stoker ...` a help text quotes is a command."""
-    groups = _groups(typer.main.get_command(app))
+    groups = every_group()
     listing = 0
     for path, group in groups.items():
         summary = (group.help or "").split("\n")[0]
@@ -203,7 +193,7 @@ def test_every_help_names_the_commands_as_they_are_typed() -> None:
 def test_no_help_points_at_a_file_a_pip_install_does_not_have() -> None:
     """The docs folder is in the checkout, not in the wheel: a help or the example config
     names the docs' pages, never a `docs/...` path."""
-    groups = _groups(typer.main.get_command(app))
+    groups = every_group()
     for path, group in groups.items():
         for command in (path, *((*path, name) for name in group.commands)):
             shown = runner.invoke(app, [*command, "-h"]).output

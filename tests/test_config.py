@@ -8,7 +8,7 @@ from pathlib import Path
 
 import platformdirs
 import pytest
-from typer.testing import CliRunner
+from click.testing import CliRunner
 
 import stoker
 from stoker.cli import app

@@ -34,7 +34,7 @@ def test_the_cli_loads_no_server_sdk_or_bench_to_print_its_version() -> None:
     done = _child(
         f"""
         import sys
-        from typer.testing import CliRunner
+        from click.testing import CliRunner
         from stoker.cli.app import app
         out = CliRunner().invoke(app, ["--version"]).output
         assert out.startswith("stoker "), out
@@ -65,7 +65,7 @@ def test_a_command_without_its_extra_names_it_in_one_line(
         import os, sys
         sys.modules[{blocked!r}] = None
         os.environ["STOKER_HOME"] = {str(tmp_path)!r}
-        from typer.testing import CliRunner
+        from click.testing import CliRunner
         from stoker.cli.app import app
         result = CliRunner().invoke(app, {args!r})
         print(result.exit_code)

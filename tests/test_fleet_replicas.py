@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from typer.testing import CliRunner
 
 from stoker.bench.fleet_replicas import (
     FleetReplicaFigures,

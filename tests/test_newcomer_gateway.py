@@ -12,7 +12,7 @@ from typing import Any
 
 import httpx
 import pytest
-from typer.testing import CliRunner
+from click.testing import CliRunner
 
 from stoker.cache.models import model_info
 from stoker.cli import app

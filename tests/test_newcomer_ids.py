@@ -10,9 +10,9 @@ import json
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from typer.testing import CliRunner
 
 from stoker.cli import app
 from stoker.errors import AmbiguousSessionId

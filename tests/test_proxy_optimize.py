@@ -16,7 +16,7 @@ from typing import Any
 
 import httpx
 import pytest
-from typer.testing import CliRunner
+from click.testing import CliRunner
 
 from stoker.cli import app
 from stoker.proxy import proxy_report

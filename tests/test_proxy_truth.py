@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from typer.testing import CliRunner
+from click.testing import CliRunner
 
 from stoker.cache.accounting import OpenAISettings
 from stoker.cache.accounting.openai import OpenAIAccountant

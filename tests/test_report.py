@@ -12,9 +12,9 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from typer.testing import CliRunner
 
 from stoker.agent.agent import Agent
 from stoker.agent.keepwarm import KeepWarm

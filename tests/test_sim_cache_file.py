@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from typer.testing import CliRunner
 
 from stoker.agent.agent import Agent
 from stoker.cache.accounting import CacheEntry, CacheOutcome, EntryStore

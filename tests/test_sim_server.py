@@ -16,7 +16,7 @@ import anthropic
 import httpx
 import openai
 import pytest
-from typer.testing import CliRunner
+from click.testing import CliRunner
 
 from stoker.cli import app
 from stoker.clock import FrozenClock

@@ -8,19 +8,19 @@ import textwrap
 from importlib.metadata import version
 from pathlib import Path
 
-import typer
+import click
 
 from stoker.cli.chat import chat
 from stoker.cli.errors import Commands, fail
 from stoker.cli.models import models
 from stoker.cli.options import (
-    AsJson,
-    Db,
-    LocalCache,
-    Model,
-    Provider,
-    Workdir,
+    cache_option,
     command_group,
+    db_option,
+    json_option,
+    model_option,
+    provider_option,
+    workdir_option,
 )
 from stoker.cli.proxy import proxy, report_proxy
 from stoker.cli.render import console, cost_text, counted, print_simulator_note, records_table
@@ -29,52 +29,39 @@ from stoker.cli.serve import bench_gateway, serve
 from stoker.cli.sessions import sessions_app
 from stoker.cli.settings import settings
 from stoker.cli.sim import sim_app
-from stoker.config import DEFAULT_MODEL, DEFAULT_PROVIDER
+
+
+def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    if value and not ctx.resilient_parsing:
+        console.print(f"stoker {version('stoker')}", highlight=False)
+        ctx.exit()
+
 
 app = command_group(
-    "Stoker: an agent runtime that keeps the provider's prompt cache warm.", cls=Commands
+    "stoker",
+    "Stoker: an agent runtime that keeps the provider's prompt cache warm.",
+    cls=Commands,
+    params=[
+        click.Option(
+            ["--version", "-V"],
+            is_flag=True,
+            expose_value=False,
+            is_eager=True,
+            callback=_print_version,
+            help="Print the installed version and exit.",
+        )
+    ],
+    commands=[chat, report, audit, serve, proxy, report_proxy, models],
 )
-bench_app = command_group("Benchmarks; each prints a table of figures.")
-app.add_typer(bench_app, name="bench")
-app.add_typer(sessions_app, name="sessions")
-app.add_typer(sim_app, name="sim")
-app.command()(chat)
-app.command()(report)
-app.command()(audit)
-app.command()(serve)
-app.command()(proxy)
-app.command("report-proxy")(report_proxy)
-app.command()(models)
-bench_app.command("gateway")(bench_gateway)
-
-
-def _print_version(value: bool) -> None:
-    if value:
-        console.print(f"stoker {version('stoker')}", highlight=False)
-        raise typer.Exit()
-
-
-@app.callback()
-def _root(
-    show_version: bool = typer.Option(
-        False,
-        "--version",
-        "-V",
-        is_eager=True,
-        callback=_print_version,
-        help="Print the installed version and exit.",
-    ),
-) -> None:
-    """Options of `stoker` itself, before any command."""
+bench_app = command_group(
+    "bench", "Benchmarks; each prints a table of figures.", commands=[bench_gateway]
+)
 
 
 @app.command()
-def demo(
-    save: bool = typer.Option(
-        False, "--save", help="Keep the session in the database, for `stoker report`."
-    ),
-    db: Db = None,
-) -> None:
+@click.option("--save", is_flag=True, help="Keep the session in the database, for `stoker report`.")
+@db_option
+def demo(save: bool, db: str | None) -> None:
     """Run a demo session on the simulator.
 
     Six tool-using turns with background reviews, each call shown with its cache effect."""
@@ -107,16 +94,21 @@ def demo(
 
 
 @app.command()
+@click.argument("prompt", help="What to ask.")
+@model_option
+@workdir_option
+@provider_option
+@click.option("--session", help="Run the turn in this stored session (created if new).")
+@db_option
+@cache_option
 def run(
-    prompt: str = typer.Argument(..., help="What to ask."),
-    model: Model = DEFAULT_MODEL,
-    workdir: Workdir = ".",
-    provider: Provider = DEFAULT_PROVIDER,
-    session: str = typer.Option(
-        None, "--session", help="Run the turn in this stored session (created if new)."
-    ),
-    db: Db = None,
-    cache: LocalCache = None,
+    prompt: str,
+    model: str,
+    workdir: str,
+    provider: str,
+    session: str | None,
+    db: str | None,
+    cache: str | None,
 ) -> None:
     """Run one turn with the workspace tools.
 
@@ -133,10 +125,15 @@ def run(
     console.print(records_table(rows, title="calls"))
 
 
+# the groups after the commands, as `stoker -h` lists them
+app.add_command(bench_app)
+app.add_command(sessions_app)
+app.add_command(sim_app)
+
+
 @bench_app.command("overhead")
-def bench_overhead(
-    turns: int = typer.Option(200, help="Measured turns per history size."),
-) -> None:
+@click.option("--turns", default=200, help="Measured turns per history size.")
+def bench_overhead(turns: int) -> None:
     """Framework CPU time per turn.
 
     The sim model at 0 ms, at 10, 100 and 1,000 messages of history."""
@@ -146,9 +143,13 @@ def bench_overhead(
 
 
 @bench_app.command("sim")
-def bench_sim(
-    calls: int = typer.Option(200, min=1, help="Measured calls per API, transport and size."),
-) -> None:
+@click.option(
+    "--calls",
+    default=200,
+    type=click.IntRange(min=1),
+    help="Measured calls per API, transport and size.",
+)
+def bench_sim(calls: int) -> None:
     """The simulator's time per call.
 
     At 10, 100 and 1,000 messages, in process and over HTTP."""
@@ -158,14 +159,14 @@ def bench_sim(
 
 
 @bench_app.command("resume")
-def bench_resume(
-    runs: int = typer.Option(5, help="Resumes measured per size."),
-    postgres: str = typer.Option(
-        None,
-        envvar="STOKER_BENCH_DATABASE_URL",
-        help="PostgreSQL DSN to measure too (a throwaway schema is created and dropped).",
-    ),
-) -> None:
+@click.option("--runs", default=5, help="Resumes measured per size.")
+@click.option(
+    "--postgres",
+    envvar="STOKER_BENCH_DATABASE_URL",
+    show_envvar=True,
+    help="PostgreSQL DSN to measure too (a throwaway schema is created and dropped).",
+)
+def bench_resume(runs: int, postgres: str | None) -> None:
     """Time to resume a stored session.
 
     Sessions of 100, 1,000 and 10,000 events, on SQLite and PostgreSQL."""
@@ -219,14 +220,22 @@ def _workloads_help() -> str:
     "prefix token written once): per phase and in total. --workload runs one of these "
     "(all: every one):\n\n" + _workloads_help(),
 )
-def bench_cache(
-    workload: str = typer.Option(
-        "all", help=f"{', '.join(CACHE_WORKLOADS)}, or all (each is described above)."
-    ),
-    as_json: bool = typer.Option(False, "--json", help="Print the figures as JSON."),
-    sessions: int = typer.Option(200, min=2, help="Fresh sessions per fleet run."),
-    fuzz: int = typer.Option(300, min=1, help="Random gap sequences the foresight run tries."),
-) -> None:
+@click.option(
+    "--workload",
+    default="all",
+    help=f"{', '.join(CACHE_WORKLOADS)}, or all (each is described above).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON.")
+@click.option(
+    "--sessions", default=200, type=click.IntRange(min=2), help="Fresh sessions per fleet run."
+)
+@click.option(
+    "--fuzz",
+    default=300,
+    type=click.IntRange(min=1),
+    help="Random gap sequences the foresight run tries.",
+)
+def bench_cache(workload: str, as_json: bool, sessions: int, fuzz: int) -> None:
     """Whole simulated sessions held to the ideal cache use (the help is `CACHE_WORKLOADS`)."""
     from stoker.bench import providers as by_provider
     from stoker.bench import returns
@@ -267,7 +276,7 @@ def bench_cache(
             data["providers"] = [by_provider.to_dict(r) for r in rows]
         if foresight is not None:
             data["foresight"] = returns.foresight_dict(*foresight)
-        typer.echo(json.dumps(data, indent=2))
+        click.echo(json.dumps(data, indent=2))
         return
     for figures in results:
         console.print(cache_table(figures))
@@ -292,10 +301,11 @@ def bench_cache(
 
 
 @bench_app.command("fuzz")
-def bench_fuzz(
-    examples: int = typer.Option(200, min=1, help="Random sessions to run."),
-    steps: int = typer.Option(40, min=1, help="Operations per session at most."),
-) -> None:
+@click.option("--examples", default=200, type=click.IntRange(min=1), help="Random sessions to run.")
+@click.option(
+    "--steps", default=40, type=click.IntRange(min=1), help="Operations per session at most."
+)
+def bench_fuzz(examples: int, steps: int) -> None:
     """Random sessions where every call must read its best.
 
     Loops, forks, reviews, sub-agents, resumes, rebuilds and reconciles, rebases a fork
@@ -317,7 +327,8 @@ def bench_fuzz(
 
 
 @bench_app.command("firstturn")
-def bench_firstturn(runs: int = typer.Option(10, help="Sessions measured per case.")) -> None:
+@click.option("--runs", default=10, help="Sessions measured per case.")
+def bench_firstturn(runs: int) -> None:
     """First-turn latency with a warm and a cold toolkit cache.
 
     The toolkit fetch takes 200 ms."""
@@ -327,11 +338,15 @@ def bench_firstturn(runs: int = typer.Option(10, help="Sessions measured per cas
 
 
 @bench_app.command("compaction")
-def bench_compaction(
-    turns: int = typer.Option(300, min=1, help="Turns of the session."),
-    window: int = typer.Option(24_000, min=10_000, help="Context window, in tokens."),
-    as_json: AsJson = False,
-) -> None:
+@click.option("--turns", default=300, type=click.IntRange(min=1), help="Turns of the session.")
+@click.option(
+    "--window",
+    default=24_000,
+    type=click.IntRange(min=10_000),
+    help="Context window, in tokens.",
+)
+@json_option
+def bench_compaction(turns: int, window: int, as_json: bool) -> None:
     """A long session past a small context window.
 
     A tool-using session: compactions and cost, idle-aware against a fixed threshold
@@ -340,18 +355,17 @@ def bench_compaction(
 
     figures = asyncio.run(run_compaction_bench(turns=turns, window=window))
     if as_json:
-        typer.echo(json.dumps(figures.to_dict(), indent=2))
+        click.echo(json.dumps(figures.to_dict(), indent=2))
         return
     console.print(compaction_table(figures))
 
 
 @bench_app.command("frameworks")
-def bench_frameworks(
-    only: list[str] = typer.Option(  # noqa: B008 - typer's way to declare a repeated option
-        None, "--only", help="A framework's name as the table prints it (repeatable)."
-    ),
-    as_json: bool = typer.Option(False, "--json", help="Print the figures as JSON."),
-) -> None:
+@click.option(
+    "--only", multiple=True, help="A framework's name as the table prints it (repeatable)."
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON.")
+def bench_frameworks(only: tuple[str, ...], as_json: bool) -> None:
     """Other frameworks' agents, in process and through the proxy.
 
     pydantic-ai, LangGraph (ChatOpenAI, ChatAnthropic), openai-agents and smolagents run
@@ -360,21 +374,22 @@ def bench_frameworks(
     `stoker.http_client(optimize=True)`. Needs the `frameworks` extra."""
     from stoker.bench.frameworks import FRAMEWORKS, frameworks_table, run_frameworks_bench
 
-    unknown = [name for name in only or [] if name not in FRAMEWORKS]
+    unknown = [name for name in only if name not in FRAMEWORKS]
     if unknown:
         fail(f"--only {unknown[0]!r}: expected one of {', '.join(map(repr, FRAMEWORKS))}", code=2)
-    figures = run_frameworks_bench(only or None)
+    figures = run_frameworks_bench(list(only) or None)
     if as_json:
-        typer.echo(json.dumps([f.to_dict() for f in figures], indent=2))
+        click.echo(json.dumps([f.to_dict() for f in figures], indent=2))
         return
     console.print(frameworks_table(figures))
 
 
 @bench_app.command("proxy")
-def bench_proxy(
-    rounds: int = typer.Option(5, min=1, help="Runs of the workload each way."),
-    as_json: bool = typer.Option(False, "--json", help="Print the figures as JSON."),
-) -> None:
+@click.option(
+    "--rounds", default=5, type=click.IntRange(min=1), help="Runs of the workload each way."
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON.")
+def bench_proxy(rounds: int, as_json: bool) -> None:
     """A caching-off framework's traffic, direct and proxied.
 
     A tool loop, a 6-minute gap, a fork and a resume, sent directly and through `stoker
@@ -384,6 +399,6 @@ def bench_proxy(
 
     figures = asyncio.run(run_proxy_bench(rounds=rounds))
     if as_json:
-        typer.echo(json.dumps(figures.to_dict(), indent=2))
+        click.echo(json.dumps(figures.to_dict(), indent=2))
         return
     console.print(proxy_table(figures))

@@ -11,18 +11,18 @@ import asyncio
 import getpass
 from pathlib import Path
 
-import typer
+import click
 from rich.markup import escape
 
 from stoker.agent.seams import Callbacks
 from stoker.agent.session import Session
-from stoker.cli.options import Db, LocalCache, Provider, Workdir
+from stoker.cli.options import cache_option, db_option, provider_option, workdir_option
 from stoker.cli.render import console, print_simulator_note, records_table
 from stoker.cli.sessions import with_store
 from stoker.cli.settings import reading, settings
 from stoker.cli.slash import Chat, answer, message_text, parse, print_clock
 from stoker.clock import Clock
-from stoker.config import DEFAULT_MODEL, DEFAULT_PROVIDER
+from stoker.config import DEFAULT_MODEL
 from stoker.run import default_agent, turns_in
 from stoker.session_ids import resolve
 from stoker.store.base import SqlEventStore
@@ -114,20 +114,24 @@ async def _converse(session: Session, store: SqlEventStore) -> None:
         print_clock(session, session.records, console)
 
 
+@click.command()
+@click.option("--resume", help="Continue a stored session: its id or a unique start of it.")
+@db_option
+@click.option(
+    "--model",
+    help="Model, when --provider names none (default: a resumed session's own, "
+    f"else {DEFAULT_MODEL}).",
+)
+@workdir_option
+@provider_option
+@cache_option
 def chat(
-    resume: str = typer.Option(
-        None, "--resume", help="Continue a stored session: its id or a unique start of it."
-    ),
-    db: Db = None,
-    model: str | None = typer.Option(
-        None,
-        help="Model, when --provider names none (default: a resumed session's own, "
-        f"else {DEFAULT_MODEL}).",
-        show_default=False,
-    ),
-    workdir: Workdir = ".",
-    provider: Provider = DEFAULT_PROVIDER,
-    cache: LocalCache = None,
+    resume: str | None,
+    db: str | None,
+    model: str | None,
+    workdir: str,
+    provider: str,
+    cache: str | None,
 ) -> None:
     """A conversation in the terminal, stored as it goes.
 

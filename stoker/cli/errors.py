@@ -10,11 +10,12 @@ from __future__ import annotations
 
 from typing import Any, NoReturn
 
-import typer
+import click
+from click.exceptions import Exit
 from rich.console import Console
 from rich.markup import escape
-from typer.core import TyperGroup
 
+from stoker.cli.options import Group
 from stoker.errors import StokerError
 
 errors = Console(stderr=True)
@@ -23,14 +24,13 @@ errors = Console(stderr=True)
 def fail(message: str, *, code: int = 1) -> NoReturn:
     """Print `message` as an error (no markup is read in it) and exit with `code`."""
     errors.print(f"[red]error:[/] {escape(message)}", soft_wrap=True)
-    raise typer.Exit(code)
+    raise Exit(code)
 
 
-class Commands(TyperGroup):
+class Commands(Group):
     """The root group: every command and sub-command runs inside its `invoke`."""
 
-    # `ctx` is click's Context, which newer typer releases vendor under another module.
-    def invoke(self, ctx: Any) -> Any:
+    def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
         except StokerError as exc:

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import json
 
-import typer
+import click
 from rich.table import Table
 
 from stoker.cache.models import FAMILIES, ModelInfo, find_models, known_models, model_info
 from stoker.cli.errors import fail
-from stoker.cli.options import AsJson
+from stoker.cli.options import json_option
 from stoker.cli.render import console
 from stoker.wire.figures import json_usd
 
@@ -42,23 +42,22 @@ def models_table(infos: list[ModelInfo]) -> Table:
     return table
 
 
-def models(
-    pattern: str = typer.Argument(
-        "",
-        help="Only models whose name holds PATTERN (any case), or matches it as a glob when "
-        "it has * ? or [ (claude-*).",
-        metavar="PATTERN",
-        show_default=False,
-    ),
-    provider: str = typer.Option(
-        "",
-        "--provider",
-        help=f"Only models that follow these cache rules: {', '.join(FAMILIES)}.",
-        metavar="NAME",
-        show_default=False,
-    ),
-    as_json: AsJson = False,
-) -> None:
+@click.command()
+@click.argument(
+    "pattern",
+    default="",
+    help="Only models whose name holds PATTERN (any case), or matches it as a glob when "
+    "it has * ? or [ (claude-*).",
+)
+@click.option(
+    "--provider",
+    default="",
+    metavar="NAME",
+    show_default=False,
+    help=f"Only models that follow these cache rules: {', '.join(FAMILIES)}.",
+)
+@json_option
+def models(pattern: str, provider: str, as_json: bool) -> None:
     """The models Stoker knows, with their cache rules and prices.
 
     Any of them names a model for --model, /model and the simulator. A model on a real
@@ -79,7 +78,7 @@ def models(
             }
             for i in infos
         ]
-        typer.echo(json.dumps(rows, indent=2))
+        click.echo(json.dumps(rows, indent=2))
         return
     if not infos:
         asked = " and ".join(

@@ -1,25 +1,34 @@
 """Options several commands take, defined once so every command spells, documents and
 defaults them alike (`--db` means the same database in `run`, `chat`, `serve` and
-`sessions`)."""
+`sessions`). Each is a click decorator: `@db_option` above a command adds `--db`."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Any
 
-import typer
+import click
+
+from stoker.config import DEFAULT_MODEL, DEFAULT_PROVIDER
 
 
-def command_group(help_text: str, **settings: Any) -> typer.Typer:
-    """A group of commands whose help is click's plain text: a flag reads `--save  Keep
-    ...`, not `--save <bool>` as typer's rich panels print every option's type, and a
-    docstring's first line is the command's summary in its group's list (which is why
-    each command's first docstring line is one short sentence)."""
-    return typer.Typer(
+class Group(click.Group):
+    """A group that lists its commands in the order they were added (the order a
+    newcomer reads them in), not alphabetically as click does."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return list(self.commands)
+
+
+def command_group(name: str, help_text: str, *, cls: type[Group] = Group, **settings: Any) -> Group:
+    """A group of commands: run bare it prints its help, `-h` is `--help`, every option
+    shows its default, and a docstring's first line is the command's summary in the
+    group's list (which is why each command's first docstring line is one short
+    sentence)."""
+    return cls(
+        name=name,
         help=help_text,
         no_args_is_help=True,
-        add_completion=False,
-        rich_markup_mode=None,
-        context_settings={"help_option_names": ["-h", "--help"]},
+        context_settings={"help_option_names": ["-h", "--help"], "show_default": True},
         **settings,
     )
 
@@ -43,21 +52,22 @@ CACHE_HELP = (
     "vllm or llamacpp (default: STOKER_LOCAL_CACHE)."
 )
 
-Db = Annotated[str | None, typer.Option(help=DB_HELP, show_default=False)]
-Provider = Annotated[str, typer.Option(help=PROVIDER_HELP)]
-LocalCache = Annotated[str | None, typer.Option("--cache", help=CACHE_HELP, show_default=False)]
-Model = Annotated[
-    str, typer.Option(help="Model, when --provider names none (`stoker models` lists them).")
-]
-Workdir = Annotated[str, typer.Option(help="Folder the workspace tools may read.")]
-AsJson = Annotated[
-    bool, typer.Option("--json", help="Print JSON (for scripts) instead of a table.")
-]
-SessionId = Annotated[
-    str,
-    typer.Argument(
-        help="A session id, or any start of one that no other id has "
-        "(`stoker sessions list` prints the shortest).",
-        show_default=False,
-    ),
-]
+db_option = click.option("--db", help=DB_HELP)
+provider_option = click.option("--provider", default=DEFAULT_PROVIDER, help=PROVIDER_HELP)
+cache_option = click.option("--cache", help=CACHE_HELP)
+model_option = click.option(
+    "--model",
+    default=DEFAULT_MODEL,
+    help="Model, when --provider names none (`stoker models` lists them).",
+)
+workdir_option = click.option("--workdir", default=".", help="Folder the workspace tools may read.")
+json_option = click.option(
+    "--json", "as_json", is_flag=True, help="Print JSON (for scripts) instead of a table."
+)
+html_option = click.option("--html", help="Write a self-contained HTML report here.")
+png_option = click.option("--png", help="Write a PNG chart here.")
+session_id_argument = click.argument(
+    "session_id",
+    help="A session id, or any start of one that no other id has "
+    "(`stoker sessions list` prints the shortest).",
+)

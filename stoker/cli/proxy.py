@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import asyncio
 
-import typer
+import click
 
 from stoker.cache.prices import PriceBook
 from stoker.cli.errors import fail
-from stoker.cli.options import AsJson, Db
+from stoker.cli.options import db_option, html_option, json_option, png_option
 from stoker.cli.render import console
 from stoker.cli.report import report_files, show
 from stoker.cli.settings import reading, settings
@@ -21,18 +21,17 @@ from stoker.report.output import report_json
 from stoker.store.open import open_store
 
 
-def proxy(
-    listen: str = typer.Option("127.0.0.1:8789", help="HOST:PORT to listen on."),
-    upstream: str = typer.Option(
-        "anthropic",
-        help="anthropic, openai, openrouter, deepseek, or the base URL of any compatible "
-        "server (Bedrock's URL too: its signed requests are forwarded, never rewritten).",
-    ),
-    optimize: bool = typer.Option(
-        False, "--optimize", help="Rewrite requests for the cache (else: audit only)."
-    ),
-    db: Db = None,
-) -> None:
+@click.command()
+@click.option("--listen", default="127.0.0.1:8789", help="HOST:PORT to listen on.")
+@click.option(
+    "--upstream",
+    default="anthropic",
+    help="anthropic, openai, openrouter, deepseek, or the base URL of any compatible "
+    "server (Bedrock's URL too: its signed requests are forwarded, never rewritten).",
+)
+@click.option("--optimize", is_flag=True, help="Rewrite requests for the cache (else: audit only).")
+@db_option
+def proxy(listen: str, upstream: str, optimize: bool, db: str | None) -> None:
     """Forward a client's calls to its provider, recording each.
 
     Each call is stored with its cache effect; --optimize also rewrites requests for
@@ -84,12 +83,16 @@ def proxy(
     http_server.serve(app, sockets, started=up, ws="none", lifespan="on", log_level="warning")
 
 
+@click.command("report-proxy")
+@db_option
+@click.option(
+    "--limit", default=20, type=click.IntRange(min=1), help="Most recently used lineages to show."
+)
+@html_option
+@png_option
+@json_option
 def report_proxy(
-    db: Db = None,
-    limit: int = typer.Option(20, min=1, help="Most recently used lineages to show."),
-    html: str = typer.Option(None, "--html", help="Write a self-contained HTML report here."),
-    png: str = typer.Option(None, "--png", help="Write a PNG chart here."),
-    as_json: AsJson = False,
+    db: str | None, limit: int, html: str | None, png: str | None, as_json: bool
 ) -> None:
     """What proxied traffic did with the cache.
 
@@ -105,7 +108,7 @@ def report_proxy(
     written = report_files(lambda: asyncio.run(read()), html, png)
     report = written.report
     if as_json:
-        typer.echo(report_json(report))
+        click.echo(report_json(report))
         return
     if not report.lineages:
         console.print("no proxied calls recorded yet: run `stoker proxy` and point a client at it")

@@ -7,13 +7,13 @@ import asyncio
 from collections.abc import Callable
 from pathlib import Path
 
-import typer
+import click
 from rich.markup import escape
 from rich.table import Table
 
 from stoker.cache.prices import PriceBook
 from stoker.cli.errors import fail
-from stoker.cli.options import AsJson, Db
+from stoker.cli.options import db_option, html_option, json_option, png_option
 from stoker.cli.render import console, cost_text, counted, no_sessions_yet, saving_text
 from stoker.cli.settings import reading, settings
 from stoker.config import Config
@@ -107,17 +107,24 @@ async def _full_id(config: Config, given: str) -> str:
         return await resolve(store, given)
 
 
+@click.command()
+@click.argument(
+    "session_id",
+    required=False,
+    help="A session: its id, its short id or a unique start of its id; its whole tree is reported.",
+)
+@click.option("--all", "all_", is_flag=True, help="Every session tree in the database.")
+@html_option
+@png_option
+@json_option
+@db_option
 def report(
-    session_id: str = typer.Argument(
-        None,
-        help="A session: its id, its short id or a unique start of its id; its whole tree "
-        "is reported.",
-    ),
-    all_: bool = typer.Option(False, "--all", help="Every session tree in the database."),
-    html: str = typer.Option(None, "--html", help="Write a self-contained HTML report here."),
-    png: str = typer.Option(None, "--png", help="Write a PNG chart here."),
-    as_json: AsJson = False,
-    db: Db = None,
+    session_id: str | None,
+    all_: bool,
+    html: str | None,
+    png: str | None,
+    as_json: bool,
+    db: str | None,
 ) -> None:
     """What the cache did for a session tree, and what it saved.
 
@@ -128,28 +135,28 @@ def report(
     written = asyncio.run(
         write_report(
             config,
-            None if all_ else asyncio.run(_full_id(config, session_id)),
+            None if session_id is None else asyncio.run(_full_id(config, session_id)),
             html=Path(html) if html else None,
             png=Path(png) if png else None,
         )
     )
     if as_json:
-        typer.echo(report_json(written.report))
+        click.echo(report_json(written.report))
     elif not written.report.lineages:
         console.print(no_sessions_yet(settings(db=db).database), soft_wrap=True)
     else:
         show(written)
 
 
-def audit(
-    trace: str = typer.Argument(
-        ..., help="A trace file: OTLP JSON, one export a line (a collector's file exporter)."
-    ),
-    html: str = typer.Option(None, "--html", help="Write a self-contained HTML report here."),
-    png: str = typer.Option(None, "--png", help="Write a PNG chart here."),
-    as_json: AsJson = False,
-    db: Db = None,
-) -> None:
+@click.command()
+@click.argument(
+    "trace", help="A trace file: OTLP JSON, one export a line (a collector's file exporter)."
+)
+@html_option
+@png_option
+@json_option
+@db_option
+def audit(trace: str, html: str | None, png: str | None, as_json: bool, db: str | None) -> None:
     """What the cache did in traces an agent exported.
 
     Traces in the OpenTelemetry GenAI conventions: every miss with its cause, expiries,
@@ -162,6 +169,6 @@ def audit(
         lambda: audit_file(Path(trace), prices=PriceBook.load(config.prices_file)), html, png
     )
     if as_json:
-        typer.echo(report_json(written.report))
+        click.echo(report_json(written.report))
     else:
         show(written)

@@ -12,10 +12,11 @@ import json
 import os
 from functools import partial
 
-import typer
+import click
+from click.exceptions import Exit
 
 from stoker.cli.errors import fail
-from stoker.cli.options import AsJson, Db
+from stoker.cli.options import db_option, json_option
 from stoker.cli.render import console
 from stoker.config import DEFAULT_LIMITS
 from stoker.extras import require
@@ -70,12 +71,14 @@ def example_config() -> str:
     return _EXAMPLE_HEAD + starter_agent_toml()
 
 
+@click.command()
+@click.option("--config", "-c", help="Gateway TOML file.")
+@click.option("--host", help="Address to listen on (default from the config).")
+@click.option("--port", type=int, help="Port to listen on (default from the config).")
+@db_option
+@click.option("--log-level", default="info", help="uvicorn log level.")
 def serve(
-    config: str = typer.Option(None, "--config", "-c", help="Gateway TOML file."),
-    host: str = typer.Option(None, help="Address to listen on (default from the config)."),
-    port: int = typer.Option(None, help="Port to listen on (default from the config)."),
-    db: Db = None,
-    log_level: str = typer.Option("info", help="uvicorn log level."),
+    config: str | None, host: str | None, port: int | None, db: str | None, log_level: str
 ) -> None:
     """Run the multi-user gateway, its dashboard and chat bots.
 
@@ -128,7 +131,7 @@ def serve(
         settings = dataclasses.replace(settings, database=db)
     if not len(settings.tokens) and not platforms.names:
         # Every request would get 401: show how to add a user instead of serving nobody.
-        typer.echo(example_config(), nl=False)
+        click.echo(example_config(), nl=False)
         fail(
             "no users configured, so every request would get 401. Add [[users]] to the "
             "config as in the example above (`stoker serve --config FILE`), or set "
@@ -149,46 +152,73 @@ def serve(
     )
 
 
+@click.command("gateway")
+@click.option(
+    "--sessions",
+    type=click.IntRange(1, 2000),
+    help="Concurrent sessions (default 200; 100 with --http).",
+)
+@click.option(
+    "--messages",
+    type=click.IntRange(1, 50),
+    help="Messages per session, in order (default 5; 10 with --http).",
+)
+@click.option(
+    "--http",
+    is_flag=True,
+    help="A `stoker serve` process driven over loopback HTTP by --clients connections, on "
+    "the native and the OpenAI-compatible endpoints: the server's CPU ms per message, "
+    "messages/s, latency, and lost / duplicated / reordered.",
+)
+@click.option(
+    "--clients",
+    default=100,
+    type=click.IntRange(1, 1000),
+    help="With --http: concurrent clients.",
+)
+@click.option(
+    "--rounds", default=3, type=click.IntRange(1, 20), help="With --http: runs of each checkout."
+)
+@click.option(
+    "--against",
+    help="With --http: a commit of this repository, run the same way (exported to a "
+    "temporary folder, on this interpreter) alternately with this checkout.",
+)
+@click.option(
+    "--postgres",
+    envvar="STOKER_BENCH_DATABASE_URL",
+    show_envvar=True,
+    help="PostgreSQL DSN instead of SQLite (a throwaway schema is created and dropped).",
+)
+@click.option(
+    "--replicas",
+    help="Replica counts, e.g. 1,2,4: N `stoker serve` processes on a PostgreSQL server "
+    "of the benchmark's own, a random replica per message, a replica SIGKILLed and the "
+    "database restarted mid-run (needs PostgreSQL binaries and a checkout).",
+)
+@click.option(
+    "--faults/--no-faults", default=True, help="With --replicas: also run with the faults."
+)
+@click.option(
+    "--workload",
+    default="messages",
+    help="messages: sessions sending messages in order. fleet: one agent's fresh sessions "
+    "at 10 and 60 a minute spread over --replicas gateways on one database (simulated "
+    "time; SQLite, or the --postgres server).",
+)
+@json_option
 def bench_gateway(
-    sessions: int = typer.Option(
-        None, min=1, max=2000, help="Concurrent sessions (default 200; 100 with --http)."
-    ),
-    messages: int = typer.Option(
-        None, min=1, max=50, help="Messages per session, in order (default 5; 10 with --http)."
-    ),
-    http: bool = typer.Option(
-        False,
-        "--http",
-        help="A `stoker serve` process driven over loopback HTTP by --clients connections, on "
-        "the native and the OpenAI-compatible endpoints: the server's CPU ms per message, "
-        "messages/s, latency, and lost / duplicated / reordered.",
-    ),
-    clients: int = typer.Option(100, min=1, max=1000, help="With --http: concurrent clients."),
-    rounds: int = typer.Option(3, min=1, max=20, help="With --http: runs of each checkout."),
-    against: str = typer.Option(
-        None,
-        help="With --http: a commit of this repository, run the same way (exported to a "
-        "temporary folder, on this interpreter) alternately with this checkout.",
-    ),
-    postgres: str = typer.Option(
-        None,
-        envvar="STOKER_BENCH_DATABASE_URL",
-        help="PostgreSQL DSN instead of SQLite (a throwaway schema is created and dropped).",
-    ),
-    replicas: str = typer.Option(
-        None,
-        help="Replica counts, e.g. 1,2,4: N `stoker serve` processes on a PostgreSQL server "
-        "of the benchmark's own, a random replica per message, a replica SIGKILLed and the "
-        "database restarted mid-run (needs PostgreSQL binaries and a checkout).",
-    ),
-    faults: bool = typer.Option(True, help="With --replicas: also run with the faults."),
-    workload: str = typer.Option(
-        "messages",
-        help="messages: sessions sending messages in order. fleet: one agent's fresh sessions "
-        "at 10 and 60 a minute spread over --replicas gateways on one database (simulated "
-        "time; SQLite, or the --postgres server).",
-    ),
-    as_json: AsJson = False,
+    sessions: int | None,
+    messages: int | None,
+    http: bool,
+    clients: int,
+    rounds: int,
+    against: str | None,
+    postgres: str | None,
+    replicas: str | None,
+    faults: bool,
+    workload: str,
+    as_json: bool,
 ) -> None:
     """Concurrent sessions against a local gateway.
 
@@ -228,7 +258,7 @@ def bench_gateway(
         result = asyncio.run(run_gateway_bench(url, token, sessions=sessions, messages=messages))
     console.print(gateway_table(result))
     if result.lost or result.failed or result.out_of_order:
-        raise typer.Exit(1)
+        raise Exit(1)
 
 
 def _bench_http(
@@ -258,7 +288,7 @@ def _bench_http(
     )
     console.print(paired_table(runs, title=title))
     if not runs.clean:
-        raise typer.Exit(1)
+        raise Exit(1)
 
 
 def _bench_fleet(count: str, *, postgres: str | None, as_json: bool) -> None:
@@ -295,7 +325,7 @@ def _bench_replicas(counts: str, *, sessions: int, messages: int, faults: bool) 
         console.print(
             f"[red]error:[/] --replicas takes counts from 1 to 16, e.g. 1,2,4; not {counts!r}"
         )
-        raise typer.Exit(2)
+        raise Exit(2)
     launch = launcher(os.environ, wait_seconds=1, pool_size=8)
     runs = run_replica_bench(
         launch, parsed, env=os.environ, sessions=sessions, messages=messages, faults=faults
@@ -304,4 +334,4 @@ def _bench_replicas(counts: str, *, sessions: int, messages: int, faults: bool) 
     if any(r.lost or r.duplicated or r.reordered or r.failed for r in runs) or any(
         r.switches_full_read != r.switches for r in runs
     ):
-        raise typer.Exit(1)
+        raise Exit(1)

@@ -8,14 +8,14 @@ import json
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TypeVar
 
-import typer
+import click
 from rich.console import Group, RenderableType
 from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
 from stoker.cache.pricing import total_cost
-from stoker.cli.options import AsJson, Db, SessionId, command_group
+from stoker.cli.options import command_group, db_option, json_option, session_id_argument
 from stoker.cli.render import console, cost_text, counted, no_sessions_yet
 from stoker.cli.settings import reading, settings
 from stoker.config import Config
@@ -34,7 +34,7 @@ from stoker.wire.stored import SessionSummary
 
 T = TypeVar("T")
 
-sessions_app = command_group("Stored sessions: list, show, export, rm.")
+sessions_app = command_group("sessions", "Stored sessions: list, show, export, rm.")
 
 
 def with_store(config: Config, job: Callable[[SqlEventStore], Awaitable[T]]) -> T:
@@ -99,11 +99,12 @@ def sessions_table(
 
 
 @sessions_app.command("list")
-def list_(
-    db: Db = None,
-    limit: int = typer.Option(50, min=1, help="How many sessions, newest first."),
-    as_json: AsJson = False,
-) -> None:
+@db_option
+@click.option(
+    "--limit", default=50, type=click.IntRange(min=1), help="How many sessions, newest first."
+)
+@json_option
+def list_(db: str | None, limit: int, as_json: bool) -> None:
     """The most recently updated sessions.
 
     Each with a short id that `show`, `export`, `rm`, `report` and `chat --resume`
@@ -117,7 +118,7 @@ def list_(
 
     rows, short = with_store(reading(db), listed)
     if as_json:
-        typer.echo(json.dumps([summary_dict(r, short_id=short[r.id]) for r in rows], indent=2))
+        click.echo(json.dumps([summary_dict(r, short_id=short[r.id]) for r in rows], indent=2))
         return
     if not rows:
         console.print(no_sessions_yet(settings(db=db).database), soft_wrap=True)
@@ -165,7 +166,10 @@ def turns_view(view: SessionView) -> RenderableType:
 
 
 @sessions_app.command()
-def show(session_id: SessionId, db: Db = None, as_json: AsJson = False) -> None:
+@session_id_argument
+@db_option
+@json_option
+def show(session_id: str, db: str | None, as_json: bool) -> None:
     """History, tokens and cost per turn."""
 
     async def view_of(store: SqlEventStore) -> SessionView:
@@ -173,7 +177,7 @@ def show(session_id: SessionId, db: Db = None, as_json: AsJson = False) -> None:
 
     view = with_store(reading(db), view_of)
     if as_json:
-        typer.echo(json.dumps(view_dict(view), indent=2, ensure_ascii=False))
+        click.echo(json.dumps(view_dict(view), indent=2, ensure_ascii=False))
         return
     console.print(f"[bold]{view.id}[/] ({view.role}, {view.model})")
     console.print(turns_view(view))
@@ -191,18 +195,22 @@ def show(session_id: SessionId, db: Db = None, as_json: AsJson = False) -> None:
 
 
 @sessions_app.command()
-def export(session_id: SessionId, db: Db = None) -> None:
+@session_id_argument
+@db_option
+def export(session_id: str, db: str | None) -> None:
     """Every event of a session as JSON lines on standard output."""
 
     async def lines(store: SqlEventStore) -> list[str]:
         return await export_session(store, await resolve(store, session_id))
 
     for line in with_store(reading(db), lines):
-        typer.echo(line)
+        click.echo(line)
 
 
 @sessions_app.command("rm")
-def remove(session_id: SessionId, db: Db = None) -> None:
+@session_id_argument
+@db_option
+def remove(session_id: str, db: str | None) -> None:
     """Delete a session and its forks."""
 
     async def delete(store: SqlEventStore) -> str:

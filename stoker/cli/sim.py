@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import typer
+import click
 
 from stoker.cli.options import command_group
 from stoker.cli.render import console
@@ -13,19 +13,17 @@ from stoker.providers.sim.model import ScriptedModel
 DEFAULT_PORT = 8788
 
 sim_app = command_group(
+    "sim",
     "The simulator over HTTP: real cache accounting, offline.\n\n"
-    "Any client or SDK can point at it; no key or network is needed."
+    "Any client or SDK can point at it; no key or network is needed.",
 )
 
 
 @sim_app.command("serve")
-def serve_command(
-    host: str = typer.Option("127.0.0.1", help="Interface to listen on."),
-    port: int = typer.Option(DEFAULT_PORT, help="Port to listen on."),
-    model_script: str | None = typer.Option(
-        None, "--model-script", help="A JSON list of steps the model plays, in order."
-    ),
-) -> None:
+@click.option("--host", default="127.0.0.1", help="Interface to listen on.")
+@click.option("--port", default=DEFAULT_PORT, help="Port to listen on.")
+@click.option("--model-script", help="A JSON list of steps the model plays, in order.")
+def serve_command(host: str, port: int, model_script: str | None) -> None:
     """Serve the providers' APIs on the simulator.
 
     Anthropic Messages, OpenAI Chat Completions and Responses, Bedrock, OpenRouter,
