@@ -291,9 +291,12 @@ def foresight_table(rows: Sequence[Measured], worst: Measured) -> Table:
     table = figures_table(
         "bench cache: the time policy against perfect foresight", columns, labels={"workload"}
     )
-    for m in (*rows, worst):
+    names = [m.name for m in rows] + [f"fuzz worst ({worst.name.removeprefix('fuzz ')})"]
+    table.columns[0].no_wrap = True  # the figures give way around a row's name
+    table.columns[0].min_width = max(map(len, names))
+    for name, m in zip(names, (*rows, worst), strict=True):
         table.add_row(
-            m.name if m is not worst else f"fuzz worst ({m.name.removeprefix('fuzz ')})",
+            name,
             str(m.gaps),
             f"{m.base + m.paid:,.0f}",
             f"{m.base + m.best:,.0f}",
