@@ -16,7 +16,7 @@ from stoker.bench.workload import SYSTEM, TOOLS, WorkloadModel
 from stoker.cache.foresight import Gap, optimum, replay, tariff
 from stoker.cache.learned import MIN_SEEN, ReturnTimes
 from stoker.cache.models import model_info
-from stoker.cache.time_policy import TimePolicy
+from stoker.cache.time_policy import Idle, TimePolicy, decide
 from stoker.clock import FrozenClock
 from stoker.providers.sim.engine import SimEngine
 from stoker.providers.sim.provider import SimProvider
@@ -79,6 +79,38 @@ def test_a_user_who_comes_back_the_next_day_is_let_go_at_once() -> None:
     assert learned == optimum(gap, t)
     assert learned.moves == ("expire",)
     assert thin.cost > learned.cost  # rent-or-buy paid keep-warm first
+
+
+def test_a_keep_warm_the_cap_would_cut_short_is_not_planned() -> None:
+    """Seen back only the next morning, a user away an hour is let go within a few: the
+    search no longer counts on reading the long entry until the morning, which the cap
+    (one rewrite) stops after ten hours; it then paid those reads and the rewrite too,
+    twice foresight."""
+    info = model_info("claude-sonnet-4-6")
+    t = tariff(info)
+    seen = [60.0] * 20 + [13 * 3600.0, 15 * 3600.0, 16 * 3600.0]
+    gap = Gap(seconds=17 * 3600.0, cached=30_000, tail=200)
+    paid = replay(gap, t, time_policy(info, TimePolicy(), gaps=seen))
+    assert paid.moves == ("seal", "ping", "ping", "ping", "ping", "expire")
+    assert paid.cost < 1.5 * optimum(gap, t).cost
+
+
+def test_at_the_cap_the_reason_says_so() -> None:
+    idle = Idle(
+        refreshed_at=0.0,
+        live_for=3600.0,
+        idle_since=-300.0,
+        cached=30_000,
+        tail=0,
+        long_lived=True,
+        spent=32_000.0,
+    )
+    plan = decide(idle, model_info("claude-sonnet-4-6"), TimePolicy(), gaps=[7200.0] * 10)
+    assert plan.action == "expire"
+    assert plan.reason == (
+        "this gap spent 32,000: any more keep-warm would pass the rewrite it saves "
+        "(its cap: one rewrite), so it expires"
+    )
 
 
 def test_the_estimate_weighs_only_the_gaps_longer_than_this_one() -> None:

@@ -9,8 +9,10 @@ when the user comes back, seeing only the gaps of the sessions before and of thi
 so far (as a store's history grows); foresight (`stoker.cache.foresight`) crosses it
 knowing. Both are priced the same way, so the ratio is the policy's competitive ratio:
 over the whole session's input (what a user pays) and over the gaps alone (what the
-decisions cost). The fuzz draws sequences from random mixtures, sizes and lengths, and
-prints the worst.
+decisions cost). Beside them, on each mixture, the floor of every online policy: one told
+the mixture itself (`stoker.bench.oracle`), which is what could still be learned and what
+no online policy knows. The fuzz draws sequences from random mixtures, sizes and lengths,
+and prints the worst.
 """
 
 from __future__ import annotations
@@ -23,8 +25,9 @@ from typing import TYPE_CHECKING, Any
 
 from rich.table import Table
 
+from stoker.bench.oracle import LogUniformMixture, oracle
 from stoker.bench.tables import figures_table
-from stoker.cache.foresight import Chooser, Gap, Move, Point, Tariff, compare, tariff
+from stoker.cache.foresight import Chooser, Gap, Move, Point, Tariff, compare, replay, tariff
 from stoker.cache.hindsight import hindsight
 from stoker.cache.models import ModelInfo, model_info
 from stoker.cache.time_policy import Idle, TimePolicy, decide
@@ -119,13 +122,15 @@ def base_cost(gaps: Sequence[Gap], t: Tariff) -> float:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Measured:
-    """A workload (or one fuzzed sequence) crossed by the policy and by foresight."""
+    """A workload (or one fuzzed sequence) crossed by the policy and by foresight, and,
+    where its gaps come from a known mixture, by the oracle (`floor`)."""
 
     name: str
     gaps: int
     base: float
     paid: float
     best: float
+    floor: float | None = None  # what the best online policy paid across the gaps
     worst: tuple[float, ...] = ()  # the gaps of the worst sequence, for the fuzz
 
     @property
@@ -139,6 +144,18 @@ class Measured:
         if self.best <= 0:
             return 1.0 if self.paid <= 0 else math.inf
         return self.paid / self.best
+
+    @property
+    def floor_ratio(self) -> float | None:
+        """The oracle / foresight over the sessions' whole input cost."""
+        if self.floor is None:
+            return None
+        return replace(self, paid=self.floor).ratio
+
+    @property
+    def floor_gap_ratio(self) -> float | None:
+        """The oracle / foresight over what the gaps cost alone."""
+        return None if self.floor is None else replace(self, paid=self.floor).gap_ratio
 
 
 def run_user(
@@ -178,17 +195,28 @@ def mixture_users(
     }
 
 
+def run_oracle(sessions: Sequence[Sequence[float]], mixture: dict[str, float], t: Tariff) -> float:
+    """What the best online policy, told `mixture` (`stoker.bench.oracle`), pays across
+    the gaps of `sessions`."""
+    choose = oracle(LogUniformMixture.of(mixture, KINDS), t)
+    return sum(replay(gap, t, choose).cost for seconds in sessions for gap in session(seconds))
+
+
 def run_mixtures(
     info: ModelInfo | None = None, policy: TimePolicy | None = None, *, seed: int = 40
 ) -> list[Measured]:
     """Each named mixture: one agent's users, one after another, the estimate learning
-    from every session before (the agent's history in its store)."""
+    from every session before (the agent's history in its store); and the oracle told
+    the mixture, which learns nothing."""
     info = info or model_info(DEFAULT_MODEL)
     policy = policy or TimePolicy()
-    return [
-        run_user([s for user in users for s in user], info, policy, name=name)
-        for name, users in mixture_users(seed=seed).items()
-    ]
+    t = tariff(info, margin=policy.margin)
+    out = []
+    for name, users in mixture_users(seed=seed).items():
+        sessions = [s for user in users for s in user]
+        measured = run_user(sessions, info, policy, name=name)
+        out.append(replace(measured, floor=run_oracle(sessions, MIXTURES[name], t)))
+    return out
 
 
 def fuzz_sequences(n: int, *, seed: int = 4040) -> list[list[float]]:
@@ -257,13 +285,18 @@ def foresight_table(rows: Sequence[Measured], worst: Measured) -> Table:
         "gaps paid",
         "foresight ",
         "gap ratio",
+        "oracle ratio",
+        "oracle gap ratio",
     )
     table = figures_table(
         "bench cache: the time policy against perfect foresight", columns, labels={"workload"}
     )
-    for m in (*rows, worst):
+    names = [m.name for m in rows] + [f"fuzz worst ({worst.name.removeprefix('fuzz ')})"]
+    table.columns[0].no_wrap = True  # the figures give way around a row's name
+    table.columns[0].min_width = max(map(len, names))
+    for name, m in zip(names, (*rows, worst), strict=True):
         table.add_row(
-            m.name if m is not worst else f"fuzz worst ({m.name.removeprefix('fuzz ')})",
+            name,
             str(m.gaps),
             f"{m.base + m.paid:,.0f}",
             f"{m.base + m.best:,.0f}",
@@ -271,9 +304,12 @@ def foresight_table(rows: Sequence[Measured], worst: Measured) -> Table:
             f"{m.paid:,.0f}",
             f"{m.best:,.0f}",
             f"{m.gap_ratio:.3f}x",
+            "-" if m.floor_ratio is None else f"{m.floor_ratio:.3f}x",
+            "-" if m.floor_gap_ratio is None else f"{m.floor_gap_ratio:.3f}x",
         )
-    table.caption = "worst fuzzed sequence (seconds): " + ", ".join(
-        f"{s:,.0f}" for s in worst.worst
+    table.caption = (
+        "oracle: the best online policy, told each mixture (not its gaps); worst fuzzed "
+        "sequence (seconds): " + ", ".join(f"{s:,.0f}" for s in worst.worst)
     )
     table.caption_justify = "left"
     return table
@@ -306,6 +342,9 @@ def foresight_dict(rows: Sequence[Measured], worst: Measured) -> dict[str, Any]:
             "gaps_paid": round(m.paid, 1),
             "gaps_foresight": round(m.best, 1),
             "gap_ratio": json_ratio(m.gap_ratio),
+            "gaps_oracle": None if m.floor is None else round(m.floor, 1),
+            "oracle_ratio": json_ratio(m.floor_ratio),
+            "oracle_gap_ratio": json_ratio(m.floor_gap_ratio),
         }
 
     return {

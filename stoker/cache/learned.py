@@ -11,7 +11,9 @@ or ping or seal now (their cost, less the tail they write ahead of a return with
 lifetime, plus what is best at the next point if the user is still away then). Returns
 follow patterns (a reply within a minute, a coffee break, the next morning), so a policy
 that knows them crosses a gap the way foresight would, most of the time. It too never
-spends more on one gap than the rewrite it saves.
+spends more on one gap than the rewrite it saves, and the search plans within that cap:
+a keep-warm that pays off only past it (reads of a long entry until the next morning)
+is not weighed as if it could be followed to the end.
 
 *Rent or buy.* With fewer than `MIN_SEEN` gaps seen, or fewer than `MIN_LONGER` that
 lasted longer than this one has, the estimate says nothing, and the decision must not
@@ -140,19 +142,22 @@ def _options(
 ) -> list[tuple[float, Move, float]]:
     """Each move at `point` (the user away until then) with the expected cost of the gap
     from there if it is made, and its chance of a return while the entry it keeps lives;
-    letting go first."""
+    letting go first. Only moves the cap allows (the gap's spend within the rewrite it
+    saves, `lost`): a plan that keeps the entry past the cap is not one the policy can
+    follow, and counting on it kept entries warm for a return the cap then gave up on."""
     out: list[tuple[float, Move, float]] = [(est.back(point.at) * lost, "expire", 0.0)]
     if depth >= LOOKAHEAD or out[0][0] <= 0:
         return out
     saved = _saving(gap, t)
     for move in moves_at(gap, t, point):
-        if move not in ("ping", "seal"):
+        cost = move_cost(move, gap, t, point)
+        if move not in ("ping", "seal") or point.spent + cost > lost:
             continue
         after = step(move, gap, t, point)
         chance = est.back(point.at, after.expires)
         away = 1.0 - est.back(point.at, after.at)
         later = _value(gap, t, est, after, lost, depth + 1) if away > 0 else 0.0
-        out.append((move_cost(move, gap, t, point) - chance * saved + away * later, move, chance))
+        out.append((cost - chance * saved + away * later, move, chance))
     return out
 
 
@@ -175,11 +180,10 @@ def choose(
     if est.thin(point.at):
         return rent_or_buy(gap, t, point, scale=scale)
     lost = scale * rewrite(gap, t)
-    options = _options(gap, t, est, point, lost, 0)
+    options = _options(gap, t, est, point, lost, 0)  # never past the rewrite it saves
     move = min(options, key=lambda o: o[0])[1]
-    if move != "expire" and point.spent + move_cost(move, gap, t, point) > lost:
-        move = "expire"  # never more on one gap than the rewrite it saves, as rent-or-buy
-    # what keeping it would cost and its chance, whichever way it went
+    # what keeping it would cost and its chance, whichever way it went (infinite: the
+    # cap allows no more keep-warm in this gap)
     keep, kept, chance = min(options[1:], key=lambda o: o[0], default=(math.inf, "ping", 0.0))
     return Choice(
         move=move,

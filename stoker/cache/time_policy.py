@@ -296,6 +296,11 @@ def _why(choice: learned.Choice, idle: Idle, life: float) -> str:
             f"the gap's spend kept within the {choice.expire:,.0f} rewrite it saves (at "
             "most twice what foresight pays)"
         )
+    if math.isinf(choice.keep):
+        return (
+            f"this gap spent {idle.spent:,.0f}: any more keep-warm would pass the rewrite it "
+            "saves (its cap: one rewrite), so it expires"
+        )
     expected = (
         f"expected cost {choice.keep:,.0f} keeping it warm, {choice.expire:,.0f} letting it "
         f"expire (chance of a return within {life / 60:.0f} min {choice.chance:.0%}, from "
