@@ -31,6 +31,7 @@ the CLI prints either as one line.
 from __future__ import annotations
 
 import errno
+import gc
 import http
 import logging
 import os
@@ -50,6 +51,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
 __all__ = [
+    "GC_YOUNG_THRESHOLD",
     "MAX_HEAD_BYTES",
     "HardenedHttpTools",
     "QuietDisconnects",
@@ -67,6 +69,12 @@ MAX_HEAD_BYTES = 64 * 1024
 leaves room for long cookies and tracing headers (Node.js takes 16 KiB, Envoy 60 KiB)."""
 
 _VERSIONS = frozenset({"1.0", "1.1"})
+
+GC_YOUNG_THRESHOLD = 10_000
+"""Allocations between two collections of the youngest generation in a serving process
+(CPython's default is 700). Reference counting frees a request's objects as it ends; the
+collector is only for cycles, and at 700 a gateway turn set it off several times, each
+pass walking what the turn had just made. Young cycles wait a little longer instead."""
 
 
 class _Refusal(Exception):
@@ -327,8 +335,26 @@ class _Server(uvicorn.Server):
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         await super().startup(sockets=sockets)
-        if self.started and not self.should_exit and self._on_started is not None:
-            self._on_started()
+        if self.started and not self.should_exit:
+            _settle_collector()
+            if self._on_started is not None:
+                self._on_started()
+
+
+def _settle_collector() -> None:
+    """Tune the garbage collector for a process that now only serves: what start-up made
+    (modules, classes, the app; about 100,000 objects in `stoker serve`) is frozen, so the
+    collector never walks it again, and the youngest generation is collected less often
+    (`GC_YOUNG_THRESHOLD`). Before, a fifth of the gateway's server CPU time per message
+    went to collections that found almost nothing: most of it walking start-up's objects
+    in full collections, the rest passes over each turn's young objects.
+
+    Called once the app has started, in the serving process only (`serve`): not by an
+    app served in a thread of someone else's process."""
+    gc.collect()  # start-up's own garbage cycles, so that none is frozen
+    gc.freeze()
+    young, *older = gc.get_threshold()
+    gc.set_threshold(max(young, GC_YOUNG_THRESHOLD), *older)
 
 
 def serve(

@@ -21,7 +21,7 @@ import pytest
 from starlette.applications import Starlette
 
 from stoker.errors import ConfigError, PortInUse
-from stoker.http_server import listen, serve
+from stoker.http_server import GC_YOUNG_THRESHOLD, listen, serve
 
 pytestmark = pytest.mark.slow  # each test starts Stoker in a child process
 
@@ -187,3 +187,28 @@ def test_listen_refuses_what_no_server_could_take(taken_port: int) -> None:
         listen("127.0.0.1", 70000, **flags)
     with pytest.raises(ConfigError, match=r"not an address of this machine; give --host"):
         listen("192.0.2.1", 0, **flags)  # TEST-NET-1: never this machine's
+
+
+SETTLED = """
+import gc, signal
+from starlette.applications import Starlette
+from stoker.http_server import GC_YOUNG_THRESHOLD, listen, serve
+
+def up():
+    print(gc.get_freeze_count() > 1000, gc.get_threshold()[0], flush=True)
+    signal.raise_signal(signal.SIGINT)  # stop as Ctrl-C does
+
+print(gc.get_freeze_count(), gc.get_threshold()[0], flush=True)
+serve(Starlette(), listen("127.0.0.1", 0, owner="t", port_flag="-p", host_flag="-H"), started=up)
+"""
+
+
+def test_a_serving_process_freezes_what_start_up_made_and_collects_young_objects_less_often() -> (
+    None
+):
+    """Once its app has started, a server's process stops the collector walking start-up's
+    objects again and again (`_settle_collector`); before that it is left as it was."""
+    out = subprocess.run(
+        [sys.executable, "-c", SETTLED], capture_output=True, text=True, timeout=60, check=True
+    ).stdout.split("\n")
+    assert out[:2] == ["0 700", f"True {GC_YOUNG_THRESHOLD}"]

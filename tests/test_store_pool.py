@@ -5,6 +5,7 @@ that die with their connection; and leases, on every backend."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
 import time
 import uuid
@@ -132,6 +133,60 @@ async def test_a_session_lock_dies_with_its_connection(pg: PostgresStore) -> Non
         await task
     finally:
         await other.close()
+
+
+async def test_session_locks_asked_together_go_in_one_round_trip_in_order(
+    pg: PostgresStore,
+) -> None:
+    """Lock statements that wait while the lock connection is busy go together in one
+    pipeline: each gets its own answer, in the order asked (an unlock before the next
+    lock of the same session), and a lock taken for a caller that stopped waiting is
+    given back, not held until the process exits."""
+    other = PostgresStore(pg.dsn, schema=pg.schema)
+    try:
+        held = [f"s{i}" for i in range(20)]
+        async with contextlib.AsyncExitStack() as locks:
+            await asyncio.gather(*(locks.enter_async_context(pg.session_lock(s)) for s in held))
+            assert await _advisory_locks(pg) == 20
+            took = await asyncio.gather(*(_try(other, s) for s in held[:3]))
+            assert took == [False] * 3  # held on the first store's connection
+        assert await _advisory_locks(pg) == 0
+        # A caller cancelled while its try-lock is on the wire: the lock is given back.
+        connections = pg.connections
+        sql = "SELECT pg_try_advisory_lock(hashtext(%s))"
+        unlock = "SELECT pg_advisory_unlock(hashtext(%s))"
+        first = asyncio.create_task(connections.lock_statement(sql, "a", undo=unlock))
+        gone = asyncio.create_task(connections.lock_statement(sql, "b", undo=unlock))
+        await asyncio.sleep(0)  # both queued: one batch
+        gone.cancel()
+        assert (await first)[0]
+        with pytest.raises(asyncio.CancelledError):
+            await gone
+        for _ in range(100):
+            if await _advisory_locks(pg) == 1:  # "a" alone; "b" was given back
+                break
+            await asyncio.sleep(0.05)
+        assert await _advisory_locks(pg) == 1
+        assert (await connections.lock_statement(unlock, "a")) == (True, 0)
+    finally:
+        await other.close()
+
+
+async def _try(store: PostgresStore, key: str) -> bool:
+    sql = "SELECT pg_try_advisory_lock(hashtext(%s))"
+    taken, _ = await store.connections.lock_statement(sql, f"stoker:{store.schema}:{key}")
+    return taken
+
+
+async def _advisory_locks(store: PostgresStore) -> int:
+    """How many advisory locks the store's lock connection holds."""
+    name = store.dsn.rsplit("application_name=", 1)[1]
+    rows = await _admin(
+        "SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid "
+        "WHERE l.locktype = 'advisory' AND l.granted AND a.application_name = %s",
+        name,
+    )
+    return int(rows[0][0])  # type: ignore[call-overload]
 
 
 async def _locked(store: PostgresStore, sid: str) -> None:

@@ -9,7 +9,7 @@ import pytest
 from stoker.errors import WireError
 from stoker.wire.blocks import TextBlock, ToolResultBlock, ToolUseBlock, block_from_dict
 from stoker.wire.canonical import canonical_json, canonicalize
-from stoker.wire.fingerprint import EMPTY_CHAIN, chain_step
+from stoker.wire.fingerprint import EMPTY_CHAIN, SlotFingerprints, chain_step
 from stoker.wire.messages import (
     AssistantMessage,
     UserMessage,
@@ -18,6 +18,9 @@ from stoker.wire.messages import (
     user_text,
 )
 from stoker.wire.prefix import CacheParams, Prefix
+from stoker.wire.record import CacheRecord, Explanation
+from stoker.wire.request import Breakpoint
+from stoker.wire.usage import Usage
 
 TOOL = canonical_json(
     {"name": "read_file", "description": "Read.", "input_schema": {"type": "object"}}
@@ -113,3 +116,53 @@ def test_empty_user_message_is_refused() -> None:
 def test_tool_results_message_keeps_error_flag() -> None:
     msg = UserMessage(content=(ToolResultBlock(tool_use_id="t", content="boom", is_error=True),))
     assert message_from_dict(message_to_dict(msg)).tool_results[0].is_error is True
+
+
+def test_usages_add_every_bucket_and_round_trip_through_their_dict() -> None:
+    """`Usage` spells its sum out field by field (for speed): a bucket added to the class
+    must be added there too, and this test says so."""
+    names = [f.name for f in dataclasses.fields(Usage)]
+    one = Usage(**{name: i + 1 for i, name in enumerate(names)})
+    two = Usage(**{name: 10 * (i + 1) for i, name in enumerate(names)})
+    assert (one + two).to_dict() == {name: 11 * (i + 1) for i, name in enumerate(names)}
+    assert list(one.to_dict()) == names
+    assert Usage.from_dict(one.to_dict()) == one
+    assert Usage.total([one, two, one]) == one + two + one
+
+
+def test_a_cache_record_dict_is_what_the_generic_walk_gave() -> None:
+    """`CacheRecord.to_dict` reads its field names once (not `fields()`/`asdict` per
+    record): the dict is the same, and it reads back as the record."""
+    record = CacheRecord(
+        session_id="s1",
+        seq=3,
+        role="main",
+        provider="anthropic",
+        model="claude-sonnet-4-6",
+        started_at=12.5,
+        fingerprints=SlotFingerprints(
+            params="p",
+            tools=("t",),
+            system="s",
+            history="h",
+            message_count=2,
+            new_from=1,
+            new_messages=(("b1", "b2"),),
+        ),
+        breakpoints=(Breakpoint(message=None), Breakpoint(message=1, block=0, ttl="1h")),
+        usage=Usage(uncached=5, read=7, output=2),
+        cost_usd=0.25,
+        explanation=Explanation(verdict="diverged", detail="moved", slot="system", offset=4),
+        idle_before=0.0,
+    )
+    generic = {f.name: getattr(record, f.name) for f in dataclasses.fields(record)}
+    generic.update(
+        fingerprints=record.fingerprints.to_dict(),
+        breakpoints=[dataclasses.asdict(b) for b in record.breakpoints],
+        usage=record.usage.to_dict(),
+        explanation=dataclasses.asdict(record.explanation),
+    )
+    del generic["fallback_of"], generic["storage_token_hours"], generic["cache_read"]
+    assert record.to_dict() == generic
+    assert list(record.to_dict()) == list(generic)
+    assert CacheRecord.from_dict(record.to_dict()) == record

@@ -58,7 +58,7 @@ class Reply:
 
     def to_dict(self) -> dict[str, Any]:
         """Every field, in order (the JSON a stored reply is replayed from)."""
-        plain = {f.name: getattr(self, f.name) for f in fields(self)}
+        plain = {name: getattr(self, name) for name in _REPLY}
         return {**plain, "usage": usage_dict(self.usage), "requests": list(self.requests)}
 
     def to_json(self) -> str:
@@ -84,6 +84,9 @@ class Reply:
     @classmethod
     def from_json(cls, raw: str, *, replayed: bool = False) -> Reply:
         return cls.from_dict(json.loads(raw), replayed=replayed)
+
+
+_REPLY = tuple(f.name for f in fields(Reply))  # in order; `fields()` is slow to ask
 
 
 def summary_view(s: SessionSummary) -> dict[str, Any]:

@@ -59,8 +59,9 @@ def hold_op(session_id: str, key: str, message: int, block: int) -> Op:
 
 def record_ops(record: CacheRecord) -> list[Op]:
     """What a call tells a later process (see `CacheState.after_refresh`): where the
-    prefix last wrote, the furthest 1-hour entry it holds, the idle gap its turn came after,
-    and when a turn's call began (a resumed session's idle time counts from the last)."""
+    prefix last wrote, the furthest 1-hour entry it holds, and the idle gap its turn came
+    after. When a turn's call began (a resumed session's idle time counts from the last)
+    goes in the header's update with the record (`ops_for`)."""
     sid, key = record.session_id, record.fingerprints.prefix_key
     ops: list[Op] = []
     last = record.breakpoints[-1] if record.breakpoints else None
@@ -79,8 +80,6 @@ def record_ops(record: CacheRecord) -> list[Op]:
                 (sid, record.idle_before, sid),
             )
         )
-    if record.purpose == "turn":
-        ops.append(("UPDATE sessions SET last_turn_at = ? WHERE id = ?", (record.started_at, sid)))
     return ops
 
 
@@ -145,11 +144,13 @@ def ops_for(event: Event, config: dict[str, Any] | None = None, *, header: bool 
                 )
     elif isinstance(event, CacheRecorded):
         record = event.record
+        # One statement for the header: the record, and when a turn's call began.
+        turned = ", last_turn_at = ?" if record.purpose == "turn" else ""
         ops.append(
             (
-                "UPDATE sessions SET last_record = ?, declared_break = NULL, updated_at = ? "
-                "WHERE id = ?",
-                (body, now, sid),
+                "UPDATE sessions SET last_record = ?, declared_break = NULL, updated_at = ?"
+                f"{turned} WHERE id = ?",
+                (body, now, *((record.started_at,) if turned else ()), sid),
             )
         )
         ops += record_ops(record)

@@ -30,6 +30,7 @@ from stoker.store.postgres_pool import Connections, PoolSettings
 from stoker.store.schema import VERSION_TABLE
 
 _SAFE_SCHEMA = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+_UNLOCK = "SELECT pg_advisory_unlock(hashtext(%s))"
 LOCK_POLL = (0.005, 0.1)  # first and longest pause between tries for a busy session lock
 log = logging.getLogger(__name__)
 
@@ -142,7 +143,7 @@ class PostgresStore(SqlEventStore):
         pause = LOCK_POLL[0]
         while True:
             taken, generation = await self.connections.lock_statement(
-                "SELECT pg_try_advisory_lock(hashtext(%s))", key
+                "SELECT pg_try_advisory_lock(hashtext(%s))", key, undo=_UNLOCK
             )
             if taken:
                 break
@@ -158,7 +159,7 @@ class PostgresStore(SqlEventStore):
             log.warning("the lock of %s was lost with its connection before it ended", key)
             return
         try:
-            await self.connections.lock_statement("SELECT pg_advisory_unlock(hashtext(%s))", key)
+            await self.connections.lock_statement(_UNLOCK, key)
         except StoreError as exc:  # the connection died: the server released the lock
             log.info("could not unlock %s (%s); its connection's end released it", key, exc)
 

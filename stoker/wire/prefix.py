@@ -41,11 +41,14 @@ class CacheParams:
     def to_dict(self) -> dict[str, Any]:
         """Every field, but a slot and an output only when set, so prefixes without them
         keep the bytes (and fingerprints) they were stored with."""
-        data = {f.name: getattr(self, f.name) for f in fields(self)}
+        data = {name: getattr(self, name) for name in _PARAMS}
         for optional in ("cache_slot", "output"):
             if data[optional] is None:
                 del data[optional]
         return data
+
+
+_PARAMS = tuple(f.name for f in fields(CacheParams))  # in order; `fields()` is slow to ask
 
 
 def _sha(data: bytes) -> str:

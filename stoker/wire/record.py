@@ -6,7 +6,7 @@ Records are values so the store can persist them without knowing how they were m
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
 from stoker.wire.fingerprint import SlotFingerprints
@@ -59,7 +59,7 @@ class Explanation:
         )
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return {name: getattr(self, name) for name in _EXPLANATION}  # flat: no copies
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Explanation:
@@ -98,10 +98,12 @@ class CacheRecord:
     def to_dict(self) -> dict[str, Any]:
         """Every field in order, the nested values in their JSON form; the newest fields
         only when set, so a record that does not use them reads as it always did."""
-        out = {f.name: getattr(self, f.name) for f in fields(self)}
+        out = {name: getattr(self, name) for name in _RECORD}
         out.update(
             fingerprints=self.fingerprints.to_dict(),
-            breakpoints=[asdict(b) for b in self.breakpoints],
+            breakpoints=[
+                {name: getattr(b, name) for name in _BREAKPOINT} for b in self.breakpoints
+            ],
             usage=self.usage.to_dict(),
             explanation=self.explanation.to_dict(),
         )
@@ -136,3 +138,10 @@ class CacheRecord:
             cache_read=int(data.get("cache_read", 0)),
             idle_before=data.get("idle_before"),
         )
+
+
+# Each class's field names, in order: `fields()` and `asdict` are slow to ask on every
+# record (asdict also deep-copies every value), and these classes hold plain values.
+_EXPLANATION = tuple(f.name for f in fields(Explanation))
+_BREAKPOINT = tuple(f.name for f in fields(Breakpoint))
+_RECORD = tuple(f.name for f in fields(CacheRecord))

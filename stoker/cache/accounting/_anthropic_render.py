@@ -248,7 +248,16 @@ def _new_block(source: Source, chain: str, previous: Block | None, collapse: boo
     )
 
 
-_RESUME = ("resume",)  # where a workspace's memo keeps its last trusted render
+_RESUME = "resume"  # where a workspace's memo keeps a conversation's last trusted render
+
+
+def _resume_key(messages: list[Any]) -> tuple[str, int | None]:
+    """Where the last render of the conversation that `messages` continues is kept: under
+    its first message object, so the interleaved conversations of a gateway's sessions
+    each resume their own (one slot for all made every request of a busy gateway walk its
+    whole history again). The render kept there holds that object, so its `id` is not
+    reused while the entry lives, and `_resumed` checks every message's identity anyway."""
+    return (_RESUME, id(messages[0]) if messages else None)
 
 
 @dataclass(slots=True, kw_only=True)
@@ -322,7 +331,7 @@ def render(
     head_sources = list(_head(payload))
     head = tuple(source[4] for source in head_sources)
     resumable = trusted and strip_before < 0
-    found = _resumed(memo.get(_RESUME), head, messages) if resumable else None
+    found = _resumed(memo.get(_resume_key(messages)), head, messages) if resumable else None
     if found is None:
         walk, start = _Walk(blocks=[], sources=[], markers=[]), 0
         for source in head_sources:
@@ -339,7 +348,7 @@ def render(
         marks.append(walk.mark())
     if resumable:
         memo.put(
-            _RESUME,
+            _resume_key(messages),
             _Resume(
                 head=head,
                 messages=tuple(messages),
