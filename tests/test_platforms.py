@@ -6,6 +6,7 @@ its ways of receiving, its restarts) is in its own `test_platform_*` files."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 from collections.abc import Callable, Iterator
@@ -83,6 +84,33 @@ async def test_tool_progress_edits_one_status_message_and_a_review_follows_quiet
     assert chat.quiet() == ([True, False, True] if chat.silences else [False] * 3)
     # the review is a fork of the platform turn: it reads everything the turn cached
     assert_review_reads_the_turn(recorded_calls)
+
+
+async def test_a_review_that_ends_before_the_reply_is_delivered_still_follows_it(
+    store: SqlEventStore, chat: Chat, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The review runs beside the reply's delivery; here the reply is held back until the
+    review's line has been sent (or a second has passed, when that line waits for the
+    reply as it should): the user still reads the answer first."""
+    registry = make_registry()
+    registry.register(Toolset(name="memory_tools", tools=[memory]))
+    rig = make_rig(store, registry=registry, review=ReviewConfig(memory_every=1))
+    rig.provider = SimProvider(engine=SimEngine(model=ReviewingModel()), clock=rig.clock)
+    b = chat.bridge(rig.gateway)
+    send, quiet_sent = b.adapter.send, asyncio.Event()
+
+    async def held_send(*args: Any, **kwargs: Any) -> Any:
+        if kwargs.get("quiet") and "Memory" in args[2]:
+            quiet_sent.set()
+        elif args[2].startswith("Done."):  # the turn's reply
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(quiet_sent.wait(), 1.0)
+        return await send(*args, **kwargs)
+
+    monkeypatch.setattr(b.adapter, "send", held_send)
+    async with chat.talking(rig.gateway, b):
+        await exchange(chat, "read_file 'a.md'", replies=3)
+    assert chat.texts()[1:] == ["Done. Tool results: read_file ok: a.md", "Memory updated"]
 
 
 async def test_a_button_question_approves_and_another_denies(

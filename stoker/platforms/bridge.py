@@ -15,7 +15,8 @@ An update whose handling failed (the platform refused the answer, the database b
 stays pending and is tried again every `retry_every` seconds, `MAX_ATTEMPTS` times in
 this process, then given up with a warning. While a turn runs the chat shows typing, tool
 calls appear as edits of one status message (`progress`), risky ones ask with buttons
-(`questions`), and a background review's summary comes as a quiet follow-up. A message's
+(`questions`), and a background review's summary comes as a quiet follow-up, after the
+reply it follows even when the review ends first (it runs beside the reply's delivery). A message's
 attachments are downloaded when it is handled (again after a restart, from the stored
 update) and become blocks after its text or one reply saying what was not passed
 (`attachments`); an album's parts are answered together (`albums`).
@@ -277,19 +278,23 @@ class Bridge:
         attached = await self._attached(message, ctx, last_try) if message.attachments else None
         blocks = attached.blocks if attached else ()
         reply = None
-        if message.text.strip() or blocks:
-            reply = await self._turn(message, ctx, chat, blocks)
-            if reply.new_session_id:  # /new, /reset, /clear: the chat moves with it
-                await self.gateway.store.bind_chat(
-                    self.name, message.key.stored, reply.new_session_id
-                )
         store = self.gateway.store
-        done = await store.delivered(self.name, message.id)
-        sending = outbox(attached.reply if attached else "", reply, self.adapter.render)
-        for i, out in enumerate(sending):
-            if i >= done:
-                await self.adapter.send(ctx, chat, out.text, markup=out.markup, quiet=out.quiet)
-                await store.mark_delivered(self.name, message.id, i + 1)
+        replied = asyncio.Event()  # a review's line waits for it: it follows the reply
+        try:
+            if message.text.strip() or blocks:
+                reply = await self._turn(message, ctx, chat, blocks, replied)
+                if reply.new_session_id:  # /new, /reset, /clear: the chat moves with it
+                    await self.gateway.store.bind_chat(
+                        self.name, message.key.stored, reply.new_session_id
+                    )
+            done = await store.delivered(self.name, message.id)
+            sending = outbox(attached.reply if attached else "", reply, self.adapter.render)
+            for i, out in enumerate(sending):
+                if i >= done:
+                    await self.adapter.send(ctx, chat, out.text, markup=out.markup, quiet=out.quiet)
+                    await store.mark_delivered(self.name, message.id, i + 1)
+        finally:
+            replied.set()
         for other in others:  # before this one: a restart replays this one's turn, whole
             await store.finish_update(self.name, other)
         await store.finish_update(self.name, message.id)
@@ -325,12 +330,17 @@ class Bridge:
         ctx: Context,
         chat: ChatRef,
         blocks: Sequence[ImageBlock | TextBlock],
+        replied: asyncio.Event,
     ) -> Reply:
         sid = await self._session(message.key)
         status = Status(adapter=self.adapter, ctx=ctx, chat=chat)
 
+        async def review_line(line: str) -> None:
+            await replied.wait()  # the review can end before the reply is delivered
+            await self.adapter.send(ctx, chat, line, markup=False, quiet=True)
+
         def on_review(line: str) -> None:
-            self._tasks.spawn(self.adapter.send(ctx, chat, line, markup=False, quiet=True))
+            self._tasks.spawn(review_line(line))
 
         callbacks = Callbacks(  # on_tool is awaited
             on_tool=status.tool,
