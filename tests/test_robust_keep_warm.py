@@ -8,14 +8,21 @@ from __future__ import annotations
 
 import math
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from stoker.agent.keepwarm import KeepWarm
 from stoker.bench.returns import KINDS, time_policy
+from stoker.bench.workload import SYSTEM, TOOLS, WorkloadModel
 from stoker.cache.foresight import Gap, compare, tariff
+from stoker.cache.hindsight import hindsight
 from stoker.cache.models import model_info
-from stoker.cache.robust import settle
+from stoker.cache.robust import Account, carried, settle, settled
 from stoker.cache.time_policy import TimePolicy
+from stoker.clock import FrozenClock
+from stoker.wire.record import CacheRecord
+from tests.helpers import sim_agent
 
 KEPT_WARM = ["claude-sonnet-4-6", "claude-opus-4-6", "anthropic.claude-sonnet-4-6"]
 DAY = 30 * 3600.0
@@ -84,3 +91,37 @@ def test_whatever_the_history_a_session_costs_at_most_twice_foresight(
         seen.append(seconds)
         assert slack >= -tails - 1e-6 * prefix, (i, paid, best)
     assert paid <= 2.0 * best + tails + 1e-6 * prefix, (paid, best)
+
+
+async def test_a_session_settles_each_gap_into_its_account_as_its_report_reads_it() -> None:
+    """The account a live session carries (what its keep-warm may risk) is its records'
+    gaps as `stoker report` reads them, settled one gap at a time as the gaps end (and
+    so is a proxy lineage's, which keeps only the records since its latest turn)."""
+    clock = FrozenClock()
+    agent, _ = sim_agent(
+        model=WorkloadModel(), clock=clock, tools=TOOLS, system=SYSTEM, keep_warm=False
+    )
+    session = agent.session()
+    scheduler = KeepWarm(clock)
+    scheduler.watch(session)
+    await session.send("Hello")
+    for n, minutes in enumerate([3, 40, 18 * 60, 2, 18 * 60, 25]):
+        await scheduler.idle(minutes * 60)
+        await session.send(f"Back after {minutes} minutes ({n})")
+    info = model_info("claude-sonnet-4-6")
+    seen = hindsight(session.records)
+    assert seen is not None
+    at_once = settled(Account(), session.records, info)
+    assert at_once.slack == pytest.approx(sum(2 * g.best.cost - g.paid for g in seen.gaps))
+    halves = settled(Account(), session.records[:5], info)
+    assert settled(halves, session.records, info).slack == pytest.approx(at_once.slack)
+    carrying: tuple[Account, tuple[CacheRecord, ...]] = (Account(), ())
+    for record in session.records:  # as a proxy's lineage keeps it: the records since a turn
+        carrying = carried(*carrying, record, info)
+    assert carrying[0].slack == pytest.approx(at_once.slack)
+    # told its user comes back the next morning, the session would let the entry go at
+    # once; a return just after would cost more than its account can pay, so it is kept
+    plan = session.warm_plan(gaps=[18 * 3600.0] * 200)
+    assert plan is not None
+    assert plan.action == "seal"
+    assert f"past the session's slack of {at_once.slack:,.0f};" in plan.reason

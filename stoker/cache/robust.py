@@ -11,23 +11,31 @@ A session's *slack* is what its finished gaps left under the bound: twice what f
 would have paid across them, less what the policy paid (both known once a gap ends). A
 move at a refresh point is *safe* if, whatever the return time from here on, the gap's
 cost under it, followed by rent-or-buy, stays within twice foresight's cost of that
-return plus the slack. The policy takes the learned move when it is safe, else
-rent-or-buy's. Then every gap starts with a safe way across it (rent-or-buy, the
-ski-rental bound), every move keeps one, and each finished gap leaves the slack at or
-above zero: the session's gaps never cost more than twice foresight's, whatever the
-returns. A gap is checked at the moments where the cost of a return jumps, just after
-each expiry of the entry along the path; foresight's cost only grows with the return
-time, so those are the worst.
+return plus the slack. The policy takes the cheapest move in expectation that is safe
+(rent-or-buy's always is). Then every gap starts with a safe way across it (rent-or-buy,
+the ski-rental bound), every move keeps one, and each finished gap leaves the slack at
+or above zero: the session's gaps never cost more than twice foresight's, whatever the
+returns, beyond rent-or-buy's own term (after a keep-warm wrote the tail, the time
+policy counts its rewrite as lost too; foresight does not). A gap is checked at the
+moments where the cost of a return jumps, just after each expiry of the entry along the
+path; foresight's cost only grows with the return time, so those are the worst.
+
+The account (`Account`) is settled from a session's records as `stoker report` reads
+them (`stoker.cache.hindsight`): `settled` for a session that keeps them all, `carried`
+for a proxy lineage that keeps only those since its latest turn.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
-from dataclasses import replace
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
-from stoker.cache.foresight import Gap, Move, Point, Tariff, optimum, step
+from stoker.cache.foresight import Gap, Move, Point, Tariff, optimum, step, tariff
+from stoker.cache.hindsight import reviews
+from stoker.cache.models import ModelInfo
+from stoker.wire.record import CacheRecord
 
 BOUND = 2.0
 """The competitive ratio the account keeps: the policy's gaps cost at most this many
@@ -93,3 +101,41 @@ def safe(
 def settle(slack: float, *, paid: float, best: float) -> float:
     """The slack after a gap the policy crossed for `paid` and foresight for `best`."""
     return slack + BOUND * best - paid
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Account:
+    """A session's robustness account: its `slack` (base-input tokens) and how many of
+    its records it has settled (`upto`: the gaps before the turn call at `upto - 1`)."""
+
+    slack: float = 0.0
+    upto: int = 0
+
+
+def settled(
+    account: Account, records: Sequence[CacheRecord], info: ModelInfo, *, margin: float = 30.0
+) -> Account:
+    """`account` with every gap `records` (one session's, in order) shows past it settled:
+    what was paid across each and what foresight would have, as `stoker report` reads
+    them (`stoker.cache.hindsight`)."""
+    turns = [i for i in range(account.upto, len(records)) if records[i].purpose == "turn"]
+    if not turns or (account.upto == 0 and len(turns) < 2):
+        return account
+    start = max(account.upto - 1, 0)
+    gaps = reviews(records[start : turns[-1] + 1], tariff(info, margin=margin), info)
+    slack = account.slack
+    for gap in gaps:
+        slack = settle(slack, paid=gap.paid, best=gap.best.cost)
+    return Account(slack=slack, upto=turns[-1] + 1)
+
+
+def carried(
+    account: Account, since: tuple[CacheRecord, ...], record: CacheRecord, info: ModelInfo
+) -> tuple[Account, tuple[CacheRecord, ...]]:
+    """For a caller that keeps only the records since its last turn call (`since`: the
+    proxy's lineages), the account and those records after `record`."""
+    if record.purpose != "turn":
+        return account, (*since, record)
+    if since:
+        account = settled(replace(account, upto=1), (*since, record), info)
+    return account, (record,)
