@@ -33,6 +33,7 @@ from stoker.agent.session_idle import IdleSession
 from stoker.agent.stream import TurnStream, hooks_for
 from stoker.agent.telemetry import TurnFacts
 from stoker.cache.record import notify
+from stoker.cache.robust import settled
 from stoker.errors import ConfigError
 from stoker.providers.base import CallContext, Completion
 from stoker.tools import (
@@ -408,6 +409,8 @@ class Session(IdleSession):
         self._gap_plan = self._declared_break = self._anchor = None
         self._state.after_call(got.request, record)
         self._records.append(record)
+        margin = self._agent.cache_policy.keep_warm.margin  # the gap it ended, settled
+        self._state.account = settled(self._state.account, self._records, site.info, margin=margin)
         notify(record)
         if hooks.on_record is not None:
             hooks.on_record(record)

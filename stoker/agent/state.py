@@ -6,6 +6,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from stoker.cache.planner import BlockRef
+from stoker.cache.robust import Account
 from stoker.cache.storage import Stored
 from stoker.wire.fingerprint import key_of
 from stoker.wire.prefix import Prefix
@@ -40,6 +41,7 @@ class CacheState:
     warm_spent: float = 0.0  # keep-warm spent in this gap, base-input tokens
     warm_spent_usd: float = 0.0  # keep-warm spent by the session in all
     warm_failed_at: float | None = None  # a keep-warm failed; none again until a call
+    account: Account = field(default_factory=Account)  # its gaps against foresight so far
     explicit: Stored | None = None  # the explicit cache object the session holds (Gemini)
 
     def copy(self) -> CacheState:

@@ -208,6 +208,7 @@ def idle(
         overhead=PLACEHOLDER_TOKENS,
         spent=state.warm_spent,
         spent_usd=state.warm_spent_usd,
+        slack=state.account.slack,
     )
 
 

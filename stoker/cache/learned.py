@@ -23,6 +23,19 @@ while what the gap spent stays under the rewrite it saves, then let it go. Payin
 rewrite after spending one at most costs twice what foresight pays (the deterministic
 ski-rental bound; a seal's premium over a ping is allowed only while it is under a
 ping's price, which keeps the first window within 2x too).
+
+*Guarded.* The learned move is the cheapest in expectation, not in the worst case: let
+an entry go at once because past users came back the next morning, and this one is
+back a minute later, and the gap cost a rewrite where foresight paid one ping. So a
+learned move that departs from rent-or-buy is taken only while the session's
+robustness account (`stoker.cache.robust`: twice what foresight paid across its
+finished gaps, less what the policy paid) can absorb its worst case, a return just
+after any expiry from here on with rent-or-buy deciding after it; otherwise the
+cheapest move in expectation that it can absorb, rent-or-buy's at least. The session's
+gaps then cost at most twice foresight's whatever the returns (plus, as rent-or-buy's
+own bound, the rewrite of a tail a keep-warm wrote before the entry was let go). A new
+session has nothing in its account: its first costly gaps are crossed within twice
+foresight, and each gap crossed for less builds the room the next learned risk uses.
 """
 
 from __future__ import annotations
@@ -30,9 +43,10 @@ from __future__ import annotations
 import bisect
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
+from stoker.cache import robust
 from stoker.cache.foresight import Gap, Move, Point, Tariff, move_cost, moves_at, rewrite, step
 
 MIN_SEEN = 6
@@ -46,7 +60,7 @@ past them, the entry is let go if the user is still away."""
 PRIOR_WEIGHT = 2.0
 """How many observed gaps the scale-free prior is worth."""
 
-Basis = Literal["learned", "rent-or-buy"]
+Basis = Literal["learned", "rent-or-buy", "guarded"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,7 +106,8 @@ class ReturnTimes:
 class Choice:
     """A move and what was expected of it: the chance the user is back while the entry
     it keeps lives, its cost now, and the expected cost of the gap from here if it is
-    made (`keep`) or if the entry is let go (`expire`)."""
+    made (`keep`) or if the entry is let go (`expire`); a guarded move is the cheapest
+    in expectation of those the session's robustness account allows."""
 
     move: Move
     basis: Basis
@@ -101,6 +116,8 @@ class Choice:
     keep: float
     expire: float
     seen: int
+    instead: Move | None = None  # the move of least expected cost, where the robustness
+    # account ruled it out (`basis == "guarded"`)
 
 
 def _saving(gap: Gap, t: Tariff) -> float:
@@ -173,24 +190,43 @@ def choose(
     *,
     horizon: float,
     scale: float = 1.0,
+    slack: float = 0.0,
 ) -> Choice:
     """The move at `point` (the user away since the gap began, `point.at` seconds ago):
-    the least expected cost under `gaps`, or rent-or-buy where they are too few."""
+    the least expected cost under `gaps`, or rent-or-buy where they are too few, or where
+    the learned move's worst case is more than the session's `slack` can absorb
+    (`stoker.cache.robust`: its gaps then cost at most twice foresight's)."""
     est = ReturnTimes.of(gaps, horizon=horizon)
+    fallback = rent_or_buy(gap, t, point, scale=scale)
     if est.thin(point.at):
-        return rent_or_buy(gap, t, point, scale=scale)
+        return fallback
     lost = scale * rewrite(gap, t)
     options = _options(gap, t, est, point, lost, 0)  # never past the rewrite it saves
-    move = min(options, key=lambda o: o[0])[1]
+    ranked = sorted(options, key=lambda o: o[0])  # letting go first among equals
+
+    def then(p: Point) -> Move:
+        return rent_or_buy(gap, t, p, scale=scale).move
+
+    def allowed(move: Move) -> bool:
+        return move == fallback.move or robust.safe(
+            gap, t, point, move, then, lost=lost, slack=slack
+        )
+
+    move = next((m for _, m, _ in ranked if allowed(m)), fallback.move)
+    basis: Basis = "learned" if move == ranked[0][1] else "guarded"
+    if move not in (m for _, m, _ in options):  # rent-or-buy's cover, past the estimate
+        return replace(fallback, basis=basis, seen=est.seen, instead=ranked[0][1])
     # what keeping it would cost and its chance, whichever way it went (infinite: the
     # cap allows no more keep-warm in this gap)
-    keep, kept, chance = min(options[1:], key=lambda o: o[0], default=(math.inf, "ping", 0.0))
+    keeps = [o for o in options[1:] if o[1] == move] or options[1:]
+    keep, kept, chance = min(keeps, key=lambda o: o[0], default=(math.inf, "ping", 0.0))
     return Choice(
         move=move,
-        basis="learned",
+        basis=basis,
         chance=chance,
         cost=move_cost(kept, gap, t, point) if move != "expire" else 0.0,
         keep=keep,
         expire=options[0][0],
         seen=est.seen,
+        instead=ranked[0][1],
     )

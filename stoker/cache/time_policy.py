@@ -143,6 +143,9 @@ class Idle:
     overhead: int = 16  # the keep-warm's own placeholder message, never cached
     spent: float = 0.0  # keep-warm already spent in this gap, base-input tokens
     spent_usd: float = 0.0  # keep-warm spent by the session in all
+    slack: float = 0.0  # twice foresight's cost of the session's finished gaps, less what
+    # the policy paid across them: what a learned move's worst case may use up
+    # (`stoker.cache.robust`; 0: each gap on its own within twice foresight)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -248,7 +251,9 @@ def decide(
         # A seal needs a position of its own to write the long entry at: the unwritten
         # tail, or the long entry it refreshes. A short entry read again stays short.
         menu_ = replace(menu_, long=menu_.short, write_long=menu_.write_short)
-    choice = learned.choose(gap, menu_, point, gaps, horizon=policy.horizon, scale=scale)
+    choice = learned.choose(
+        gap, menu_, point, gaps, horizon=policy.horizon, scale=scale, slack=idle.slack
+    )
     if choice.move not in ("ping", "seal"):
         return expire(_why(choice, idle, menu.long if idle.long_lived else menu.short))
     # A long entry read again is re-sealed under its 1-hour markers (a 5-minute marker
@@ -284,6 +289,12 @@ def decide(
 def _why(choice: learned.Choice, idle: Idle, life: float) -> str:
     """What the decision expected: the chance of a return in time and the cost either
     way (expected, from the gaps seen; or rent-or-buy's bound)."""
+    if choice.basis == "guarded":
+        return (
+            f"{choice.instead} was cheaper in expectation, but a return just after it could "
+            f"cost more than twice what foresight pays, past the session's slack of "
+            f"{idle.slack:,.0f}; the cheapest move within it: "
+        ) + _why(replace(choice, basis="learned"), idle, life)
     if choice.basis == "rent-or-buy":
         if choice.move == "expire":
             return (

@@ -235,7 +235,13 @@ def _workloads_help() -> str:
     type=click.IntRange(min=1),
     help="Random gap sequences the foresight run tries.",
 )
-def bench_cache(workload: str, as_json: bool, sessions: int, fuzz: int) -> None:
+@click.option(
+    "--seed",
+    default=4040,  # `stoker.bench.returns.FUZZ_SEED`, not imported until a bench runs
+    type=int,
+    help="Seed of the foresight run's random gap sequences.",
+)
+def bench_cache(workload: str, as_json: bool, sessions: int, fuzz: int, seed: int) -> None:
     """Whole simulated sessions held to the ideal cache use (the help is `CACHE_WORKLOADS`)."""
     from stoker.bench import providers as by_provider
     from stoker.bench import returns
@@ -257,7 +263,9 @@ def bench_cache(workload: str, as_json: bool, sessions: int, fuzz: int) -> None:
     if "foresight" in names:  # held to foresight: the hard and extended runs' records
         wanted = (*wanted, *(n for n in ("hard", "extended") if n not in wanted))
     results = asyncio.run(run_cache_bench(wanted))
-    foresight = returns.run_foresight(results, fuzz=fuzz) if "foresight" in names else None
+    foresight = (
+        returns.run_foresight(results, fuzz=fuzz, seed=seed) if "foresight" in names else None
+    )
     results = [r for r in results if r.name in names]
     rows = asyncio.run(by_provider.run_providers_bench()) if "providers" in names else []
     fleet = asyncio.run(run_fleet_bench(sessions=sessions)) if "fleet" in names else []

@@ -127,6 +127,7 @@ def warm_plan(lineage: LineageState, policy: CachePolicy) -> WarmPlan | None:
         long_lived=lineage.live_for >= 3600.0,
         overhead=PLACEHOLDER_TOKENS,
         spent=lineage.warm_spent,
+        slack=lineage.account.slack,
     )
     return decide(idle, info, policy.keep_warm, gaps=lineage.gaps)
 

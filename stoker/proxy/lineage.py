@@ -29,9 +29,11 @@ from typing import Any
 
 from stoker.cache.models import fallback_info, model_info
 from stoker.cache.planner import BlockRef
+from stoker.cache.robust import Account
 from stoker.errors import ConfigError
 from stoker.wire.fingerprint import EMPTY_CHAIN, chain_step
 from stoker.wire.messages import Message, UserMessage
+from stoker.wire.record import CacheRecord
 from stoker.wire.request import Request
 
 MAX_LINEAGES = 10_000  # the in-memory index keeps the most recently used
@@ -74,6 +76,8 @@ class LineageState:
     live_for: float = 300.0  # how long that call left the entry alive
     gaps: list[float] = field(default_factory=list)  # seconds between its turn calls
     warm_spent: float = 0.0  # keep-warm spent in the current gap, base-input tokens
+    account: Account = field(default_factory=Account)  # its gaps against foresight so far
+    since_turn: tuple[CacheRecord, ...] = ()  # its records since its latest turn call
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -27,6 +27,7 @@ from typing import Any, Protocol
 
 from stoker.cache.models import ModelInfo, fallback_info, model_info
 from stoker.cache.record import build_record
+from stoker.cache.robust import carried
 from stoker.errors import ConfigError, StokerError
 from stoker.proxy.capture import response_body
 from stoker.proxy.lineage import (
@@ -215,6 +216,9 @@ class Recorder:
         facts = _consistent(observed.facts, usage, admission, info, sent_before)
         record = self._record(call, admission, usage, facts)
         self._advance(lineage, call, usage, body)
+        lineage.account, lineage.since_turn = carried(
+            lineage.account, lineage.since_turn, record, info
+        )
         ideal = 0
         if turn:
             shared = self._sent_before(call, same_prefix=True)
