@@ -7,16 +7,20 @@ would expire), and the session's gaps still cost at most twice what foresight pa
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from stoker.agent.keepwarm import KeepWarm
+from stoker.agent.session import Session
 from stoker.bench.returns import KINDS, time_policy
 from stoker.bench.workload import SYSTEM, TOOLS, WorkloadModel
+from stoker.cache import robust
 from stoker.cache.foresight import Gap, compare, tariff
-from stoker.cache.hindsight import hindsight
+from stoker.cache.hindsight import GapReview, hindsight, reviews
 from stoker.cache.models import model_info
 from stoker.cache.robust import Account, carried, settle, settled
 from stoker.cache.time_policy import TimePolicy
@@ -93,10 +97,9 @@ def test_whatever_the_history_a_session_costs_at_most_twice_foresight(
     assert paid <= 2.0 * best + tails + 1e-6 * prefix, (paid, best)
 
 
-async def test_a_session_settles_each_gap_into_its_account_as_its_report_reads_it() -> None:
-    """The account a live session carries (what its keep-warm may risk) is its records'
-    gaps as `stoker report` reads them, settled one gap at a time as the gaps end (and
-    so is a proxy lineage's, which keeps only the records since its latest turn)."""
+async def _lived(minutes: Sequence[float]) -> Session:
+    """A session on a frozen clock with the time policy's keep-warm: a first message, then
+    one after each idle gap of `minutes`."""
     clock = FrozenClock()
     agent, _ = sim_agent(
         model=WorkloadModel(), clock=clock, tools=TOOLS, system=SYSTEM, keep_warm=False
@@ -105,9 +108,17 @@ async def test_a_session_settles_each_gap_into_its_account_as_its_report_reads_i
     scheduler = KeepWarm(clock)
     scheduler.watch(session)
     await session.send("Hello")
-    for n, minutes in enumerate([3, 40, 18 * 60, 2, 18 * 60, 25]):
-        await scheduler.idle(minutes * 60)
-        await session.send(f"Back after {minutes} minutes ({n})")
+    for n, gap in enumerate(minutes):
+        await scheduler.idle(gap * 60)
+        await session.send(f"Back after {gap} minutes ({n})")
+    return session
+
+
+async def test_a_session_settles_each_gap_into_its_account_as_its_report_reads_it() -> None:
+    """The account a live session carries (what its keep-warm may risk) is its records'
+    gaps as `stoker report` reads them, settled one gap at a time as the gaps end (and
+    so is a proxy lineage's, which keeps only the records since its latest turn)."""
+    session = await _lived([3, 40, 18 * 60, 2, 18 * 60, 25])
     info = model_info("claude-sonnet-4-6")
     seen = hindsight(session.records)
     assert seen is not None
@@ -125,3 +136,28 @@ async def test_a_session_settles_each_gap_into_its_account_as_its_report_reads_i
     assert plan is not None
     assert plan.action == "seal"
     assert f"past the session's slack of {at_once.slack:,.0f};" in plan.reason
+
+
+async def test_settling_call_by_call_skips_untouched_gaps_and_agrees_with_the_report(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A live session settles its account after every call; a turn right after another
+    (within the entry's lifetime, reading all it left) is not reviewed, and the account
+    still comes out as `stoker report` reads the whole session."""
+    session = await _lived([1, 2, 40, 0.5, 18 * 60, 3, 4, 25, 1])
+    info = model_info("claude-sonnet-4-6")
+    reviewed: list[int] = []
+
+    def counted(window: Sequence[CacheRecord], *rest: Any) -> list[GapReview]:
+        reviewed.append(len(window))
+        return reviews(window, *rest)
+
+    monkeypatch.setattr(robust, "reviews", counted)  # the module settled() looks it up in
+    account = Account()
+    for end in range(1, len(session.records) + 1):
+        account = settled(account, session.records[:end], info)
+    seen = hindsight(session.records)
+    assert seen is not None
+    assert account.slack == pytest.approx(sum(2 * g.best.cost - g.paid for g in seen.gaps))
+    turns = sum(r.purpose == "turn" for r in session.records)
+    assert 0 < len(reviewed) < turns - 1  # some gaps were reviewed, the untouched not

@@ -122,11 +122,31 @@ def settled(
     if not turns or (account.upto == 0 and len(turns) < 2):
         return account
     start = max(account.upto - 1, 0)
-    gaps = reviews(records[start : turns[-1] + 1], tariff(info, margin=margin), info)
+    window, menu = records[start : turns[-1] + 1], tariff(info, margin=margin)
+    if _untouched(window, menu):
+        return Account(slack=account.slack, upto=turns[-1] + 1)
+    gaps = reviews(window, menu, info)
     slack = account.slack
     for gap in gaps:
         slack = settle(slack, paid=gap.paid, best=gap.best.cost)
     return Account(slack=slack, upto=turns[-1] + 1)
+
+
+def _untouched(window: Sequence[CacheRecord], menu: Tariff) -> bool:
+    """Whether `window` is one turn call after another within the entry's shortest
+    lifetime, the second reading all the first left cached: a gap no keep-warm touched,
+    that cost nothing and that foresight crosses for nothing, so settling it leaves the
+    slack as it is. Back-to-back turns are most calls; this spares each the review."""
+    if len(window) != 2:
+        return False
+    last, call = window
+    return (
+        last.purpose == call.purpose == "turn"
+        and last.started_at <= call.started_at <= last.started_at + menu.short
+        and call.explanation.verdict == "hit"
+        and call.usage.read >= last.usage.read + last.usage.written
+        and not call.storage_token_hours
+    )
 
 
 def carried(
