@@ -25,7 +25,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from stoker.cache.foresight import (
     Chooser,
@@ -133,13 +133,7 @@ def expected_online(gap: Gap, t: Tariff, dist: LogUniformMixture, choose: Choose
     """What any online `choose` expects `gap` to cost under `dist`, exactly: walking its
     refresh points once, each return between two expiries priced as `replay` prices it.
     `choose` is shown the gap with no end (`seconds` infinite), as online it is."""
-    unknown = Gap(
-        seconds=math.inf,
-        cached=gap.cached,
-        tail=gap.tail,
-        long_lived=gap.long_lived,
-        overhead=gap.overhead,
-    )
+    unknown = replace(gap, seconds=math.inf, held=None)
     saved = (t.write_short - t.read) * gap.tail
     point = start(gap, t)
     total = 0.0

@@ -265,14 +265,7 @@ def run_fuzz(
     for i, seconds in enumerate(fuzz_sequences(n, seed=seed)):
         one = run_user([seconds], info, policy, name=f"fuzz #{i}")
         if worst is None or one.gap_ratio > worst.gap_ratio:
-            worst = Measured(
-                name=one.name,
-                gaps=one.gaps,
-                base=one.base,
-                paid=one.paid,
-                best=one.best,
-                worst=tuple(seconds),
-            )
+            worst = replace(one, worst=tuple(seconds))
     assert worst is not None
     return worst
 
